@@ -1,0 +1,1 @@
+//! kinformer actors (filled by the actor-pipeline issue).

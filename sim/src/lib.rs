@@ -1,0 +1,1 @@
+//! kinformer-sim (filled by the sim issue).

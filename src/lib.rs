@@ -1,0 +1,27 @@
+//! # kinformer: the runtime-free core
+//!
+//! client-go's `tools/cache` state machines in plain Rust: no async runtime, no I/O, no actors.
+//! The actix layer (`kinformer-actors`) owns these structs and translates messages into calls,
+//! so every rule of the informer (DESIGN.md ids R*, F*, I*, P*, B*, W*) is testable here
+//! deterministically.
+//!
+//! - [`key`]: object keys (`namespace/name`), key functions over kube's [`kube_core::Resource`],
+//!   and [`DeletedFinalStateUnknown`] tombstones.
+//! - [`delta`]: [`DeltaType`], [`Delta`], [`Deltas`].
+//! - [`fifo`]: the [`DeltaFifo`] state machine (F1–F9).
+//! - [`store`]: the indexed, single-writer/lock-free-reader store and its [`Lister`] (I1–I6).
+//! - [`notification`]: handler notifications and the [`Coalescer`] of B3.
+//! - [`trace`]: the trace id carried by every delta and notification (T1).
+//!
+//! Objects are held as `Arc<K>` everywhere: handing one out never deep-copies it.
+
+pub mod delta;
+pub mod fifo;
+pub mod key;
+pub mod notification;
+pub mod store;
+pub mod trace;
+
+pub use delta::{Delta, DeltaObject, DeltaType, Deltas};
+pub use key::{DeletedFinalStateUnknown, KeyError, KeyFunc, ObjectKey, meta_namespace_key};
+pub use trace::TraceId;

@@ -1,0 +1,78 @@
+//! Handler notifications (client-go's `addNotification` / `updateNotification` /
+//! `deleteNotification`) and, in [`coalesce`], the per-key coalescing buffer of DESIGN.md B3.
+
+use std::{fmt, sync::Arc};
+
+use crate::DeltaObject;
+
+/// What a handler is told about one object.
+pub enum Notification<K> {
+    /// The object appeared. `is_in_initial_list` is true for objects of the informer's first
+    /// list and for the replay a late-added handler receives (P4).
+    Add {
+        /// The new object.
+        obj: Arc<K>,
+        /// True when delivered as part of the initial list (client-go's `isInInitialList`).
+        is_in_initial_list: bool,
+    },
+    /// The object changed, or a resync re-delivered it (then `old` and `new` are the same `Arc`).
+    Update {
+        /// The previously cached object.
+        old: Arc<K>,
+        /// The new object.
+        new: Arc<K>,
+    },
+    /// The object was deleted; a tombstone when the deletion was only found on relist.
+    Delete {
+        /// The last state of the object, or a `DeletedFinalStateUnknown` tombstone.
+        obj: DeltaObject<K>,
+    },
+}
+
+impl<K> Notification<K> {
+    /// The newest object this notification carries (the tombstone's last state for deletes).
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Notification::Add { obj, .. } => obj,
+            Notification::Update { new, .. } => new,
+            Notification::Delete { obj } => obj.object(),
+        }
+    }
+
+    /// True for an update produced by a resync (old and new are the same object).
+    pub fn is_resync(&self) -> bool {
+        matches!(self, Notification::Update { old, new } if Arc::ptr_eq(old, new))
+    }
+}
+
+impl<K> Clone for Notification<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Notification::Add {
+                obj,
+                is_in_initial_list,
+            } => Notification::Add {
+                obj: Arc::clone(obj),
+                is_in_initial_list: *is_in_initial_list,
+            },
+            Notification::Update { old, new } => Notification::Update {
+                old: Arc::clone(old),
+                new: Arc::clone(new),
+            },
+            Notification::Delete { obj } => Notification::Delete { obj: obj.clone() },
+        }
+    }
+}
+
+impl<K> fmt::Debug for Notification<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Notification::Add {
+                is_in_initial_list, ..
+            } => write!(f, "Add(initial={is_in_initial_list})"),
+            Notification::Update { .. } if self.is_resync() => f.write_str("Update(resync)"),
+            Notification::Update { .. } => f.write_str("Update"),
+            Notification::Delete { obj } => write!(f, "Delete({obj:?})"),
+        }
+    }
+}
