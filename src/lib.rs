@@ -8,19 +8,26 @@
 //! - [`key`]: object keys (`namespace/name`), key functions over kube's [`kube_core::Resource`],
 //!   and [`DeletedFinalStateUnknown`] tombstones.
 //! - [`delta`]: [`DeltaType`], [`Delta`], [`Deltas`].
-//! - [`fifo`]: the [`DeltaFifo`] state machine (F1–F9).
-//! - [`store`]: the indexed, single-writer/lock-free-reader store and its [`Lister`] (I1–I6).
-//! - [`notification`]: handler notifications and the [`Coalescer`] of B3.
+//! - [`fifo`]: the `DeltaFifo` state machine (F1–F9).
+//! - [`store`]: the indexed, single-writer/lock-free-reader store and its `Lister` (I1–I6).
+//! - [`known`]: the read-only view of the store the FIFO consults ([`known::KnownObjects`]).
+//! - [`notification`]: handler notifications; [`coalesce`]: the per-key coalescing buffer of B3.
+//! - [`selector`]: label and field selector parsing (`app=web,tier in (a,b),!canary`).
+//! - [`workqueue`]: client-go's workqueue logic (dedup, delaying, rate limiters), clock injected.
 //! - [`trace`]: the trace id carried by every delta and notification (T1).
 //!
 //! Objects are held as `Arc<K>` everywhere: handing one out never deep-copies it.
 
+pub mod coalesce;
 pub mod delta;
 pub mod fifo;
 pub mod key;
+pub mod known;
 pub mod notification;
+pub mod selector;
 pub mod store;
 pub mod trace;
+pub mod workqueue;
 
 pub use delta::{Delta, DeltaObject, DeltaType, Deltas};
 pub use key::{DeletedFinalStateUnknown, KeyError, KeyFunc, ObjectKey, meta_namespace_key};

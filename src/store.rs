@@ -1,1 +1,1 @@
-
+//! Placeholder: filled by its owner.
