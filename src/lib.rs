@@ -14,16 +14,20 @@
 //! - [`notification`]: handler notifications; [`coalesce`]: the per-key coalescing buffer of B3.
 //! - [`selector`]: label and field selector parsing (`app=web,tier in (a,b),!canary`).
 //! - [`workqueue`]: client-go's workqueue logic (dedup, delaying, rate limiters), clock injected.
+//! - [`reflector`]: the reflector's resourceVersion rules (R1–R4).
+//! - [`backoff`]: the reflector's restart backoff (R8).
 //! - [`trace`]: the trace id carried by every delta and notification (T1).
 //!
 //! Objects are held as `Arc<K>` everywhere: handing one out never deep-copies it.
 
+pub mod backoff;
 pub mod coalesce;
 pub mod delta;
 pub mod fifo;
 pub mod key;
 pub mod known;
 pub mod notification;
+pub mod reflector;
 pub mod selector;
 pub mod store;
 pub mod trace;
