@@ -1,0 +1,461 @@
+//! The indexed store: client-go's `threadSafeStore` + `Indexer` + listers (DESIGN.md I1–I6).
+//!
+//! # Design: one writer, lock-free readers
+//!
+//! [`Store`] is the single writer (owned by the Indexer actor). It keeps a *working copy* of
+//! the contents (objects by key, plus every index) in persistent `imbl` maps and, after each
+//! operation (or once per [`Batch`]), publishes an immutable version through an
+//! [`arc_swap::ArcSwap`]. Cloning a persistent map is O(1) (structural sharing), so publishing
+//! costs one small allocation; the next write copies only the O(log n) nodes on its path.
+//!
+//! [`Lister`]s read the latest published version: a read is an `ArcSwap::load` (no lock, no
+//! waiting on the writer or on other readers) followed by a lookup in an immutable map.
+//! [`Lister::snapshot`] pins one version for multi-call reads. Because a version is published
+//! whole, [`Store::replace`] is atomic for readers (I5): they see the old contents or the new
+//! ones, never a mix, and an index never names a key that the same version lacks.
+//!
+//! Objects are `Arc<K>`: storing or handing out an object never deep-copies it, and `K` need
+//! not be `Clone`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::key::default_key_func;
+//! use kinformer::store::{Indexers, NAMESPACE_INDEX, Store, namespace_index_func};
+//!
+//! let mut indexers = Indexers::new();
+//! indexers.insert(NAMESPACE_INDEX.to_string(), namespace_index_func::<Pod>());
+//! let mut store = Store::new(default_key_func::<Pod>(), indexers);
+//! let lister = store.lister(); // cheap to clone, hand it to any thread
+//!
+//! let mut pod = Pod::default();
+//! pod.metadata.namespace = Some("default".into());
+//! pod.metadata.name = Some("web-0".into());
+//! assert!(store.add(Arc::new(pod)).unwrap().is_none());
+//!
+//! assert!(lister.get("default", "web-0").is_some());
+//! assert_eq!(lister.by_index(NAMESPACE_INDEX, "default").unwrap().len(), 1);
+//! assert_eq!(lister.namespaced("default").list().len(), 1);
+//! ```
+
+mod index;
+mod lister;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+use std::{collections::HashSet, sync::Arc};
+
+use arc_swap::ArcSwap;
+
+use crate::{KeyError, KeyFunc, ObjectKey};
+use index::IndexSlot;
+
+pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX, index_func, namespace_index_func};
+pub use lister::{Lister, NamespacedLister, Snapshot};
+
+/// Errors of the store and its listers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The key function rejected the object (e.g. it has no name); nothing was stored.
+    #[error("cannot key object: {0}")]
+    Key(#[from] KeyError),
+    /// A read named an index that the store does not have (I3).
+    #[error("index {0:?} does not exist")]
+    UnknownIndex(String),
+    /// [`Store::add_indexers`] named an index that already exists; no indexer was added.
+    #[error("index {0:?} already exists")]
+    IndexExists(String),
+}
+
+/// What [`Store::replace`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplaceReport {
+    /// Number of objects the store now holds (distinct keys; the last object wins a duplicate).
+    pub stored: usize,
+    /// Objects the key function rejected; they were left out, the rest was stored.
+    pub skipped: Vec<SkippedObject>,
+}
+
+/// An object that [`Store::replace`] left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedObject {
+    /// Its position in the list given to `replace`.
+    pub position: usize,
+    /// Why the key function rejected it.
+    pub error: KeyError,
+}
+
+/// One version of the store's contents. Immutable once published.
+pub(crate) struct Inner<K> {
+    /// Objects by key.
+    pub(crate) items: imbl::HashMap<ObjectKey, Arc<K>>,
+    /// The indices, one slot per index name (few: a linear scan beats hashing the name).
+    pub(crate) indices: Vec<IndexSlot<K>>,
+    /// Incremented at every publish; lets readers tell versions apart.
+    pub(crate) version: u64,
+}
+
+impl<K> Clone for Inner<K> {
+    fn clone(&self) -> Self {
+        Inner {
+            items: self.items.clone(),
+            indices: self.indices.clone(),
+            version: self.version,
+        }
+    }
+}
+
+impl<K> Inner<K> {
+    /// Stores `obj` under `key` and moves the key between index values; returns the previous
+    /// object.
+    fn put(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
+        let old = self.items.insert(key.clone(), Arc::clone(&obj));
+        match &old {
+            // A resync re-stores the very same object: its index values cannot have changed.
+            Some(o) if Arc::ptr_eq(o, &obj) => {}
+            _ => {
+                for slot in &mut self.indices {
+                    slot.reindex(&key, old.as_deref(), Some(&obj));
+                }
+            }
+        }
+        old
+    }
+
+    /// Removes `key` from the objects and from every index value it was under.
+    fn remove(&mut self, key: &str) -> Option<Arc<K>> {
+        let (key, old) = self.items.remove_with_key(key)?;
+        for slot in &mut self.indices {
+            slot.reindex(&key, Some(&old), None);
+        }
+        Some(old)
+    }
+
+    /// Replaces all objects; indices are rebuilt from scratch over the new contents.
+    fn replace(&mut self, key_func: &KeyFunc<K>, objs: Vec<Arc<K>>) -> ReplaceReport {
+        let mut items = imbl::HashMap::new();
+        let mut skipped = Vec::new();
+        for (position, obj) in objs.into_iter().enumerate() {
+            match key_func(&obj) {
+                Ok(key) => {
+                    items.insert(key, obj);
+                }
+                Err(error) => skipped.push(SkippedObject { position, error }),
+            }
+        }
+        let indices = self
+            .indices
+            .iter()
+            .map(|slot| {
+                IndexSlot::build(Arc::clone(&slot.name), Arc::clone(&slot.func), items.iter())
+            })
+            .collect();
+        self.indices = indices;
+        self.items = items;
+        ReplaceReport {
+            stored: self.items.len(),
+            skipped,
+        }
+    }
+
+    /// Adds indices over the current contents; all-or-nothing on a name conflict.
+    fn add_indexers(&mut self, more: Indexers<K>) -> Result<(), StoreError> {
+        if let Some(name) = more
+            .keys()
+            .find(|name| self.indices.iter().any(|s| &*s.name == name.as_str()))
+        {
+            return Err(StoreError::IndexExists(name.clone()));
+        }
+        let mut more: Vec<_> = more.into_iter().collect();
+        more.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, func) in more {
+            let slot = IndexSlot::build(Arc::from(name), func, self.items.iter());
+            self.indices.push(slot);
+        }
+        Ok(())
+    }
+}
+
+/// The single writer of an indexed store (client-go's `threadSafeStore` + `Indexer`).
+///
+/// Owned by one task (the Indexer actor); not `Clone`. Every mutation is published to the
+/// [`Lister`]s at once; use [`Store::batch`] to apply many and publish once.
+pub struct Store<K> {
+    key_func: KeyFunc<K>,
+    /// The writer's working copy; equal to the published version outside a batch.
+    working: Inner<K>,
+    shared: Arc<ArcSwap<Inner<K>>>,
+}
+
+impl<K> Store<K> {
+    /// An empty store that keys objects with `key_func` (usually
+    /// [`default_key_func`](crate::key::default_key_func), I1) and maintains `indexers`.
+    pub fn new(key_func: KeyFunc<K>, indexers: Indexers<K>) -> Self {
+        let mut indexers: Vec<_> = indexers.into_iter().collect();
+        indexers.sort_by(|a, b| a.0.cmp(&b.0));
+        let working = Inner {
+            items: imbl::HashMap::new(),
+            indices: indexers
+                .into_iter()
+                .map(|(name, func)| IndexSlot {
+                    name: Arc::from(name),
+                    func,
+                    index: Default::default(),
+                })
+                .collect(),
+            version: 0,
+        };
+        let shared = Arc::new(ArcSwap::from_pointee(working.clone()));
+        Store {
+            key_func,
+            working,
+            shared,
+        }
+    }
+
+    /// Adds or replaces `obj` under its key and publishes; returns the previous object (the
+    /// Indexer actor needs it for Update notifications).
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] when the key function rejects the object; nothing changes.
+    pub fn add(&mut self, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
+        let old = self.put(obj)?;
+        self.publish();
+        Ok(old)
+    }
+
+    /// Same as [`Store::add`] (as in client-go, add and update are both upserts).
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] when the key function rejects the object; nothing changes.
+    pub fn update(&mut self, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
+        self.add(obj)
+    }
+
+    /// Removes the object with `obj`'s key; returns what was stored (None: nothing was).
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] when the key function rejects the object.
+    pub fn delete(&mut self, obj: &K) -> Result<Option<Arc<K>>, StoreError> {
+        let key = (self.key_func)(obj)?;
+        Ok(self.delete_key(key.as_str()))
+    }
+
+    /// Removes the object stored under `key`; returns it (None: nothing was stored).
+    pub fn delete_key(&mut self, key: &str) -> Option<Arc<K>> {
+        let old = self.working.remove(key)?;
+        self.publish();
+        Some(old)
+    }
+
+    /// Replaces the whole contents with `objs` and rebuilds every index, then publishes once:
+    /// readers see the old contents or the new ones, never a mix (I5).
+    ///
+    /// Objects the key function rejects are skipped and listed in the report; the rest is
+    /// stored. To know what was there before (e.g. to notify deletions), take
+    /// [`Store::snapshot`] first: it is O(1).
+    ///
+    /// # Errors
+    /// None today: a rejected object is reported, not fatal. The `Result` keeps the signature
+    /// in line with the other writes.
+    pub fn replace(&mut self, objs: Vec<Arc<K>>) -> Result<ReplaceReport, StoreError> {
+        let report = self.working.replace(&self.key_func, objs);
+        self.publish();
+        Ok(report)
+    }
+
+    /// Adds indices and indexes the objects already stored (I4).
+    ///
+    /// # Errors
+    /// [`StoreError::IndexExists`] when a name is already an index; then nothing is added.
+    pub fn add_indexers(&mut self, more: Indexers<K>) -> Result<(), StoreError> {
+        self.working.add_indexers(more)?;
+        self.publish();
+        Ok(())
+    }
+
+    /// Starts a batch: its operations are published together, once, when it is committed or
+    /// dropped. Readers see none of them until then.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kinformer::{key::default_key_func, store::{Indexers, Store}};
+    /// # fn pod(name: &str) -> Arc<Pod> {
+    /// #     let mut p = Pod::default();
+    /// #     p.metadata.namespace = Some("ns".into());
+    /// #     p.metadata.name = Some(name.into());
+    /// #     Arc::new(p)
+    /// # }
+    /// let mut store = Store::new(default_key_func::<Pod>(), Indexers::new());
+    /// let lister = store.lister();
+    /// let mut batch = store.batch();
+    /// batch.add(pod("a")).unwrap();
+    /// batch.add(pod("b")).unwrap();
+    /// assert_eq!(lister.len(), 0); // not yet published
+    /// batch.commit();
+    /// assert_eq!(lister.len(), 2);
+    /// ```
+    pub fn batch(&mut self) -> Batch<'_, K> {
+        Batch {
+            store: self,
+            dirty: false,
+        }
+    }
+
+    /// The object stored under `key` (the writer's view).
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.working.items.get(key).cloned()
+    }
+
+    /// Number of objects stored.
+    pub fn len(&self) -> usize {
+        self.working.items.len()
+    }
+
+    /// True when no object is stored.
+    pub fn is_empty(&self) -> bool {
+        self.working.items.is_empty()
+    }
+
+    /// Names of the indices, sorted.
+    pub fn index_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .working
+            .indices
+            .iter()
+            .map(|s| s.name.to_string())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// A reader of the published contents; clone it freely and send it to any thread.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(Arc::clone(&self.shared))
+    }
+
+    /// A point-in-time view of the writer's current contents (O(1)).
+    pub fn snapshot(&self) -> Snapshot<K> {
+        Snapshot::new(Arc::new(self.working.clone()))
+    }
+
+    fn put(&mut self, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
+        let key = (self.key_func)(&obj)?;
+        Ok(self.working.put(key, obj))
+    }
+
+    /// Publishes the working copy: O(number of indices), independent of the store size.
+    fn publish(&mut self) {
+        self.working.version += 1;
+        self.shared.store(Arc::new(self.working.clone()));
+    }
+}
+
+/// A group of writes published once (see [`Store::batch`]); the Indexer actor applies a popped
+/// FIFO batch this way, amortising the publish and the copy-on-write of shared nodes.
+///
+/// Publishes when [`Batch::commit`]ted or dropped, and only if something changed.
+pub struct Batch<'a, K> {
+    store: &'a mut Store<K>,
+    dirty: bool,
+}
+
+impl<K> Batch<'_, K> {
+    /// Like [`Store::add`], published at commit.
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] when the key function rejects the object; nothing changes.
+    pub fn add(&mut self, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
+        let old = self.store.put(obj)?;
+        self.dirty = true;
+        Ok(old)
+    }
+
+    /// Like [`Store::update`], published at commit.
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] when the key function rejects the object; nothing changes.
+    pub fn update(&mut self, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
+        self.add(obj)
+    }
+
+    /// Like [`Store::delete`], published at commit.
+    ///
+    /// # Errors
+    /// [`StoreError::Key`] when the key function rejects the object.
+    pub fn delete(&mut self, obj: &K) -> Result<Option<Arc<K>>, StoreError> {
+        let key = (self.store.key_func)(obj)?;
+        Ok(self.delete_key(key.as_str()))
+    }
+
+    /// Like [`Store::delete_key`], published at commit.
+    pub fn delete_key(&mut self, key: &str) -> Option<Arc<K>> {
+        let old = self.store.working.remove(key)?;
+        self.dirty = true;
+        Some(old)
+    }
+
+    /// Like [`Store::replace`], published at commit (still atomic for readers).
+    ///
+    /// # Errors
+    /// None today (see [`Store::replace`]).
+    pub fn replace(&mut self, objs: Vec<Arc<K>>) -> Result<ReplaceReport, StoreError> {
+        let store = &mut *self.store;
+        let report = store.working.replace(&store.key_func, objs);
+        self.dirty = true;
+        Ok(report)
+    }
+
+    /// The object under `key` in the batch's view (includes its unpublished writes).
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.store.get_by_key(key)
+    }
+
+    /// Publishes the batch (same as dropping it; this names the intent).
+    pub fn commit(self) {}
+}
+
+impl<K> Drop for Batch<'_, K> {
+    fn drop(&mut self) {
+        if self.dirty {
+            self.store.publish();
+        }
+    }
+}
+
+/// Keys of the objects under any of `values` in one index, deduplicated.
+pub(crate) fn union_keys<K>(slot: &IndexSlot<K>, values: &[String]) -> Vec<ObjectKey> {
+    match values {
+        [] => Vec::new(),
+        [value] => slot_keys(slot, value),
+        _ => {
+            let mut seen = HashSet::new();
+            let mut keys = Vec::new();
+            for value in values {
+                if let Some(set) = slot.index.get(value.as_str()) {
+                    set.for_each(|k| {
+                        if seen.insert(k.clone()) {
+                            keys.push(k.clone());
+                        }
+                    });
+                }
+            }
+            keys
+        }
+    }
+}
+
+/// Keys of the objects under one index value.
+pub(crate) fn slot_keys<K>(slot: &IndexSlot<K>, value: &str) -> Vec<ObjectKey> {
+    match slot.index.get(value) {
+        Some(set) => {
+            let mut keys = Vec::with_capacity(set.len());
+            set.for_each(|k| keys.push(k.clone()));
+            keys
+        }
+        None => Vec::new(),
+    }
+}
