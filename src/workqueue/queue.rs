@@ -151,6 +151,13 @@ impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
     }
 }
 
+impl<T: Clone + Eq + Hash + Send + 'static> Default for WorkQueue<T> {
+    /// Same as [`WorkQueue::with_default_rate_limiter`].
+    fn default() -> Self {
+        Self::with_default_rate_limiter()
+    }
+}
+
 impl<T: Clone + Eq + Hash> WorkQueue<T> {
     /// An empty queue whose [`add_rate_limited`](Self::add_rate_limited) delays come from
     /// `rate_limiter`.

@@ -844,3 +844,13 @@ fn debug_output_is_a_summary() {
     let s = format!("{:?}", default_controller_rate_limiter::<u8>());
     assert!(s.contains("limiters: 2"), "{s}");
 }
+
+#[test]
+fn queue_is_send_for_a_mutex_or_actor_front() {
+    fn assert_send<S: Send>(_: &S) {}
+    let q: WorkQueue<crate::ObjectKey> = WorkQueue::default();
+    assert_send(&q);
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.next_ready_at(), None);
+    assert!(!q.is_drained());
+}
