@@ -1,0 +1,438 @@
+//! `SharedInformerFactory` (DESIGN.md X1–X3): one informer per (type, namespace, selectors),
+//! shared by every controller that asks for it.
+
+use std::{
+    any::{Any, TypeId},
+    collections::{BTreeMap, HashMap},
+    fmt,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::future::{BoxFuture, join_all};
+use kube::{
+    Client, Resource,
+    api::{ApiResource, DynamicObject, PartialObjectMeta},
+};
+
+use crate::{
+    InformerObject,
+    error::InformerError,
+    informer::{InformerConfig, SharedIndexInformer},
+    lister_watcher::{KubeListerWatcher, MetadataListerWatcher},
+};
+
+/// Per-informer options that take part in sharing: two requests with equal options share one
+/// informer (X1).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct InformerOptions {
+    /// Namespace scope (None: the factory's, which defaults to all namespaces).
+    pub namespace: Option<String>,
+    /// Label selector (None: the factory's).
+    pub label_selector: Option<String>,
+    /// Field selector (None: the factory's).
+    pub field_selector: Option<String>,
+    /// Default handler resync for this informer (None: the factory's, or the type's).
+    pub resync: Option<Duration>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct InformerKey {
+    type_id: TypeId,
+    resource: (String, String, String, String),
+    metadata_only: bool,
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+}
+
+trait AnyInformer: Send + Sync {
+    fn start(&self) -> Result<(), InformerError>;
+    fn has_synced(&self) -> bool;
+    fn wait(&self) -> BoxFuture<'static, ()>;
+    fn shutdown(&self) -> BoxFuture<'static, ()>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<K: InformerObject> AnyInformer for SharedIndexInformer<K> {
+    fn start(&self) -> Result<(), InformerError> {
+        SharedIndexInformer::start(self)
+    }
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+    fn wait(&self) -> BoxFuture<'static, ()> {
+        let i = self.clone();
+        Box::pin(async move { i.wait_for_sync().await })
+    }
+    fn shutdown(&self) -> BoxFuture<'static, ()> {
+        let i = self.clone();
+        Box::pin(async move { i.shutdown().await })
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct Entry {
+    name: String,
+    informer: Arc<dyn AnyInformer>,
+}
+
+struct FactoryInner {
+    client: Client,
+    config: InformerConfig,
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    type_resync: Mutex<HashMap<TypeId, Duration>>,
+    informers: Mutex<Vec<(InformerKey, Entry)>>,
+    started: Mutex<bool>,
+}
+
+/// Makes and shares informers (client-go's `SharedInformerFactory`).
+///
+/// ```no_run
+/// use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+/// use kinformer_actors::SharedInformerFactory;
+/// # async fn demo(client: kube::Client) {
+/// let factory = SharedInformerFactory::new(client).with_namespace("default");
+/// let pods = factory.informer::<Pod>();
+/// let deployments = factory.informer::<Deployment>();
+/// assert!(factory.informer::<Pod>().same_as(&pods)); // X1: shared
+/// factory.start().unwrap();
+/// let synced = factory.wait_for_cache_sync(std::time::Duration::from_secs(30)).await;
+/// assert!(synced.values().all(|s| *s));
+/// # let _ = deployments;
+/// factory.shutdown().await;
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct SharedInformerFactory {
+    inner: Arc<FactoryInner>,
+}
+
+impl fmt::Debug for SharedInformerFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedInformerFactory")
+            .field("namespace", &self.inner.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedInformerFactory {
+    /// A factory over all namespaces, no selectors, no resync.
+    pub fn new(client: Client) -> Self {
+        Self::with_options(client, InformerConfig::default(), None, None, None)
+    }
+
+    fn with_options(
+        client: Client,
+        config: InformerConfig,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+        field_selector: Option<String>,
+    ) -> Self {
+        SharedInformerFactory {
+            inner: Arc::new(FactoryInner {
+                client,
+                config,
+                namespace,
+                label_selector,
+                field_selector,
+                type_resync: Mutex::new(HashMap::new()),
+                informers: Mutex::new(Vec::new()),
+                started: Mutex::new(false),
+            }),
+        }
+    }
+
+    fn rebuild(&self, f: impl FnOnce(&mut Self)) -> Self {
+        let i = &self.inner;
+        let mut next = Self::with_options(
+            i.client.clone(),
+            i.config.clone(),
+            i.namespace.clone(),
+            i.label_selector.clone(),
+            i.field_selector.clone(),
+        );
+        f(&mut next);
+        next
+    }
+
+    /// Scope every informer to one namespace (X2). Call before asking for informers.
+    pub fn with_namespace(self, namespace: impl Into<String>) -> Self {
+        let ns = namespace.into();
+        self.rebuild(|f| mut_inner(f).namespace = Some(ns))
+    }
+
+    /// Default resync period of every informer's handlers (X2).
+    pub fn with_resync(self, period: Duration) -> Self {
+        self.rebuild(|f| mut_inner(f).config.resync = Some(period))
+    }
+
+    /// Label selector for every informer (X2).
+    pub fn with_label_selector(self, selector: impl Into<String>) -> Self {
+        let s = selector.into();
+        self.rebuild(|f| mut_inner(f).label_selector = Some(s))
+    }
+
+    /// Field selector for every informer (X2).
+    pub fn with_field_selector(self, selector: impl Into<String>) -> Self {
+        let s = selector.into();
+        self.rebuild(|f| mut_inner(f).field_selector = Some(s))
+    }
+
+    /// Options for every informer (reflector, FIFO, backoff, …).
+    pub fn with_config(self, config: InformerConfig) -> Self {
+        self.rebuild(|f| mut_inner(f).config = config)
+    }
+
+    /// Resync period for one type's informers (client-go's `WithCustomResyncConfig`, X2).
+    pub fn set_resync_for<K: 'static>(&self, period: Duration) {
+        if let Ok(mut m) = self.inner.type_resync.lock() {
+            m.insert(TypeId::of::<K>(), period);
+        }
+    }
+
+    /// The client informers are made with.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    fn config_for<K: 'static>(&self, opts: &InformerOptions) -> (InformerConfig, Option<String>) {
+        let i = &self.inner;
+        let mut config = i.config.clone();
+        if let Some(r) = opts
+            .resync
+            .or_else(|| i.type_resync.lock().ok()?.get(&TypeId::of::<K>()).copied())
+        {
+            config.resync = Some(r);
+        }
+        config.reflector.label_selector = opts
+            .label_selector
+            .clone()
+            .or_else(|| i.label_selector.clone());
+        config.reflector.field_selector = opts
+            .field_selector
+            .clone()
+            .or_else(|| i.field_selector.clone());
+        let ns = opts.namespace.clone().or_else(|| i.namespace.clone());
+        (config, ns)
+    }
+
+    fn key<K: 'static>(
+        &self,
+        resource: (String, String, String, String),
+        metadata_only: bool,
+        config: &InformerConfig,
+        ns: &Option<String>,
+    ) -> InformerKey {
+        InformerKey {
+            type_id: TypeId::of::<K>(),
+            resource,
+            metadata_only,
+            namespace: ns.clone(),
+            label_selector: config.reflector.label_selector.clone(),
+            field_selector: config.reflector.field_selector.clone(),
+        }
+    }
+
+    fn get_or_insert<K: InformerObject>(
+        &self,
+        key: InformerKey,
+        name: String,
+        make: impl FnOnce() -> SharedIndexInformer<K>,
+    ) -> SharedIndexInformer<K> {
+        let mut informers = self
+            .inner
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for (k, e) in informers.iter() {
+            if *k == key
+                && let Some(i) = e.informer.as_any().downcast_ref::<SharedIndexInformer<K>>()
+            {
+                return i.clone();
+            }
+        }
+        let informer = make();
+        informers.push((
+            key,
+            Entry {
+                name,
+                informer: Arc::new(informer.clone()),
+            },
+        ));
+        informer
+    }
+
+    /// The shared informer of a typed resource (X1).
+    pub fn informer<K>(&self) -> SharedIndexInformer<K>
+    where
+        K: InformerObject,
+        K::DynamicType: Default,
+    {
+        self.informer_with(InformerOptions::default())
+    }
+
+    /// The shared informer of a typed resource with per-informer options (X1, X2).
+    pub fn informer_with<K>(&self, opts: InformerOptions) -> SharedIndexInformer<K>
+    where
+        K: InformerObject,
+        K::DynamicType: Default,
+    {
+        let dt = K::DynamicType::default();
+        let (config, ns) = self.config_for::<K>(&opts);
+        let res = resource_id::<K>(&dt);
+        let key = self.key::<K>(res, false, &config, &ns);
+        let name = K::plural(&dt).into_owned();
+        let client = self.inner.client.clone();
+        self.get_or_insert(key, name, || {
+            SharedIndexInformer::new(KubeListerWatcher::new(client, ns.as_deref(), &dt), config)
+        })
+    }
+
+    /// The shared informer of any resource, as `DynamicObject`s (X2). Objects whose
+    /// apiVersion/kind differ from `resource` are dropped with an error (R5).
+    pub fn for_resource(&self, resource: &ApiResource) -> SharedIndexInformer<DynamicObject> {
+        self.for_resource_with(resource, InformerOptions::default())
+    }
+
+    /// [`for_resource`](Self::for_resource) with per-informer options.
+    pub fn for_resource_with(
+        &self,
+        resource: &ApiResource,
+        opts: InformerOptions,
+    ) -> SharedIndexInformer<DynamicObject> {
+        let (config, ns) = self.config_for::<DynamicObject>(&opts);
+        let res = resource_id::<DynamicObject>(resource);
+        let key = self.key::<DynamicObject>(res, false, &config, &ns);
+        let client = self.inner.client.clone();
+        let ar = resource.clone();
+        self.get_or_insert(key, resource.plural.clone(), || {
+            let informer = SharedIndexInformer::new(
+                KubeListerWatcher::<DynamicObject>::new(client, ns.as_deref(), &ar),
+                config,
+            );
+            let (api_version, kind) = (ar.api_version.clone(), ar.kind.clone());
+            // Before start, so this cannot fail: the informer was just created.
+            let _ = informer.set_validator(move |o: &DynamicObject| match &o.types {
+                Some(t) if t.api_version != api_version || t.kind != kind => Err(format!(
+                    "expected {api_version} {kind}, got {} {}",
+                    t.api_version, t.kind
+                )),
+                _ => Ok(()),
+            });
+            informer
+        })
+    }
+
+    /// The shared metadata-only informer of a typed resource: caches `PartialObjectMeta<K>`
+    /// (names, labels, owners) without the objects' bodies (X2).
+    pub fn metadata_informer<K>(&self) -> SharedIndexInformer<PartialObjectMeta<K>>
+    where
+        K: InformerObject,
+        K::DynamicType: Default,
+        PartialObjectMeta<K>: InformerObject,
+    {
+        let dt = K::DynamicType::default();
+        let (config, ns) = self.config_for::<PartialObjectMeta<K>>(&InformerOptions::default());
+        let res = resource_id::<K>(&dt);
+        let key = self.key::<PartialObjectMeta<K>>(res, true, &config, &ns);
+        let name = format!("{} (metadata)", K::plural(&dt));
+        let client = self.inner.client.clone();
+        self.get_or_insert(key, name, || {
+            SharedIndexInformer::new(
+                MetadataListerWatcher::<K>::new(client, ns.as_deref(), &dt),
+                config,
+            )
+        })
+    }
+
+    /// Starts every informer not started yet (idempotent, X3).
+    pub fn start(&self) -> Result<(), InformerError> {
+        if let Ok(mut s) = self.inner.started.lock() {
+            *s = true;
+        }
+        let informers: Vec<Arc<dyn AnyInformer>> = self
+            .inner
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, e)| Arc::clone(&e.informer))
+            .collect();
+        for i in informers {
+            i.start()?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every started informer synced or `timeout` passed; reports per resource (X3).
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> BTreeMap<String, bool> {
+        let informers: Vec<(String, Arc<dyn AnyInformer>)> = self
+            .inner
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, e)| (e.name.clone(), Arc::clone(&e.informer)))
+            .collect();
+        let waits = informers.iter().map(|(_, i)| {
+            let w = i.wait();
+            async move {
+                let _ = tokio::time::timeout(timeout, w).await;
+            }
+        });
+        join_all(waits).await;
+        informers
+            .into_iter()
+            .map(|(name, i)| (name, i.has_synced()))
+            .collect()
+    }
+
+    /// Shuts every informer down and waits for them (X3, P9).
+    pub async fn shutdown(&self) {
+        let informers: Vec<Arc<dyn AnyInformer>> = self
+            .inner
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, e)| Arc::clone(&e.informer))
+            .collect();
+        join_all(informers.iter().map(|i| i.shutdown())).await;
+    }
+
+    /// How many distinct informers the factory holds.
+    pub fn len(&self) -> usize {
+        self.inner
+            .informers
+            .lock()
+            .map(|i| i.len())
+            .unwrap_or_default()
+    }
+
+    /// True when the factory holds no informer.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn mut_inner(f: &mut SharedInformerFactory) -> &mut FactoryInner {
+    // A factory being built by `rebuild` has exactly one reference.
+    match Arc::get_mut(&mut f.inner) {
+        Some(i) => i,
+        None => unreachable!("rebuild creates a fresh, unshared factory"),
+    }
+}
+
+fn resource_id<K: Resource>(dt: &K::DynamicType) -> (String, String, String, String) {
+    (
+        K::group(dt).into_owned(),
+        K::version(dt).into_owned(),
+        K::kind(dt).into_owned(),
+        K::plural(dt).into_owned(),
+    )
+}

@@ -1,0 +1,609 @@
+//! `SharedIndexInformer<K>`: the assembly of reflector, FIFO, indexer and listener actors behind
+//! one cheap, cloneable handle (client-go's `sharedIndexInformer`).
+//!
+//! Threads: the reflector (and its supervisor) runs on one arbiter, so JSON decoding never
+//! competes with applying deltas; the FIFO, the indexer and the listener actors share a second
+//! arbiter (none of them blocks); every closure/trait handler has a thread of its own.
+
+use std::{
+    fmt,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use actix::prelude::*;
+use kinformer::{
+    KeyFunc,
+    backoff::BackoffConfig,
+    fifo::{DeltaFifo as CoreFifo, DeltaFifoOptions},
+    known::KnownObjects,
+    reflector::ReflectorState,
+    store::{Indexers, Lister, Store},
+};
+use kube::{Api, Client};
+
+use crate::{
+    InformerObject,
+    error::InformerError,
+    fifo::{DeltaFifo, FifoConfig, FifoStatus},
+    handler::{EnqueueKeys, KeyMapper, ResourceEventHandler},
+    indexer::{AddIndexers, AddListener, AttachFifo, Indexer, IndexerStatus, RemoveListener},
+    listener::{HandlerKind, ListenerConfig, ListenerStats, ProcessorListener},
+    lister_watcher::{KubeListerWatcher, ListerWatcher},
+    messages::{Notification, Stop},
+    reflector::{ReflectorConfig, ReflectorContext, Transform, Validate, WatchErrorHandler},
+    runtime,
+    supervisor::{ReflectorHealth, ReflectorStatus, Supervisor},
+    trace::TraceIds,
+};
+
+/// client-go's minimum handler resync period (P6).
+pub const MIN_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Options of one informer.
+#[derive(Clone, Debug)]
+pub struct InformerConfig {
+    /// List/watch options (R1–R7).
+    pub reflector: ReflectorConfig,
+    /// FIFO options (batching, capacity: B1, B2, B4).
+    pub fifo: FifoConfig,
+    /// Default resync period of handlers that do not set one (None: no resync).
+    pub resync: Option<Duration>,
+    /// Indexer mailbox capacity (B1).
+    pub indexer_mailbox: usize,
+    /// Reflector restart backoff (R8).
+    pub backoff: BackoffConfig,
+}
+
+impl Default for InformerConfig {
+    fn default() -> Self {
+        InformerConfig {
+            reflector: ReflectorConfig::default(),
+            fifo: FifoConfig::default(),
+            resync: None,
+            indexer_mailbox: 16,
+            backoff: BackoffConfig::default(),
+        }
+    }
+}
+
+struct PendingHandler<K: InformerObject> {
+    id: u64,
+    handler: HandlerKind<K>,
+    config: ListenerConfig,
+    stats: Arc<ListenerStats>,
+}
+
+struct Idle<K: InformerObject> {
+    store: Store<K>,
+    key_func: KeyFunc<K>,
+    handlers: Vec<PendingHandler<K>>,
+    transform: Option<Transform<K>>,
+    validate: Option<Validate<K>>,
+    on_error: Option<WatchErrorHandler>,
+}
+
+struct Running<K: InformerObject> {
+    pipeline: Arbiter,
+    reflector_arbiter: Arbiter,
+    supervisor: Addr<Supervisor<K>>,
+    fifo: Addr<DeltaFifo<K>>,
+    indexer: Addr<Indexer<K>>,
+    check_period: Option<Duration>,
+}
+
+enum State<K: InformerObject> {
+    Idle(Box<Idle<K>>),
+    Running(Box<Running<K>>),
+    Stopped,
+}
+
+struct Inner<K: InformerObject> {
+    kind: Arc<str>,
+    lw: Arc<dyn ListerWatcher<K>>,
+    config: InformerConfig,
+    lister: Lister<K>,
+    reflector: Arc<ReflectorStatus>,
+    fifo: Arc<FifoStatus>,
+    indexer: Arc<IndexerStatus>,
+    state: Mutex<State<K>>,
+    next_id: AtomicU64,
+}
+
+/// A shared informer: a local, indexed, always-current cache of one resource and the handlers
+/// told about every change. Cloning the handle is cheap; every clone is the same informer.
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_actors::{SharedIndexInformer, ResourceEventHandlerFuncs};
+/// # async fn demo(client: kube::Client) -> Result<(), kinformer_actors::InformerError> {
+/// let pods = SharedIndexInformer::<Pod>::all(client);
+/// pods.add_event_handler(
+///     ResourceEventHandlerFuncs::new().on_add(|pod: &std::sync::Arc<Pod>, _| {
+///         println!("pod {:?}", pod.metadata.name)
+///     }),
+/// )
+/// .await?;
+/// pods.start()?;
+/// pods.wait_for_sync().await;
+/// println!("{} pods cached", pods.lister().len());
+/// pods.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub struct SharedIndexInformer<K: InformerObject> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: InformerObject> Clone for SharedIndexInformer<K> {
+    fn clone(&self) -> Self {
+        SharedIndexInformer {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K: InformerObject> fmt::Debug for SharedIndexInformer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedIndexInformer")
+            .field("kind", &self.inner.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> SharedIndexInformer<K>
+where
+    K: InformerObject,
+    K::DynamicType: Default,
+{
+    /// An informer over all namespaces, with default options.
+    pub fn all(client: Client) -> Self {
+        Self::new(
+            KubeListerWatcher::new(client, None, &Default::default()),
+            InformerConfig::default(),
+        )
+    }
+
+    /// An informer over one namespace, with default options.
+    pub fn namespaced(client: Client, namespace: &str) -> Self {
+        Self::new(
+            KubeListerWatcher::new(client, Some(namespace), &Default::default()),
+            InformerConfig::default(),
+        )
+    }
+
+    /// An informer over an existing `Api`, with the given options.
+    pub fn from_api(api: Api<K>, config: InformerConfig) -> Self {
+        Self::new(
+            KubeListerWatcher::from_api(api, &Default::default()),
+            config,
+        )
+    }
+}
+
+impl<K: InformerObject> SharedIndexInformer<K> {
+    /// An informer over any lister-watcher, keyed `namespace/name`.
+    pub fn new(lw: impl ListerWatcher<K>, config: InformerConfig) -> Self {
+        Self::with_key_func(lw, config, Arc::new(kinformer::meta_namespace_key::<K>))
+    }
+
+    /// An informer with a custom key function.
+    pub fn with_key_func(
+        lw: impl ListerWatcher<K>,
+        config: InformerConfig,
+        key_func: KeyFunc<K>,
+    ) -> Self {
+        let store = Store::new(Arc::clone(&key_func), Indexers::new());
+        let lister = store.lister();
+        let kind: Arc<str> = lw.resource_name().into();
+        let state = ReflectorState::new(config.reflector.initial_list);
+        SharedIndexInformer {
+            inner: Arc::new(Inner {
+                kind,
+                lw: Arc::new(lw),
+                config,
+                lister,
+                reflector: Arc::new(ReflectorStatus::new(state)),
+                fifo: Arc::new(FifoStatus::default()),
+                indexer: Arc::new(IndexerStatus::default()),
+                state: Mutex::new(State::Idle(Box::new(Idle {
+                    store,
+                    key_func,
+                    handlers: Vec::new(),
+                    transform: None,
+                    validate: None,
+                    on_error: None,
+                }))),
+                next_id: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State<K>> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The resource this informer watches (plural), e.g. `pods`.
+    pub fn resource(&self) -> &str {
+        &self.inner.kind
+    }
+
+    /// The lock-free reader of the cache (I6).
+    pub fn lister(&self) -> Lister<K> {
+        self.inner.lister.clone()
+    }
+
+    /// True once the first list was applied to the cache and handed to every handler (F5).
+    pub fn has_synced(&self) -> bool {
+        self.inner.fifo.has_synced()
+    }
+
+    /// Resolves once [`has_synced`](Self::has_synced).
+    pub async fn wait_for_sync(&self) {
+        self.inner.fifo.synced().await
+    }
+
+    /// The resourceVersion the cache is synced to (client-go's `LastSyncResourceVersion`).
+    pub fn last_sync_resource_version(&self) -> String {
+        self.inner.reflector.last_sync_resource_version()
+    }
+
+    /// The reflector's health: phase, restarts, last error, counters (S2).
+    pub fn health(&self) -> ReflectorHealth {
+        self.inner.reflector.health()
+    }
+
+    /// The FIFO's live counters.
+    pub fn fifo_status(&self) -> &FifoStatus {
+        &self.inner.fifo
+    }
+
+    /// The indexer's live counters.
+    pub fn indexer_status(&self) -> &IndexerStatus {
+        &self.inner.indexer
+    }
+
+    /// True between `start` and `shutdown`.
+    pub fn is_running(&self) -> bool {
+        matches!(*self.state(), State::Running(_))
+    }
+
+    fn with_idle<R>(&self, f: impl FnOnce(&mut Idle<K>) -> R) -> Result<R, InformerError> {
+        match &mut *self.state() {
+            State::Idle(idle) => Ok(f(idle)),
+            State::Running(_) => Err(InformerError::AlreadyStarted),
+            State::Stopped => Err(InformerError::ShutDown),
+        }
+    }
+
+    /// Transforms every object before it is cached (P2), e.g. to drop `managedFields`. Runs on
+    /// the reflector's thread. Only before `start`.
+    pub fn set_transform(
+        &self,
+        f: impl Fn(K) -> K + Send + Sync + 'static,
+    ) -> Result<(), InformerError> {
+        self.with_idle(|i| i.transform = Some(Arc::new(f)))
+    }
+
+    /// Drops objects for which `f` fails (R5: unexpected type/GVK). Only before `start`.
+    pub fn set_validator(
+        &self,
+        f: impl Fn(&K) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Result<(), InformerError> {
+        self.with_idle(|i| i.validate = Some(Arc::new(f)))
+    }
+
+    /// Called with every reflector error and warning (client-go's `SetWatchErrorHandler`).
+    /// Only before `start`.
+    pub fn set_watch_error_handler(
+        &self,
+        f: impl Fn(&dyn std::error::Error) + Send + Sync + 'static,
+    ) -> Result<(), InformerError> {
+        self.with_idle(|i| i.on_error = Some(Arc::new(f)))
+    }
+
+    /// Adds indices; on a running informer the objects already cached are indexed (I4).
+    pub async fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
+        let indexer = match &mut *self.state() {
+            State::Idle(idle) => return Ok(idle.store.add_indexers(indexers)?),
+            State::Running(r) => r.indexer.clone(),
+            State::Stopped => return Err(InformerError::ShutDown),
+        };
+        Ok(indexer.send(AddIndexers(indexers)).await??)
+    }
+
+    /// Registers a handler run on its own thread, with default listener options.
+    pub async fn add_event_handler(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.add_event_handler_with(handler, ListenerConfig::default())
+            .await
+    }
+
+    /// Registers a handler with the given listener options (policy, resync, name).
+    pub async fn add_event_handler_with(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        config: ListenerConfig,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.register(HandlerKind::Handler(Box::new(handler)), config)
+            .await
+    }
+
+    /// Registers a user's actor: it receives a typed [`Notification`] per change.
+    pub async fn add_recipient(
+        &self,
+        recipient: Recipient<Notification<K>>,
+        config: ListenerConfig,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.register(HandlerKind::Recipient(recipient), config)
+            .await
+    }
+
+    /// Registers a key sink (e.g. a workqueue): every notification enqueues the object's key, or
+    /// the keys `mapper` returns (e.g. a Pod's owner).
+    pub async fn add_key_sink(
+        &self,
+        sink: impl EnqueueKeys,
+        mapper: Option<KeyMapper<K>>,
+        config: ListenerConfig,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.register(HandlerKind::Keys(Arc::new(sink), mapper), config)
+            .await
+    }
+
+    async fn register(
+        &self,
+        handler: HandlerKind<K>,
+        mut config: ListenerConfig,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let stats = Arc::new(ListenerStats::default());
+        config.resync = config
+            .resync
+            .or(self.inner.config.resync)
+            .map(|p| p.max(MIN_RESYNC_PERIOD));
+        let registration = HandlerRegistration {
+            id,
+            informer: self.clone(),
+            stats: Arc::clone(&stats),
+        };
+        let (indexer, listener, resync) = {
+            let mut state = self.state();
+            match &mut *state {
+                State::Idle(idle) => {
+                    idle.handlers.push(PendingHandler {
+                        id,
+                        handler,
+                        config,
+                        stats,
+                    });
+                    return Ok(registration);
+                }
+                State::Stopped => return Err(InformerError::ShutDown),
+                State::Running(r) => {
+                    // P6: a running informer cannot check more often than it was started with.
+                    let resync = match (config.resync, r.check_period) {
+                        (Some(p), Some(check)) if p < check => {
+                            tracing::warn!(kind = %self.inner.kind, requested = ?p, used = ?check,
+                                "handler resync period raised to the informer's check period");
+                            Some(check)
+                        }
+                        (Some(_), None) => {
+                            tracing::warn!(kind = %self.inner.kind,
+                                "informer started without resync; handler resync disabled");
+                            None
+                        }
+                        (p, _) => p,
+                    };
+                    let listener = ProcessorListener::new(
+                        handler,
+                        config,
+                        stats,
+                        Arc::clone(&self.inner.kind),
+                        id,
+                    )
+                    .map_err(InformerError::Spawn)?;
+                    let addr =
+                        ProcessorListener::start_in_arbiter(&r.pipeline.handle(), move |_| {
+                            listener
+                        });
+                    (r.indexer.clone(), addr, resync)
+                }
+            }
+        };
+        indexer
+            .send(AddListener {
+                id,
+                addr: listener,
+                resync,
+            })
+            .await?;
+        Ok(registration)
+    }
+
+    async fn remove_handler(&self, id: u64) -> Result<bool, InformerError> {
+        let indexer = {
+            let mut state = self.state();
+            match &mut *state {
+                State::Idle(idle) => {
+                    let before = idle.handlers.len();
+                    idle.handlers.retain(|h| h.id != id);
+                    return Ok(idle.handlers.len() != before);
+                }
+                State::Stopped => return Ok(false),
+                State::Running(r) => r.indexer.clone(),
+            }
+        };
+        Ok(indexer.send(RemoveListener { id }).await?)
+    }
+
+    /// Starts the actors (idempotent, X3). Inside an actix `System` the actors join it; from a
+    /// plain tokio (or no) runtime they run on kinformer's background actix System
+    /// ([`runtime::system`]).
+    pub fn start(&self) -> Result<(), InformerError> {
+        let mut state = self.state();
+        let idle = match std::mem::replace(&mut *state, State::Stopped) {
+            State::Idle(idle) => idle,
+            other => {
+                let stopped = matches!(other, State::Stopped);
+                *state = other;
+                return if stopped {
+                    Err(InformerError::ShutDown)
+                } else {
+                    Ok(())
+                };
+            }
+        };
+        let Idle {
+            store,
+            key_func,
+            handlers,
+            transform,
+            validate,
+            on_error,
+        } = *idle;
+        let (pipeline, reflector_arbiter) = runtime::new_arbiters(&self.inner.kind)?;
+        let inner = &self.inner;
+        let check_period = handlers.iter().filter_map(|h| h.config.resync).min();
+
+        let (status, kind, mailbox) = (
+            Arc::clone(&inner.indexer),
+            Arc::clone(&inner.kind),
+            inner.config.indexer_mailbox,
+        );
+        let indexer = Indexer::start_in_arbiter(&pipeline.handle(), move |_| {
+            Indexer::new(store, check_period, status, kind, mailbox)
+        });
+
+        let known: Arc<dyn KnownObjects<K>> = Arc::new(inner.lister.clone());
+        let core = CoreFifo::new(DeltaFifoOptions::new(key_func).with_known_objects(known));
+        let (recipient, cfg, status, kind) = (
+            indexer.clone().recipient(),
+            inner.config.fifo.clone(),
+            Arc::clone(&inner.fifo),
+            Arc::clone(&inner.kind),
+        );
+        let fifo = DeltaFifo::start_in_arbiter(&pipeline.handle(), move |_| {
+            DeltaFifo::new(core, recipient, cfg, status, kind)
+        });
+        indexer.do_send(AttachFifo(fifo.clone()));
+
+        for h in handlers {
+            let resync = h.config.resync;
+            match ProcessorListener::new(
+                h.handler,
+                h.config,
+                h.stats,
+                Arc::clone(&inner.kind),
+                h.id,
+            ) {
+                Ok(listener) => {
+                    let addr =
+                        ProcessorListener::start_in_arbiter(&pipeline.handle(), move |_| listener);
+                    indexer.do_send(AddListener {
+                        id: h.id,
+                        addr,
+                        resync,
+                    });
+                }
+                Err(e) => {
+                    tracing::error!(kind = %inner.kind, error = %e, "cannot start handler thread; handler not registered")
+                }
+            }
+        }
+
+        let cx = Arc::new(ReflectorContext {
+            resource: inner.lw.resource_name(),
+            kind: Arc::clone(&inner.kind),
+            lw: Arc::clone(&inner.lw),
+            fifo: fifo.clone(),
+            status: Arc::clone(&inner.reflector),
+            config: inner.config.reflector.clone(),
+            trace_ids: TraceIds::new(),
+            transform,
+            validate,
+            on_error,
+        });
+        let backoff = inner.config.backoff.clone();
+        let supervisor = Supervisor::start_in_arbiter(&reflector_arbiter.handle(), move |_| {
+            Supervisor::new(cx, backoff)
+        });
+        *state = State::Running(Box::new(Running {
+            pipeline,
+            reflector_arbiter,
+            supervisor,
+            fifo,
+            indexer,
+            check_period,
+        }));
+        Ok(())
+    }
+
+    /// Stops every actor, lets each handler finish its current notification, and joins all
+    /// threads (P9). Idempotent. The cache stays readable through listers.
+    pub async fn shutdown(&self) {
+        let running = {
+            let mut state = self.state();
+            match std::mem::replace(&mut *state, State::Stopped) {
+                State::Running(r) => r,
+                _ => return,
+            }
+        };
+        let Running {
+            pipeline,
+            reflector_arbiter,
+            supervisor,
+            fifo,
+            indexer,
+            ..
+        } = *running;
+        let _ = supervisor.send(Stop).await;
+        let _ = fifo.send(Stop).await;
+        let _ = indexer.send(Stop).await;
+        pipeline.stop();
+        reflector_arbiter.stop();
+        runtime::join_arbiters(vec![pipeline, reflector_arbiter]).await;
+    }
+}
+
+/// One registered handler (P5): its own `has_synced`, its counters, and `remove`.
+pub struct HandlerRegistration<K: InformerObject> {
+    id: u64,
+    informer: SharedIndexInformer<K>,
+    stats: Arc<ListenerStats>,
+}
+
+impl<K: InformerObject> fmt::Debug for HandlerRegistration<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerRegistration")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: InformerObject> HandlerRegistration<K> {
+    /// The registration id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// True once the informer synced and this handler handled every initial-list notification.
+    pub fn has_synced(&self) -> bool {
+        self.informer.has_synced() && self.stats.initial_pending() <= 0
+    }
+
+    /// This handler's counters.
+    pub fn stats(&self) -> &ListenerStats {
+        &self.stats
+    }
+
+    /// Unregisters the handler: it handles what it was already given, then stops; the informer
+    /// and other handlers carry on (P5). Returns false if it was not registered.
+    pub async fn remove(&self) -> Result<bool, InformerError> {
+        self.informer.remove_handler(self.id).await
+    }
+}

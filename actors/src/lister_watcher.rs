@@ -1,0 +1,193 @@
+//! The list/watch seam between the reflector and kube: client-go's `ListerWatcher`.
+//!
+//! The reflector never speaks HTTP itself: [`KubeListerWatcher`] calls kube's [`Api`] (`list`,
+//! `watch`, or their metadata-only variants), so the request shapes, auth, TLS and watch-stream
+//! decoding are kube's. The trait exists so one reflector serves typed, dynamic and
+//! metadata-only informers; it is not a test seam (tests run against the simulated API server).
+
+use std::fmt::Debug;
+
+use futures::{StreamExt, stream::BoxStream};
+use kube::{
+    Api, Client, Resource,
+    api::{ListParams, ObjectList, PartialObjectMeta, WatchEvent, WatchParams},
+    core::{ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope},
+};
+use serde::de::DeserializeOwned;
+
+/// A boxed stream of watch events as kube decodes them.
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
+
+/// Lists and watches one resource (client-go's `ListerWatcher`).
+pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
+    /// One LIST request (one page when `params.limit` is set).
+    fn list(
+        &self,
+        params: ListParams,
+    ) -> futures::future::BoxFuture<'static, Result<ObjectList<K>, kube::Error>>;
+    /// Opens a WATCH from `resource_version`.
+    fn watch(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+    ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>>;
+    /// The resource's plural (for logs, traces and metrics).
+    fn resource_name(&self) -> String;
+}
+
+/// Builds an `Api<K>` for an optional namespace whatever the resource's scope: kube offers a
+/// namespaced constructor per scope type, and this picks the right one at compile time.
+pub trait ScopeApi {
+    /// `Api<K>` over `namespace` (ignored for cluster-scoped resources) or all namespaces.
+    fn api<K>(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
+    where
+        K: Resource<Scope = Self>;
+}
+
+impl ScopeApi for NamespaceResourceScope {
+    fn api<K>(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
+    where
+        K: Resource<Scope = Self>,
+    {
+        let api = Api::all_with(client, dyntype);
+        match namespace {
+            Some(ns) => api.constrain(ns),
+            None => api,
+        }
+    }
+}
+
+impl ScopeApi for ClusterResourceScope {
+    fn api<K>(client: Client, _namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
+    where
+        K: Resource<Scope = Self>,
+    {
+        Api::all_with(client, dyntype)
+    }
+}
+
+impl ScopeApi for DynamicResourceScope {
+    fn api<K>(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
+    where
+        K: Resource<Scope = Self>,
+    {
+        match namespace {
+            Some(ns) => Api::namespaced_with(client, ns, dyntype),
+            None => Api::all_with(client, dyntype),
+        }
+    }
+}
+
+/// Lists and watches full objects through `kube::Api<K>`.
+pub struct KubeListerWatcher<K: Resource> {
+    api: Api<K>,
+    plural: String,
+}
+
+impl<K> KubeListerWatcher<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone,
+    K::Scope: ScopeApi,
+{
+    /// Over all namespaces, or one when `namespace` is given.
+    pub fn new(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Self {
+        let api = K::Scope::api(client, namespace, dyntype);
+        KubeListerWatcher {
+            api,
+            plural: K::plural(dyntype).into_owned(),
+        }
+    }
+
+    /// From an existing `Api`.
+    pub fn from_api(api: Api<K>, dyntype: &K::DynamicType) -> Self {
+        KubeListerWatcher {
+            api,
+            plural: K::plural(dyntype).into_owned(),
+        }
+    }
+}
+
+impl<K> ListerWatcher<K> for KubeListerWatcher<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn list(
+        &self,
+        params: ListParams,
+    ) -> futures::future::BoxFuture<'static, Result<ObjectList<K>, kube::Error>> {
+        let api = self.api.clone();
+        Box::pin(async move { api.list(&params).await })
+    }
+
+    fn watch(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+    ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
+        let api = self.api.clone();
+        Box::pin(async move {
+            let s = api.watch(&params, &resource_version).await?;
+            Ok(s.boxed())
+        })
+    }
+
+    fn resource_name(&self) -> String {
+        self.plural.clone()
+    }
+}
+
+/// Lists and watches only metadata (`PartialObjectMeta<K>`), through kube's
+/// `list_metadata`/`watch_metadata`: the server sends `PartialObjectMetadata`, so the cache of a
+/// metadata informer holds names, labels and owners without the objects' bodies.
+pub struct MetadataListerWatcher<K: Resource> {
+    api: Api<K>,
+    plural: String,
+}
+
+impl<K> MetadataListerWatcher<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone,
+    K::Scope: ScopeApi,
+{
+    /// Over all namespaces, or one when `namespace` is given.
+    pub fn new(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Self {
+        let api = K::Scope::api(client, namespace, dyntype);
+        MetadataListerWatcher {
+            api,
+            plural: K::plural(dyntype).into_owned(),
+        }
+    }
+}
+
+impl<K> ListerWatcher<PartialObjectMeta<K>> for MetadataListerWatcher<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn list(
+        &self,
+        params: ListParams,
+    ) -> futures::future::BoxFuture<'static, Result<ObjectList<PartialObjectMeta<K>>, kube::Error>>
+    {
+        let api = self.api.clone();
+        Box::pin(async move { api.list_metadata(&params).await })
+    }
+
+    fn watch(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+    ) -> futures::future::BoxFuture<'static, Result<WatchStream<PartialObjectMeta<K>>, kube::Error>>
+    {
+        let api = self.api.clone();
+        Box::pin(async move {
+            let s = api.watch_metadata(&params, &resource_version).await?;
+            Ok(s.boxed())
+        })
+    }
+
+    fn resource_name(&self) -> String {
+        self.plural.clone()
+    }
+}
