@@ -1,4 +1,4 @@
-//! The `DeltaFifo` state machine: client-go's `DeltaFIFO` as a plain struct (DESIGN.md F1–F8).
+//! The `DeltaFifo` state machine: client-go's `DeltaFIFO` as a plain struct (DESIGN.md F1–F9).
 //!
 //! The reflector feeds it (`add`/`update`/`delete` for watch events, `replace` for a relist,
 //! `resync` on the resync period); the consumer (the indexer actor) pulls [`PopBatch`]es out of
@@ -26,6 +26,10 @@
 //!   no requeue: failures reported to [`DeltaFifo::done`] are counted.
 //! - **F7** [`DeltaFifo::resync`] queues `Sync` for every known key without queued deltas.
 //! - **F8** [`DeltaFifo::close`] refuses new input; what was queued before still pops.
+//! - **F9** [`FifoMode::InOrder`] (client-go's `RealFIFO`): one queue entry per event, strict
+//!   order across keys, one delta per popped [`Deltas`]; F2–F8 unchanged. The default
+//!   [`FifoMode::PerKey`] is the `DeltaFIFO` above. (The atomic-relist half of F9, one
+//!   `ReplacedAll` entry, is not offered: a relist queues one entry per object in both modes.)
 //!
 //! # In-flight tracking: why the FIFO remembers what it handed out
 //!
@@ -48,10 +52,12 @@
 //! Memory is bounded by the number of keys, not of events, **except** that the deltas of one
 //! queued key accumulate until it is popped (only consecutive deletes collapse): a key updated
 //! a thousand times between two pops holds a thousand deltas. This is client-go's behaviour too;
-//! a consumer that keeps popping keeps it small.
+//! a consumer that keeps popping keeps it small. In [`FifoMode::InOrder`] every event is its own
+//! queue entry, so memory grows with the events queued between pops (as in client-go's
+//! `RealFIFO`); bound it upstream (B4) by pausing the watch when `pending_deltas` is high.
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque, hash_map::Entry},
+    collections::{HashMap, HashSet, hash_map::Entry},
     fmt,
     sync::Arc,
 };
@@ -63,10 +69,28 @@ use crate::{
     TraceId, key::default_key_func, known::KnownObjects,
 };
 
+mod queue;
+
+use queue::{InOrderQueue, PerKeyQueue, Pushed, Queue};
+
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
+
+/// The queue layout of a [`DeltaFifo`] (F9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum FifoMode {
+    /// client-go's `DeltaFIFO` (the default): one queue entry per key holding all its deltas,
+    /// oldest first; a key keeps its queue position when more deltas arrive, so a busy key
+    /// cannot starve others and memory is bounded by keys between pops.
+    #[default]
+    PerKey,
+    /// client-go's `RealFIFO` (in-order FIFO): one queue entry per event, strict order across
+    /// keys; every popped [`Deltas`] holds exactly one delta. Consecutive deletes of a key
+    /// still collapse (F2); F3/F4/F5/F7 apply unchanged. Memory grows with events between pops.
+    InOrder,
+}
 
 /// How a [`DeltaFifo`] is built.
 pub struct DeltaFifoOptions<K> {
@@ -79,16 +103,26 @@ pub struct DeltaFifoOptions<K> {
     /// When true (the default, like kube-rs and current client-go) a relist queues
     /// [`DeltaType::Replaced`] deltas; when false it queues [`DeltaType::Sync`] (old client-go).
     pub emit_delta_type_replaced: bool,
+    /// Per-key queue (default) or in-order queue (F9).
+    pub mode: FifoMode,
 }
 
 impl<K> DeltaFifoOptions<K> {
-    /// Options with the given key function, no known objects and `Replaced` deltas.
+    /// Options with the given key function, no known objects, `Replaced` deltas and the
+    /// per-key mode.
     pub fn new(key_func: KeyFunc<K>) -> Self {
         DeltaFifoOptions {
             key_func,
             known_objects: None,
             emit_delta_type_replaced: true,
+            mode: FifoMode::PerKey,
         }
+    }
+
+    /// Sets [`mode`](Self::mode).
+    pub fn with_mode(mut self, mode: FifoMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// Sets [`known_objects`](Self::known_objects).
@@ -117,6 +151,7 @@ impl<K> Clone for DeltaFifoOptions<K> {
             key_func: Arc::clone(&self.key_func),
             known_objects: self.known_objects.clone(),
             emit_delta_type_replaced: self.emit_delta_type_replaced,
+            mode: self.mode,
         }
     }
 }
@@ -126,6 +161,7 @@ impl<K> fmt::Debug for DeltaFifoOptions<K> {
         f.debug_struct("DeltaFifoOptions")
             .field("known_objects", &self.known_objects.is_some())
             .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
+            .field("mode", &self.mode)
             .finish_non_exhaustive()
     }
 }
@@ -253,12 +289,6 @@ impl PopToken {
     }
 }
 
-/// A queued key's deltas plus whether it counts toward the initial population.
-struct Slot<K> {
-    deltas: Deltas<K>,
-    initial: bool,
-}
-
 /// The effective state of an in-flight key (popped, not yet acknowledged).
 struct InFlight<K> {
     /// The newest popped object, or None when the newest popped delta was `Deleted`.
@@ -273,12 +303,9 @@ pub struct DeltaFifo<K> {
     known_objects: Option<Arc<dyn KnownObjects<K>>>,
     emit_delta_type_replaced: bool,
 
-    /// key → queued deltas; exactly the keys of `queue` (F1).
-    items: HashMap<ObjectKey, Slot<K>>,
-    /// Queue order; every key at most once.
-    queue: VecDeque<ObjectKey>,
-    /// Total deltas in `items`.
-    pending: usize,
+    mode: FifoMode,
+    /// The queued deltas, per key or in order.
+    queue: Queue<K>,
 
     /// key → state handed out and not yet acknowledged.
     in_flight: HashMap<ObjectKey, InFlight<K>>,
@@ -289,8 +316,6 @@ pub struct DeltaFifo<K> {
     next_batch: u64,
 
     populated: bool,
-    /// Queued slots flagged initial.
-    initial_queued: usize,
     /// Popped initial items not yet acknowledged.
     initial_unacked: usize,
 
@@ -304,8 +329,9 @@ pub struct DeltaFifo<K> {
 impl<K> fmt::Debug for DeltaFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeltaFifo")
-            .field("queued_keys", &self.queue.len())
-            .field("pending_deltas", &self.pending)
+            .field("mode", &self.mode)
+            .field("queued", &self.queue.len())
+            .field("pending_deltas", &self.queue.pending())
             .field("in_flight", &self.in_flight_items)
             .field("populated", &self.populated)
             .field("has_synced", &self.has_synced())
@@ -325,15 +351,16 @@ impl<K> DeltaFifo<K> {
             key_func: opts.key_func,
             known_objects: opts.known_objects,
             emit_delta_type_replaced: opts.emit_delta_type_replaced,
-            items: HashMap::new(),
-            queue: VecDeque::new(),
-            pending: 0,
+            mode: opts.mode,
+            queue: match opts.mode {
+                FifoMode::PerKey => Queue::PerKey(PerKeyQueue::new()),
+                FifoMode::InOrder => Queue::InOrder(InOrderQueue::new()),
+            },
             in_flight: HashMap::new(),
             in_flight_items: 0,
             in_flight_batches: 0,
             next_batch: 1,
             populated: false,
-            initial_queued: 0,
             initial_unacked: 0,
             closed: false,
             last_sync_resource_version: None,
@@ -378,7 +405,7 @@ impl<K> DeltaFifo<K> {
     /// [`FifoStats::ignored_deletes`]: the deletion was presumably already reported by a relist.
     pub fn delete(&mut self, obj: Arc<K>, trace: TraceId) -> Result<(), FifoError> {
         let key = self.accept(&obj)?;
-        if !self.items.contains_key(&key) && !self.is_known(key.as_str()) {
+        if !self.queue.contains(key.as_str()) && !self.is_known(key.as_str()) {
             self.stats.ignored_deletes += 1;
             return Ok(());
         }
@@ -445,22 +472,18 @@ impl<K> DeltaFifo<K> {
         // Queued keys missing from the list. Every listed key is queued now, so there are
         // exactly `items.len() - listed.len()` of them: skip the scan when there are none.
         let mut tombstones: Vec<(ObjectKey, Arc<K>)> = Vec::new();
-        if self.items.len() > listed.len() {
-            for (key, slot) in &self.items {
-                if listed.contains(key) {
-                    continue;
-                }
-                // A queued slot is never empty (F1 invariant), so `newest` is Some.
-                if let Some(newest) = slot.deltas.newest() {
+        if self.queue.key_count() > listed.len() {
+            self.queue.for_each_newest(|key, newest| {
+                if !listed.contains(key) {
                     tombstones.push((key.clone(), Arc::clone(newest.object.object())));
                 }
-            }
+            });
         }
         let queued_missing = tombstones.len();
 
         // Known keys neither listed nor queued: in flight first, then the store.
         for (key, flight) in &self.in_flight {
-            if listed.contains(key) || self.items.contains_key(key) {
+            if listed.contains(key) || self.queue.contains(key.as_str()) {
                 continue;
             }
             if let Some(obj) = &flight.state {
@@ -470,7 +493,7 @@ impl<K> DeltaFifo<K> {
         if let Some(known) = &self.known_objects {
             for key in known.list_keys() {
                 if listed.contains(&key)
-                    || self.items.contains_key(&key)
+                    || self.queue.contains(key.as_str())
                     || self.in_flight.contains_key(&key)
                 {
                     continue;
@@ -501,7 +524,7 @@ impl<K> DeltaFifo<K> {
         listed.clear();
         self.scratch_keys = listed;
         if initial {
-            summary.initial_population = Some(self.initial_queued);
+            summary.initial_population = Some(self.queue.initial());
         }
         match &mut self.last_sync_resource_version {
             Some(rv) => {
@@ -527,7 +550,7 @@ impl<K> DeltaFifo<K> {
         };
         let mut syncs: Vec<(ObjectKey, Arc<K>)> = Vec::new();
         for key in known.list_keys() {
-            if self.items.contains_key(&key) || self.in_flight.contains_key(&key) {
+            if self.queue.contains(key.as_str()) || self.in_flight.contains_key(&key) {
                 continue;
             }
             if let Some(obj) = known.get_by_key(key.as_str()) {
@@ -536,7 +559,7 @@ impl<K> DeltaFifo<K> {
         }
         let from_store = syncs.len();
         for (key, flight) in &self.in_flight {
-            if self.items.contains_key(key) {
+            if self.queue.contains(key.as_str()) {
                 continue;
             }
             if let Some(obj) = &flight.state {
@@ -553,13 +576,15 @@ impl<K> DeltaFifo<K> {
         Ok(n)
     }
 
-    /// Pops the oldest queued key's [`Deltas`] (F6); `None` when nothing is queued.
+    /// Pops the oldest queue entry (F6): one key's [`Deltas`], or one event in
+    /// [`FifoMode::InOrder`]; `None` when nothing is queued.
     pub fn pop(&mut self) -> Option<PopBatch<K>> {
         self.pop_batch(1)
     }
 
-    /// Pops up to `max_keys` keys (at least one) in queue order, each with all its deltas;
-    /// `None` when nothing is queued. After [`close`](Self::close) it keeps draining what was
+    /// Pops up to `max_keys` queue entries (at least one) in queue order: keys with all their
+    /// deltas, or single events in [`FifoMode::InOrder`] (then a key may appear more than once
+    /// in a batch, oldest first); `None` when nothing is queued. After [`close`](Self::close) it keeps draining what was
     /// queued before (F8).
     ///
     /// The batch is in flight until its token is returned to [`done`](Self::done).
@@ -572,26 +597,17 @@ impl<K> DeltaFifo<K> {
         let mut keys = Vec::with_capacity(n);
         let mut initial = 0;
         while items.len() < n {
-            let Some(key) = self.queue.pop_front() else {
+            let Some(slot) = self.queue.pop_front() else {
                 break;
             };
-            // Invariant F1: every queued key has a slot. Should it ever be broken, skip the
-            // key rather than panic (client-go logs and continues the same way).
-            let Some(slot) = self.items.remove(&key) else {
-                continue;
-            };
-            self.pending -= slot.deltas.deltas.len();
-            if slot.initial {
-                self.initial_queued -= 1;
-                initial += 1;
-            }
+            initial += usize::from(slot.initial);
             let state = match slot.deltas.newest() {
                 Some(d) if d.delta_type != DeltaType::Deleted => {
                     Some(Arc::clone(d.object.object()))
                 }
                 _ => None,
             };
-            match self.in_flight.entry(key) {
+            match self.in_flight.entry(slot.deltas.key.clone()) {
                 Entry::Occupied(mut e) => {
                     let flight = e.get_mut();
                     flight.state = state;
@@ -643,7 +659,8 @@ impl<K> DeltaFifo<K> {
     }
 
     /// Closes the FIFO (F8): later `add`/`update`/`delete`/`replace`/`resync` return
-    /// [`FifoError::Closed`]; pop keeps draining. Returns the number of keys still queued.
+    /// [`FifoError::Closed`]; pop keeps draining. Returns the number of queue entries still
+    /// queued (keys; events in [`FifoMode::InOrder`]).
     pub fn close(&mut self) -> usize {
         self.closed = true;
         self.queue.len()
@@ -658,25 +675,25 @@ impl<K> DeltaFifo<K> {
     /// add/update/delete before any replace) and every item queued by the first replace has been
     /// popped and acknowledged with [`done`](Self::done).
     pub fn has_synced(&self) -> bool {
-        self.populated && self.initial_queued == 0 && self.initial_unacked == 0
+        self.populated && self.queue.initial() == 0 && self.initial_unacked == 0
     }
 
-    /// Number of queued keys.
+    /// Number of queue entries: queued keys, or queued events in [`FifoMode::InOrder`].
     pub fn len(&self) -> usize {
         self.queue.len()
     }
 
-    /// True when no key is queued (items may still be in flight).
+    /// True when nothing is queued (items may still be in flight).
     pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
+        self.queue.len() == 0
     }
 
     /// Total number of queued deltas, over all keys.
     pub fn pending_deltas(&self) -> usize {
-        self.pending
+        self.queue.pending()
     }
 
-    /// Number of popped items (keys) not yet acknowledged with [`done`](Self::done).
+    /// Number of popped items (entries) not yet acknowledged with [`done`](Self::done).
     pub fn in_flight(&self) -> usize {
         self.in_flight_items
     }
@@ -686,14 +703,21 @@ impl<K> DeltaFifo<K> {
         self.in_flight_batches
     }
 
-    /// The queued keys, in queue order.
+    /// The distinct queued keys, in queue order (of their oldest entry in
+    /// [`FifoMode::InOrder`]).
     pub fn list_keys(&self) -> Vec<ObjectKey> {
-        self.queue.iter().cloned().collect()
+        self.queue.list_keys()
     }
 
-    /// The queued deltas of `key`, if it is queued.
+    /// The queued deltas of `key`, if it is queued; in [`FifoMode::InOrder`], its newest
+    /// queued entry.
     pub fn get_by_key(&self, key: &str) -> Option<&Deltas<K>> {
-        self.items.get(key).map(|slot| &slot.deltas)
+        self.queue.get(key)
+    }
+
+    /// The queue layout this FIFO was built with.
+    pub fn mode(&self) -> FifoMode {
+        self.mode
     }
 
     /// The resource version given to the last [`replace`](Self::replace).
@@ -734,82 +758,19 @@ impl<K> DeltaFifo<K> {
         }
     }
 
-    /// Appends a delta to `key` (queuing the key if new), collapsing consecutive deletes (F2).
-    /// `initial` marks the slot as part of the initial population (F5).
+    /// Queues a delta for `key`, collapsing consecutive deletes (F2); `initial` marks the
+    /// entry as part of the initial population (F5).
+    #[inline]
     fn queue_action(&mut self, key: ObjectKey, delta: Delta<K>, initial: bool) {
-        match self.items.entry(key) {
-            Entry::Occupied(mut e) => {
-                let slot = e.get_mut();
-                let deltas = &mut slot.deltas.deltas;
-                match deltas.last_mut() {
-                    Some(last)
-                        if last.delta_type == DeltaType::Deleted
-                            && delta.delta_type == DeltaType::Deleted =>
-                    {
-                        // F2 (client-go's isDeletionDup): keep the older delete unless it is a
-                        // tombstone, in which case the newer one replaces it.
-                        if last.object.is_tombstone() {
-                            *last = delta;
-                        }
-                        self.stats.deduped_deletes += 1;
-                    }
-                    _ => {
-                        deltas.push(delta);
-                        self.pending += 1;
-                    }
-                }
-                if initial && !slot.initial {
-                    slot.initial = true;
-                    self.initial_queued += 1;
-                }
-            }
-            Entry::Vacant(e) => {
-                let key = e.key().clone();
-                self.queue.push_back(key.clone());
-                e.insert(Slot {
-                    deltas: Deltas {
-                        key,
-                        deltas: vec![delta],
-                    },
-                    initial,
-                });
-                self.pending += 1;
-                if initial {
-                    self.initial_queued += 1;
-                }
-            }
+        if self.queue.push(key, delta, initial) == Pushed::Collapsed {
+            self.stats.deduped_deletes += 1;
         }
     }
 
     /// Test-only consistency check of the internal invariants.
     #[cfg(test)]
     fn check_invariants(&self) {
-        let mut seen = HashSet::new();
-        for key in &self.queue {
-            assert!(seen.insert(key.clone()), "F1: key {key} queued twice");
-            assert!(
-                self.items.contains_key(key),
-                "F1: queued key {key} has no item"
-            );
-        }
-        assert_eq!(seen.len(), self.items.len(), "F1: item without queue entry");
-        let mut pending = 0;
-        let mut initial = 0;
-        for (key, slot) in &self.items {
-            assert_eq!(&slot.deltas.key, key);
-            assert!(!slot.deltas.deltas.is_empty(), "F1: empty deltas for {key}");
-            for pair in slot.deltas.deltas.windows(2) {
-                assert!(
-                    !(pair[0].delta_type == DeltaType::Deleted
-                        && pair[1].delta_type == DeltaType::Deleted),
-                    "F2: consecutive deletes for {key}"
-                );
-            }
-            pending += slot.deltas.deltas.len();
-            initial += usize::from(slot.initial);
-        }
-        assert_eq!(pending, self.pending, "pending_deltas out of sync");
-        assert_eq!(initial, self.initial_queued, "initial_queued out of sync");
+        self.queue.check_invariants();
         let refs: usize = self.in_flight.values().map(|f| f.refs as usize).sum();
         assert_eq!(
             refs, self.in_flight_items,

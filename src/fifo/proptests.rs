@@ -136,12 +136,15 @@ struct Harness {
     // pending-deltas bound: FIFO calls so far, and the call count when each key was popped
     calls: usize,
     popped_at: HashMap<ObjectKey, usize>,
+    // order checks: newest popped trace per key, and overall (F9)
+    last_trace: HashMap<ObjectKey, TraceId>,
+    last_trace_overall: TraceId,
 }
 
 impl Harness {
-    fn new(with_known: bool) -> Self {
+    fn new(with_known: bool, mode: FifoMode) -> Self {
         let store = Store::default();
-        let mut opts = DeltaFifoOptions::<Cm>::default();
+        let mut opts = DeltaFifoOptions::<Cm>::default().with_mode(mode);
         if with_known {
             opts = opts.with_known_objects(Arc::new(store.clone()));
         }
@@ -159,6 +162,8 @@ impl Harness {
             initial_pending: HashSet::new(),
             calls: 0,
             popped_at: HashMap::new(),
+            last_trace: HashMap::new(),
+            last_trace_overall: TraceId::NONE,
         }
     }
 
@@ -274,7 +279,7 @@ impl Harness {
         assert!(sum.rejected.is_empty());
         if first {
             // Nothing was queued, in flight or stored before: the initial population is the
-            // listed keys.
+            // listed keys (one entry each, in both modes: the server has no duplicates).
             self.initial_pending = self
                 .server
                 .keys()
@@ -294,13 +299,35 @@ impl Harness {
             return;
         };
         assert!(!batch.items.is_empty() && batch.items.len() <= n);
+        let in_order = self.fifo.mode() == FifoMode::InOrder;
         let mut initial = 0;
         for item in &batch.items {
             assert!(!item.deltas.is_empty());
+            if in_order {
+                assert_eq!(item.deltas.len(), 1, "F9: one delta per entry");
+            }
             if self.initial_pending.remove(&item.key) {
                 initial += 1;
             }
             self.popped_at.insert(item.key.clone(), self.calls);
+            for d in item.deltas.iter().filter(|d| !d.trace.is_none()) {
+                // Per key, deltas come out in the order the events happened (both modes).
+                let last = self.last_trace.entry(item.key.clone()).or_default();
+                assert!(
+                    d.trace > *last,
+                    "{}: {:?} after {:?}",
+                    item.key,
+                    d.trace,
+                    *last
+                );
+                *last = d.trace;
+                // F9: across keys too. A delete may take the place of an older queued
+                // tombstone of its key (F2), so deletes are exempt.
+                if in_order && d.delta_type != DeltaType::Deleted {
+                    assert!(d.trace > self.last_trace_overall, "F9: out of order");
+                    self.last_trace_overall = d.trace;
+                }
+            }
         }
         assert_eq!(batch.token.initial_items(), initial);
         self.in_flight.push_back(Batch { batch, initial });
@@ -318,12 +345,18 @@ impl Harness {
 
     fn check(&self) {
         self.fifo.check_invariants();
-        // B2: bounded by keys, and a key holds at most one delta per FIFO call since its pop.
-        assert!(self.fifo.len() <= NAMES as usize);
-        for key in self.fifo.list_keys() {
-            let since = self.calls - self.popped_at.get(&key).copied().unwrap_or(0);
-            let n = self.fifo.get_by_key(key.as_str()).unwrap().deltas.len();
-            assert!(n <= since, "{key}: {n} deltas after {since} calls");
+        if self.fifo.mode() == FifoMode::PerKey {
+            // B2: bounded by keys, and a key holds at most one delta per FIFO call since its
+            // pop.
+            assert!(self.fifo.len() <= NAMES as usize);
+            for key in self.fifo.list_keys() {
+                let since = self.calls - self.popped_at.get(&key).copied().unwrap_or(0);
+                let n = self.fifo.get_by_key(key.as_str()).unwrap().deltas.len();
+                assert!(n <= since, "{key}: {n} deltas after {since} calls");
+            }
+        } else {
+            assert_eq!(self.fifo.pending_deltas(), self.fifo.len());
+            assert!(self.fifo.list_keys().len() <= NAMES as usize);
         }
         let in_flight: usize = self.in_flight.iter().map(|b| b.batch.items.len()).sum();
         assert_eq!(self.fifo.in_flight(), in_flight);
@@ -372,8 +405,8 @@ impl Harness {
     }
 }
 
-fn run_all(with_known: bool, ops: &[Op]) {
-    let mut h = Harness::new(with_known);
+fn run_all(with_known: bool, mode: FifoMode, ops: &[Op]) {
+    let mut h = Harness::new(with_known, mode);
     for op in ops {
         h.run(op);
         h.check();
@@ -388,7 +421,7 @@ proptest! {
     /// relist and a full drain the store equals the server.
     #[test]
     fn f1_f8_model_with_known_objects(ops in prop::collection::vec(op(true), 1..80)) {
-        run_all(true, &ops);
+        run_all(true, FifoMode::PerKey, &ops);
     }
 
     /// Without known objects (and so without missed events, which client-go cannot detect then
@@ -396,7 +429,23 @@ proptest! {
     /// after they were processed (ignored by F3, exactly as client-go).
     #[test]
     fn f1_f8_model_without_known_objects(ops in prop::collection::vec(op(false), 1..80)) {
-        run_all(false, &ops);
+        run_all(false, FifoMode::PerKey, &ops);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(384))]
+
+    /// F9: the in-order mode under the same model, plus strict order across keys.
+    #[test]
+    fn f9_model_in_order_with_known_objects(ops in prop::collection::vec(op(true), 1..80)) {
+        run_all(true, FifoMode::InOrder, &ops);
+    }
+
+    /// F9 without known objects.
+    #[test]
+    fn f9_model_in_order_without_known_objects(ops in prop::collection::vec(op(false), 1..80)) {
+        run_all(false, FifoMode::InOrder, &ops);
     }
 }
 
@@ -409,8 +458,10 @@ proptest! {
     fn f5_model_initial_list_then_events(
         initial in prop::collection::btree_set(0..NAMES, 0..NAMES as usize),
         ops in prop::collection::vec(op(true), 0..60),
+        in_order in any::<bool>(),
     ) {
-        let mut h = Harness::new(true);
+        let mode = if in_order { FifoMode::InOrder } else { FifoMode::PerKey };
+        let mut h = Harness::new(true, mode);
         for n in initial {
             let rv = h.rv();
             h.server.insert(format!("o{n}"), rv);

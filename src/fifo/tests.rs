@@ -1192,10 +1192,226 @@ fn debug_output_has_no_object_bodies() {
     let mut f = fifo();
     f.add(cm("secret", 1), t(1)).unwrap();
     let dbg = format!("{f:?}");
-    assert!(dbg.contains("queued_keys: 1"), "{dbg}");
+    assert!(dbg.contains("queued: 1"), "{dbg}");
     let b = f.pop().unwrap();
     let dbg = format!("{b:?}");
     assert!(dbg.contains("ns/secret"), "{dbg}");
     assert!(!dbg.contains("resource_version"), "{dbg}");
     f.done(b.token, 0);
+}
+
+// ---------------------------------------------------------------- F9: in-order mode
+
+fn in_order() -> DeltaFifo<Cm> {
+    DeltaFifo::new(DeltaFifoOptions::default().with_mode(FifoMode::InOrder))
+}
+
+fn in_order_with(store: &TestStore) -> DeltaFifo<Cm> {
+    DeltaFifo::new(
+        DeltaFifoOptions::default()
+            .with_mode(FifoMode::InOrder)
+            .with_known_objects(Arc::new(store.clone())),
+    )
+}
+
+#[test]
+fn f9_default_mode_is_per_key() {
+    assert_eq!(fifo().mode(), FifoMode::PerKey);
+    assert_eq!(DeltaFifoOptions::<Cm>::default().mode, FifoMode::PerKey);
+    assert_eq!(in_order().mode(), FifoMode::InOrder);
+}
+
+#[test]
+fn f9_in_order_pops_one_event_per_entry_in_strict_order() {
+    let mut f = in_order();
+    f.add(cm("a", 1), t(1)).unwrap();
+    f.add(cm("b", 1), t(2)).unwrap();
+    f.update(cm("a", 2), t(3)).unwrap();
+    f.delete(cm("b", 3), t(4)).unwrap();
+    f.check_invariants();
+    assert_eq!(f.len(), 4, "one entry per event");
+    assert_eq!(f.pending_deltas(), 4);
+    assert_eq!(f.list_keys(), vec![key("a"), key("b")]);
+    assert_eq!(
+        drain(&mut f),
+        vec![
+            s(&["Added a@1"]),
+            s(&["Added b@1"]),
+            s(&["Updated a@2"]),
+            s(&["Deleted b@3"]),
+        ]
+    );
+}
+
+#[test]
+fn f9_in_order_get_by_key_returns_newest_entry() {
+    let mut f = in_order();
+    f.add(cm("a", 1), t(1)).unwrap();
+    f.update(cm("a", 2), t(2)).unwrap();
+    assert_eq!(
+        describe_all(f.get_by_key("ns/a").unwrap()),
+        s(&["Updated a@2"])
+    );
+    pop1(&mut f);
+    assert_eq!(
+        describe_all(f.get_by_key("ns/a").unwrap()),
+        s(&["Updated a@2"])
+    );
+    pop1(&mut f);
+    assert!(f.get_by_key("ns/a").is_none());
+}
+
+#[test]
+fn f9_in_order_batch_may_hold_a_key_twice() {
+    let store = TestStore::default();
+    let mut f = in_order_with(&store);
+    f.add(cm("a", 1), t(1)).unwrap();
+    f.add(cm("b", 1), t(2)).unwrap();
+    f.update(cm("a", 2), t(3)).unwrap();
+    let b = f.pop_batch(10).unwrap();
+    let got: Vec<_> = b.items.iter().map(describe_all).collect();
+    assert_eq!(
+        got,
+        vec![s(&["Added a@1"]), s(&["Added b@1"]), s(&["Updated a@2"])]
+    );
+    assert_eq!(f.in_flight(), 3);
+    f.check_invariants();
+    // The in-flight state of a is its newest popped entry.
+    f.replace(vec![(cm("b", 1), t(4))], "1").unwrap();
+    assert_eq!(
+        describe_all(f.get_by_key("ns/a").unwrap()),
+        s(&["Deleted ~a@2"])
+    );
+    f.done(b.token, 0);
+    assert!(f.in_flight.is_empty());
+    f.check_invariants();
+}
+
+#[test]
+fn f9_in_order_collapses_consecutive_deletes() {
+    // F2 in order: a real delete followed by a relist tombstone stays one entry.
+    let store = TestStore::with(&[cm("foo", 1), cm("bar", 1)]);
+    let mut f = in_order_with(&store);
+    f.delete(cm("foo", 2), t(1)).unwrap();
+    f.replace(vec![(cm("bar", 1), t(2))], "1").unwrap();
+    assert_eq!(f.stats().deduped_deletes, 1);
+    assert_eq!(
+        drain(&mut f),
+        vec![s(&["Deleted foo@2"]), s(&["Replaced bar@1"])]
+    );
+
+    // A tombstone followed by the watch's real delete: the real one takes the tombstone's
+    // place, so the deletion is still reported once, at its first position.
+    let store = TestStore::with(&[cm("foo", 1), cm("bar", 1)]);
+    let mut f = in_order_with(&store);
+    f.replace(vec![(cm("bar", 1), t(1))], "1").unwrap();
+    f.add(cm("baz", 1), t(2)).unwrap();
+    f.delete(cm("foo", 3), t(3)).unwrap();
+    f.check_invariants();
+    assert_eq!(
+        drain(&mut f),
+        vec![
+            s(&["Replaced bar@1"]),
+            s(&["Deleted foo@3"]),
+            s(&["Added baz@1"]),
+        ]
+    );
+
+    // Not consecutive for the key: both kept.
+    let mut f = in_order();
+    f.add(cm("foo", 1), t(1)).unwrap();
+    f.delete(cm("foo", 2), t(2)).unwrap();
+    f.add(cm("foo", 3), t(3)).unwrap();
+    f.delete(cm("foo", 4), t(4)).unwrap();
+    assert_eq!(f.len(), 4);
+}
+
+#[test]
+fn f9_in_order_ignores_unknown_deletes() {
+    let store = TestStore::with(&[cm("known", 1)]);
+    let mut f = in_order_with(&store);
+    f.delete(cm("nope", 1), t(1)).unwrap();
+    f.delete(cm("known", 2), t(2)).unwrap();
+    f.add(cm("q", 1), t(3)).unwrap();
+    f.add(cm("other", 1), t(4)).unwrap();
+    f.delete(cm("q", 2), t(5)).unwrap(); // queued (not newest entry overall): accepted
+    assert_eq!(f.stats().ignored_deletes, 1);
+    assert_eq!(f.len(), 4);
+}
+
+#[test]
+fn f9_in_order_replace_tombstones_from_newest_entry() {
+    let store = TestStore::with(&[cm("k", 1)]);
+    let mut f = in_order_with(&store);
+    f.add(cm("q", 1), t(1)).unwrap();
+    f.update(cm("q", 2), t(2)).unwrap();
+    let sum = f.replace(vec![(cm("z", 1), t(3))], "5").unwrap();
+    assert_eq!((sum.listed, sum.tombstoned), (1, 2));
+    assert_eq!(f.last_sync_resource_version(), Some("5"));
+    assert_eq!(
+        drain(&mut f),
+        vec![
+            s(&["Added q@1"]),
+            s(&["Updated q@2"]),
+            s(&["Replaced z@1"]),
+            s(&["Deleted ~q@2"]),
+            s(&["Deleted ~k@1"]),
+        ]
+    );
+}
+
+#[test]
+fn f9_in_order_has_synced_counts_initial_entries() {
+    let mut f = in_order();
+    let sum = f
+        .replace(vec![(cm("a", 1), t(1)), (cm("a", 2), t(2))], "0")
+        .unwrap();
+    assert_eq!(
+        sum.initial_population,
+        Some(2),
+        "one entry per listed object"
+    );
+    f.add(cm("b", 1), t(3)).unwrap();
+    let b1 = f.pop().unwrap();
+    assert_eq!(b1.token.initial_items(), 1);
+    f.done(b1.token, 0);
+    assert!(!f.has_synced());
+    let b2 = f.pop_batch(5).unwrap();
+    assert_eq!((b2.token.len(), b2.token.initial_items()), (2, 1));
+    assert!(!f.has_synced());
+    f.done(b2.token, 0);
+    assert!(f.has_synced());
+}
+
+#[test]
+fn f9_in_order_resync_skips_keys_with_queued_events() {
+    let store = TestStore::with(&[cm("a", 1), cm("b", 1)]);
+    let mut f = in_order_with(&store);
+    f.update(cm("a", 2), t(1)).unwrap();
+    assert_eq!(f.resync().unwrap(), 1);
+    assert_eq!(drain(&mut f), vec![s(&["Updated a@2"]), s(&["Sync b@1"])]);
+}
+
+#[test]
+fn f9_in_order_relist_racing_in_flight_add() {
+    let store = TestStore::default();
+    let mut f = in_order_with(&store);
+    f.add(cm("foo", 1), t(1)).unwrap();
+    let b = f.pop().unwrap();
+    f.replace(vec![], "2").unwrap();
+    store.apply(&b.items[0]);
+    f.done(b.token, 0);
+    drain_into(&mut f, &store);
+    assert!(store.contents().is_empty());
+}
+
+#[test]
+fn f9_in_order_close_drains() {
+    let mut f = in_order();
+    f.add(cm("a", 1), t(1)).unwrap();
+    f.update(cm("a", 2), t(2)).unwrap();
+    assert_eq!(f.close(), 2);
+    assert_eq!(f.add(cm("b", 1), t(3)), Err(FifoError::Closed));
+    assert_eq!(drain(&mut f).len(), 2);
+    assert!(f.pop().is_none());
 }
