@@ -6,6 +6,9 @@
 //!   after every 512 updates, then drain;
 //! - `replace_drain`: one relist of 100k objects, then drain.
 //!
+//! Group `fifo` is the default per-key mode; group `fifo_in_order` runs the same workloads in
+//! [`FifoMode::InOrder`] (F9).
+//!
 //! Objects are pre-built `Arc`s: the figures measure the FIFO, not object construction.
 //! Run: `cargo bench -p kinformer --bench fifo`.
 
@@ -15,7 +18,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer::{
     TraceId,
-    fifo::{DeltaFifo, DeltaFifoOptions},
+    fifo::{DeltaFifo, DeltaFifoOptions, FifoMode},
 };
 
 const EVENTS: usize = 100_000;
@@ -29,8 +32,8 @@ fn cm(name: String, rv: usize) -> Arc<ConfigMap> {
     Arc::new(c)
 }
 
-fn fifo() -> DeltaFifo<ConfigMap> {
-    DeltaFifo::new(DeltaFifoOptions::default())
+fn fifo(mode: FifoMode) -> DeltaFifo<ConfigMap> {
+    DeltaFifo::new(DeltaFifoOptions::default().with_mode(mode))
 }
 
 /// Pops everything in batches and acknowledges it; returns the number of items popped.
@@ -44,6 +47,11 @@ fn drain(f: &mut DeltaFifo<ConfigMap>) -> usize {
 }
 
 fn bench_fifo(c: &mut Criterion) {
+    bench_mode(c, "fifo", FifoMode::PerKey);
+    bench_mode(c, "fifo_in_order", FifoMode::InOrder);
+}
+
+fn bench_mode(c: &mut Criterion, group: &str, mode: FifoMode) {
     let distinct: Vec<_> = (0..EVENTS).map(|i| cm(format!("cm-{i}"), i)).collect();
     let updates: Vec<_> = (0..EVENTS)
         .map(|i| cm(format!("cm-{}", i % 10_000), i))
@@ -54,13 +62,13 @@ fn bench_fifo(c: &mut Criterion) {
         .map(|(i, o)| (Arc::clone(o), TraceId(i as u64 + 1)))
         .collect();
 
-    let mut g = c.benchmark_group("fifo");
+    let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(EVENTS as u64));
     g.sample_size(20);
 
     g.bench_function("add_distinct_drain", |b| {
         b.iter(|| {
-            let mut f = fifo();
+            let mut f = fifo(mode);
             for (i, o) in distinct.iter().enumerate() {
                 f.add(Arc::clone(o), TraceId(i as u64 + 1)).unwrap();
             }
@@ -71,7 +79,7 @@ fn bench_fifo(c: &mut Criterion) {
 
     g.bench_function("update_10k_keys_interleaved", |b| {
         b.iter(|| {
-            let mut f = fifo();
+            let mut f = fifo(mode);
             for (i, o) in updates.iter().enumerate() {
                 f.update(Arc::clone(o), TraceId(i as u64 + 1)).unwrap();
                 if i % 512 != 511 {
@@ -91,7 +99,7 @@ fn bench_fifo(c: &mut Criterion) {
         b.iter_batched(
             || list.clone(),
             |list| {
-                let mut f = fifo();
+                let mut f = fifo(mode);
                 f.replace(list, "1").unwrap();
                 assert_eq!(drain(&mut f), EVENTS);
                 f
