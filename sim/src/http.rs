@@ -1,0 +1,80 @@
+//! Response bodies and helpers shared by the handlers.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use futures::Stream;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::Frame;
+use serde_json::Value;
+
+use crate::status::ApiError;
+
+/// Why a streamed body was cut (the connection is then closed without the final chunk).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct BodyError(pub &'static str);
+
+/// The body type of every response.
+pub(crate) type Body = UnsyncBoxBody<Bytes, BodyError>;
+
+/// A response with a fixed body.
+pub(crate) fn full(code: u16, content_type: &'static str, bytes: Bytes) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(bytes)
+            .map_err(|e: Infallible| match e {})
+            .boxed_unsync(),
+    );
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    r
+}
+
+/// A JSON response.
+pub(crate) fn json(code: u16, v: &Value) -> Response<Body> {
+    // Serializing a Value cannot fail (string keys only).
+    let bytes = serde_json::to_vec(v).unwrap_or_default();
+    full(code, "application/json", Bytes::from(bytes))
+}
+
+/// A JSON response from pre-serialized bytes.
+pub(crate) fn json_bytes(code: u16, b: Bytes) -> Response<Body> {
+    full(code, "application/json", b)
+}
+
+/// A `Status` error response (with `Retry-After` when set).
+pub(crate) fn error(e: &ApiError) -> Response<Body> {
+    let mut r = json(e.code, &e.to_status());
+    if let Some(secs) = e.retry_after
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+/// A chunked JSON response from a stream of chunks; an `Err` item aborts the connection.
+pub(crate) fn stream<S>(code: u16, s: S) -> Response<Body>
+where
+    S: Stream<Item = Result<Bytes, BodyError>> + Send + 'static,
+{
+    use futures::StreamExt as _;
+    let body = StreamBody::new(s.map(|r| r.map(Frame::data)));
+    let mut r = Response::new(BodyExt::boxed_unsync(body));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    r
+}

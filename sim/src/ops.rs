@@ -1,0 +1,873 @@
+//! API semantics on top of the store: create/update/patch/delete with the rules kube-apiserver
+//! applies (metadata ownership, generation, status subresource, finalizers, preconditions).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::object::{Key, StoredObject, meta_mut, meta_str};
+use crate::resources::{CreateStatus, NameRule, ResourceDef};
+use crate::status::ApiError;
+use crate::store::{Outcome, Store, Write};
+use crate::util::{new_uid, now_rfc3339, random_suffix, validate_label, validate_subdomain};
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The object itself (status is ignored for kinds with a status subresource).
+    Main,
+    /// `/status`: only status changes.
+    Status,
+    /// `/scale`: only `spec.replicas` changes, through an autoscaling/v1 Scale.
+    Scale,
+}
+
+/// Patch flavours (by Content-Type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PatchKind {
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/strategic-merge-patch+json`, applied as a merge patch (lists are replaced,
+    /// not merged by key).
+    Strategic,
+    /// `application/apply-patch+yaml` (server-side apply), approximated: the applied config is
+    /// merge-patched onto the live object, or creates it. Only JSON syntax is accepted.
+    Apply,
+}
+
+impl PatchKind {
+    /// From a Content-Type header value.
+    pub(crate) fn from_content_type(ct: &str) -> Option<Self> {
+        let base = ct.split(';').next().unwrap_or("").trim();
+        match base {
+            "application/merge-patch+json" => Some(Self::Merge),
+            "application/json-patch+json" => Some(Self::Json),
+            "application/strategic-merge-patch+json" => Some(Self::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(Self::Apply),
+            _ => None,
+        }
+    }
+}
+
+/// Parsed `DeleteOptions`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOptions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// From a (possibly empty) request body.
+    pub(crate) fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self::default());
+        }
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
+        let pre = v.get("preconditions");
+        let s = |k: &str| {
+            pre.and_then(|p| p.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        Ok(Self {
+            uid: s("uid"),
+            resource_version: s("resourceVersion"),
+            dry_run: v
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|x| x == "All")),
+        })
+    }
+}
+
+fn kind_check(def: &ResourceDef, body: &mut Value) -> Result<(), ApiError> {
+    let obj = body
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the body of the request must be a JSON object"))?;
+    match obj.get("apiVersion") {
+        None | Some(Value::Null) => {
+            obj.insert("apiVersion".into(), json!(def.api_version));
+        }
+        Some(Value::String(v)) if *v == def.api_version => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({}) does not match the expected API version ({})",
+                v.as_str().unwrap_or("?"),
+                def.api_version
+            )));
+        }
+    }
+    match obj.get("kind") {
+        None | Some(Value::Null) => {
+            obj.insert("kind".into(), json!(def.kind));
+        }
+        Some(Value::String(k)) if *k == def.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({}) does not match the expected kind ({})",
+                k.as_str().unwrap_or("?"),
+                def.kind
+            )));
+        }
+    }
+    match obj.get("metadata") {
+        None | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(ApiError::bad_request("metadata must be a JSON object")),
+    }
+}
+
+fn check_namespace(def: &ResourceDef, ns: Option<&str>, body: &mut Value) -> Result<(), ApiError> {
+    let meta = meta_mut(body)
+        .ok_or_else(|| ApiError::bad_request("the body of the request must be a JSON object"))?;
+    if def.namespaced {
+        let ns = ns.unwrap_or("");
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(b) if !b.is_empty() && b != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), json!(ns));
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
+    let r = match def.name_rule {
+        NameRule::Subdomain => validate_subdomain(name),
+        NameRule::Label => validate_label(name),
+    };
+    r.map_err(|why| ApiError::invalid(&def.kind, &def.group, name, "metadata.name", name, &why))
+}
+
+/// Ensures namespace `ns` exists, creating it when `auto_create`.
+pub(crate) fn ensure_namespace(store: &Store, ns: &str, auto_create: bool) -> Result<(), ApiError> {
+    let Some(nsdef) = store.registry.namespaces().cloned() else {
+        return Ok(());
+    };
+    let key: Key = (String::new(), ns.to_string());
+    if let Some(existing) = store.get(&nsdef, &key) {
+        if existing.deleting {
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    if !auto_create {
+        return Err(ApiError::not_found("", "namespaces", ns));
+    }
+    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    match create(store, &nsdef, None, body, false, false) {
+        Ok(_) => Ok(()),
+        Err(e) if e.reason == "AlreadyExists" => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates an object (POST to a collection).
+pub(crate) fn create(
+    store: &Store,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    mut body: Value,
+    dry_run: bool,
+    auto_namespaces: bool,
+) -> Result<Arc<StoredObject>, ApiError> {
+    kind_check(def, &mut body)?;
+    check_namespace(def, ns, &mut body)?;
+    if def.namespaced {
+        ensure_namespace(store, ns.unwrap_or(""), auto_namespaces)?;
+    }
+    let now = now_rfc3339();
+    let meta = meta_mut(&mut body)
+        .ok_or_else(|| ApiError::bad_request("the body must be a JSON object"))?;
+    let mut name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if name.is_empty() {
+        let gen_name = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if gen_name.is_empty() {
+            return Err(ApiError::required(
+                &def.kind,
+                &def.group,
+                "",
+                "metadata.name",
+                "name or generateName is required",
+            ));
+        }
+        name = format!("{gen_name}{}", random_suffix());
+        meta.insert("name".into(), json!(name));
+    }
+    validate_name(def, &name)?;
+    meta.insert("uid".into(), json!(new_uid()));
+    meta.insert("creationTimestamp".into(), json!(now));
+    for k in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+        "resourceVersion",
+    ] {
+        meta.remove(k);
+    }
+    if def.tracks_generation {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    if let Some(obj) = body.as_object_mut() {
+        match &def.create_status {
+            CreateStatus::Keep => {}
+            CreateStatus::Remove => {
+                obj.remove("status");
+            }
+            CreateStatus::Reset(v) => {
+                obj.insert("status".into(), v.clone());
+            }
+        }
+    }
+    let key: Key = (
+        if def.namespaced {
+            ns.unwrap_or("").to_string()
+        } else {
+            String::new()
+        },
+        name.clone(),
+    );
+    match store.write(def, &key, dry_run, |cur| {
+        if cur.is_some() {
+            Err(ApiError::already_exists(&def.group, &def.plural, &name))
+        } else {
+            Ok(Write::Put(body))
+        }
+    })? {
+        Outcome::Created(o) | Outcome::Updated(o) => Ok(o),
+        _ => Err(ApiError::internal("create did not store the object")),
+    }
+}
+
+fn stale_check(
+    def: &ResourceDef,
+    name: &str,
+    requested: Option<&str>,
+    cur: &StoredObject,
+) -> Result<(), ApiError> {
+    match requested {
+        Some(rv) if !rv.is_empty() && rv != cur.rv.to_string() => {
+            Err(ApiError::stale(&def.group, &def.plural, name))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Everything but metadata and status: what a generation bump looks at.
+fn spec_part(v: &Value) -> Map<String, Value> {
+    v.as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Builds the object to store when `new` replaces `old` through `part`; `None` means "no change".
+fn merge_update(
+    def: &ResourceDef,
+    old: &Value,
+    mut new: Value,
+    part: Part,
+) -> Result<Write, ApiError> {
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    match part {
+        Part::Main => {
+            let meta = meta_mut(&mut new)
+                .ok_or_else(|| ApiError::bad_request("the body must be a JSON object"))?;
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "namespace",
+                "name",
+            ] {
+                match old_meta.get(k) {
+                    Some(v) => meta.insert(k.into(), v.clone()),
+                    None => meta.remove(k),
+                };
+            }
+            meta.remove("selfLink");
+            if def.status
+                && let Some(obj) = new.as_object_mut()
+            {
+                match old.get("status") {
+                    Some(s) => obj.insert("status".into(), s.clone()),
+                    None => obj.remove("status"),
+                };
+            }
+            if def.tracks_generation && spec_part(old) != spec_part(&new) {
+                let g = old_meta
+                    .get("generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    + 1;
+                if let Some(meta) = meta_mut(&mut new) {
+                    meta.insert("generation".into(), json!(g));
+                }
+            }
+        }
+        Part::Status | Part::Scale => {
+            let status = new.get("status").cloned();
+            let spec = new.get("spec").cloned();
+            let mut out = old.clone();
+            if let Some(obj) = out.as_object_mut() {
+                if part == Part::Status {
+                    match status {
+                        Some(s) => obj.insert("status".into(), s),
+                        None => obj.remove("status"),
+                    };
+                } else {
+                    // Scale: `new` is the old object with spec.replicas changed.
+                    if let Some(s) = spec {
+                        obj.insert("spec".into(), s);
+                    }
+                }
+            }
+            if part == Part::Scale && def.tracks_generation && spec_part(old) != spec_part(&out) {
+                let g = old_meta
+                    .get("generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    + 1;
+                if let Some(meta) = meta_mut(&mut out) {
+                    meta.insert("generation".into(), json!(g));
+                }
+            }
+            new = out;
+        }
+    }
+    if let Some(meta) = meta_mut(&mut new) {
+        meta.insert(
+            "resourceVersion".into(),
+            old_meta
+                .get("resourceVersion")
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
+    }
+    if new == *old {
+        return Ok(Write::Noop);
+    }
+    let deleting = new
+        .get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|d| !d.is_null());
+    let no_finalizers = new
+        .get("metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if deleting && no_finalizers {
+        return Ok(Write::DeleteAs(new));
+    }
+    Ok(Write::Put(new))
+}
+
+fn result_of(outcome: Outcome) -> Result<Arc<StoredObject>, ApiError> {
+    match outcome {
+        Outcome::Created(o)
+        | Outcome::Updated(o)
+        | Outcome::Deleted(o)
+        | Outcome::Unchanged(Some(o)) => Ok(o),
+        Outcome::Unchanged(None) => Err(ApiError::internal("object vanished")),
+    }
+}
+
+/// The autoscaling/v1 Scale view of an object with `spec.replicas`.
+pub(crate) fn scale_of(def: &ResourceDef, obj: &Value) -> Value {
+    let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let pick = |k: &str| meta.get(k).cloned().unwrap_or(Value::Null);
+    let selector = obj
+        .get("spec")
+        .and_then(|s| s.get("selector"))
+        .and_then(|s| s.get("matchLabels"))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let mut m = Map::new();
+    for k in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if !pick(k).is_null() {
+            m.insert(k.into(), pick(k));
+        }
+    }
+    let _ = def;
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": m,
+        "spec": {"replicas": obj.get("spec").and_then(|s| s.get("replicas")).cloned().unwrap_or(json!(1))},
+        "status": {
+            "replicas": obj.get("status").and_then(|s| s.get("replicas")).cloned().unwrap_or(json!(0)),
+            "selector": selector,
+        }
+    })
+}
+
+/// Applies a Scale (as sent by a client) to the object: returns the object with the new replicas.
+fn apply_scale(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    scale: &Value,
+    cur: &StoredObject,
+) -> Result<Value, ApiError> {
+    stale_check(def, name, meta_str(scale, "resourceVersion"), cur)?;
+    let replicas = scale
+        .get("spec")
+        .and_then(|s| s.get("replicas"))
+        .and_then(Value::as_i64)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "Scale",
+                "autoscaling",
+                name,
+                "spec.replicas",
+                "",
+                "must be an integer",
+            )
+        })?;
+    if replicas < 0 {
+        return Err(ApiError::invalid(
+            "Scale",
+            "autoscaling",
+            name,
+            "spec.replicas",
+            &replicas.to_string(),
+            "must be greater than or equal to 0",
+        ));
+    }
+    let mut new = old.clone();
+    if let Some(obj) = new.as_object_mut() {
+        let spec = obj.entry("spec").or_insert_with(|| json!({}));
+        if let Some(spec) = spec.as_object_mut() {
+            spec.insert("replicas".into(), json!(replicas));
+        }
+    }
+    Ok(new)
+}
+
+fn check_name(name: &str, body: &mut Value) -> Result<(), ApiError> {
+    let meta =
+        meta_mut(body).ok_or_else(|| ApiError::bad_request("the body must be a JSON object"))?;
+    match meta.get("name").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() && n != name => Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+        _ => {
+            meta.insert("name".into(), json!(name));
+            Ok(())
+        }
+    }
+}
+
+/// Replaces an object or one of its subresources (PUT).
+pub(crate) fn update(
+    store: &Store,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    part: Part,
+    mut body: Value,
+    dry_run: bool,
+) -> Result<Arc<StoredObject>, ApiError> {
+    if part == Part::Scale {
+        if !body.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request must be a JSON object",
+            ));
+        }
+    } else {
+        kind_check(def, &mut body)?;
+        check_namespace(def, ns, &mut body)?;
+    }
+    check_name(name, &mut body)?;
+    let key = key_of(def, ns, name);
+    let outcome = store.write(def, &key, dry_run, |cur| {
+        let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        let old = cur.to_value(def)?;
+        if part == Part::Scale {
+            let new = apply_scale(def, name, &old, &body, cur)?;
+            return merge_update(def, &old, new, Part::Scale);
+        }
+        stale_check(def, name, meta_str(&body, "resourceVersion"), cur)?;
+        merge_update(def, &old, body, part)
+    })?;
+    result_of(outcome)
+}
+
+/// Patches an object or one of its subresources.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn patch(
+    store: &Store,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    part: Part,
+    kind: PatchKind,
+    body: &[u8],
+    dry_run: bool,
+    auto_namespaces: bool,
+) -> Result<Arc<StoredObject>, ApiError> {
+    let patch_value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
+    let json_patch: Option<json_patch::Patch> = if kind == PatchKind::Json {
+        Some(
+            serde_json::from_value(patch_value.clone())
+                .map_err(|e| ApiError::bad_request(format!("error decoding JSON patch: {e}")))?,
+        )
+    } else {
+        if !patch_value.is_object() {
+            return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+        }
+        None
+    };
+    let key = key_of(def, ns, name);
+    if kind == PatchKind::Apply && part == Part::Main && store.get(def, &key).is_none() {
+        let mut body = patch_value.clone();
+        check_name(name, &mut body)?;
+        match create(store, def, ns, body, dry_run, auto_namespaces) {
+            Err(e) if e.reason == "AlreadyExists" => {}
+            other => return other,
+        }
+    }
+    let apply = |base: &mut Value| -> Result<(), ApiError> {
+        match &json_patch {
+            Some(p) => {
+                json_patch::patch(base, p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))
+            }
+            None => {
+                json_patch::merge(base, &patch_value);
+                Ok(())
+            }
+        }
+    };
+    let outcome = store.write(def, &key, dry_run, |cur| {
+        let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        let old = cur.to_value(def)?;
+        if part == Part::Scale {
+            let mut scale = scale_of(def, &old);
+            apply(&mut scale)?;
+            let new = apply_scale(def, name, &old, &scale, cur)?;
+            return merge_update(def, &old, new, Part::Scale);
+        }
+        let mut new = old.clone();
+        apply(&mut new)?;
+        if !new.is_object() {
+            return Err(ApiError::new(
+                422,
+                "Invalid",
+                "the patched object is not a JSON object",
+            ));
+        }
+        stale_check(def, name, meta_str(&new, "resourceVersion"), cur)?;
+        if meta_str(&new, "name") != Some(name) {
+            return Err(ApiError::invalid(
+                &def.kind,
+                &def.group,
+                name,
+                "metadata.name",
+                meta_str(&new, "name").unwrap_or(""),
+                "field is immutable",
+            ));
+        }
+        if def.namespaced && meta_str(&new, "namespace") != Some(cur.namespace.as_str()) {
+            return Err(ApiError::invalid(
+                &def.kind,
+                &def.group,
+                name,
+                "metadata.namespace",
+                meta_str(&new, "namespace").unwrap_or(""),
+                "field is immutable",
+            ));
+        }
+        kind_check(def, &mut new)?;
+        merge_update(def, &old, new, part)
+    })?;
+    result_of(outcome)
+}
+
+/// Deletes an object; with finalizers it is only marked (deletionTimestamp) and stays.
+pub(crate) fn delete(
+    store: &Store,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    opts: &DeleteOptions,
+) -> Result<Outcome, ApiError> {
+    let key = key_of(def, ns, name);
+    if def.plural == "namespaces"
+        && def.group.is_empty()
+        && !opts.dry_run
+        && store.get(def, &key).is_some()
+    {
+        delete_namespace_contents(store, name);
+    }
+    store.write(def, &key, opts.dry_run, |cur| {
+        let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        if let Some(uid) = &opts.uid
+            && *uid != cur.uid
+        {
+            return Err(ApiError::conflict(&def.group, &def.plural, name, &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                cur.uid
+            )));
+        }
+        if let Some(rv) = &opts.resource_version
+            && *rv != cur.rv.to_string()
+        {
+            return Err(ApiError::conflict(&def.group, &def.plural, name, &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                cur.rv
+            )));
+        }
+        if cur.has_finalizers {
+            if cur.deleting {
+                return Ok(Write::Noop);
+            }
+            let mut v = cur.to_value(def)?;
+            if let Some(meta) = meta_mut(&mut v) {
+                meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            }
+            return Ok(Write::Put(v));
+        }
+        Ok(Write::Delete)
+    })
+}
+
+/// Deletes every namespaced object in `ns` (the namespace controller's job, done at once).
+fn delete_namespace_contents(store: &Store, ns: &str) {
+    let defs: Vec<_> = store
+        .registry
+        .all()
+        .iter()
+        .filter(|d| d.namespaced)
+        .cloned()
+        .collect();
+    for def in defs {
+        let (map, _) = store.snapshot(&def, false);
+        let keys: Vec<Key> = map.keys().filter(|(n, _)| n == ns).cloned().collect();
+        for (n, name) in keys {
+            let _ = delete(store, &def, Some(&n), &name, &DeleteOptions::default());
+        }
+    }
+}
+
+/// The store key of `name` in `ns` for this resource.
+pub(crate) fn key_of(def: &ResourceDef, ns: Option<&str>, name: &str) -> Key {
+    (
+        if def.namespaced {
+            ns.unwrap_or("").to_string()
+        } else {
+            String::new()
+        },
+        name.to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Registry;
+
+    fn store() -> Store {
+        Store::new(Registry::new(&[]).unwrap(), 100)
+    }
+
+    #[test]
+    fn create_update_generation_and_conflict() {
+        let s = store();
+        let def = s
+            .registry
+            .find("apps", "v1", "deployments")
+            .unwrap()
+            .clone();
+        let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}, "status": {"replicas": 9}});
+        let o = create(&s, &def, Some("default"), d, false, true).unwrap();
+        let v = o.to_value(&def).unwrap();
+        assert_eq!(v["metadata"]["generation"], 1);
+        assert_eq!(v["status"], json!({}), "status is reset on create");
+        assert_eq!(v["kind"], "Deployment");
+        // Namespace was auto-created.
+        let nsdef = s.registry.namespaces().unwrap().clone();
+        assert!(s.get(&nsdef, &(String::new(), "default".into())).is_some());
+        // Spec change bumps generation; status in the body is ignored.
+        let mut v2 = v.clone();
+        v2["spec"]["replicas"] = json!(3);
+        v2["status"] = json!({"replicas": 5});
+        let o2 = update(
+            &s,
+            &def,
+            Some("default"),
+            "web",
+            Part::Main,
+            v2.clone(),
+            false,
+        )
+        .unwrap();
+        let v3 = o2.to_value(&def).unwrap();
+        assert_eq!(v3["metadata"]["generation"], 2);
+        assert_eq!(v3["status"], json!({}));
+        // Stale RV conflicts.
+        let e = update(&s, &def, Some("default"), "web", Part::Main, v2, false).unwrap_err();
+        assert_eq!(e.code, 409);
+        // No-op update keeps the RV.
+        let o4 = update(
+            &s,
+            &def,
+            Some("default"),
+            "web",
+            Part::Main,
+            v3.clone(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(o4.rv, o2.rv);
+        // Status update touches only status.
+        let mut st = v3.clone();
+        st["status"] = json!({"replicas": 3});
+        st["spec"]["replicas"] = json!(100);
+        let o5 = update(&s, &def, Some("default"), "web", Part::Status, st, false).unwrap();
+        let v5 = o5.to_value(&def).unwrap();
+        assert_eq!(v5["status"]["replicas"], 3);
+        assert_eq!(v5["spec"]["replicas"], 3);
+        assert_eq!(v5["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn finalizers_hold_deletion() {
+        let s = store();
+        let def = s.registry.find("", "v1", "configmaps").unwrap().clone();
+        let cm = json!({"metadata": {"name": "c", "finalizers": ["x/y"]}, "data": {"a": "1"}});
+        create(&s, &def, Some("default"), cm, false, true).unwrap();
+        let out = delete(&s, &def, Some("default"), "c", &DeleteOptions::default()).unwrap();
+        assert!(matches!(out, Outcome::Updated(ref o) if o.deleting));
+        let key = key_of(&def, Some("default"), "c");
+        assert!(s.get(&def, &key).is_some());
+        let body = br#"{"metadata":{"finalizers":null}}"#;
+        patch(
+            &s,
+            &def,
+            Some("default"),
+            "c",
+            Part::Main,
+            PatchKind::Merge,
+            body,
+            false,
+            true,
+        )
+        .unwrap();
+        assert!(s.get(&def, &key).is_none());
+    }
+
+    #[test]
+    fn bad_names_and_patches() {
+        let s = store();
+        let def = s.registry.find("", "v1", "pods").unwrap().clone();
+        let e = create(
+            &s,
+            &def,
+            Some("default"),
+            json!({"metadata": {"name": "Bad_Name"}}),
+            false,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 422);
+        create(
+            &s,
+            &def,
+            Some("default"),
+            json!({"metadata": {"name": "p"}, "spec": {}}),
+            false,
+            true,
+        )
+        .unwrap();
+        let e = patch(
+            &s,
+            &def,
+            Some("default"),
+            "p",
+            Part::Main,
+            PatchKind::Json,
+            br#"[{"op":"test","path":"/spec/x","value":1}]"#,
+            false,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 422);
+        let e = patch(
+            &s,
+            &def,
+            Some("default"),
+            "p",
+            Part::Main,
+            PatchKind::Merge,
+            b"{not json",
+            false,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 400);
+        let o = patch(
+            &s,
+            &def,
+            Some("default"),
+            "p",
+            Part::Main,
+            PatchKind::Json,
+            br#"[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]"#,
+            false,
+            true,
+        )
+        .unwrap();
+        assert_eq!(o.labels.get("a").map(String::as_str), Some("b"));
+    }
+}

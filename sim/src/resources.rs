@@ -1,0 +1,665 @@
+//! The kinds the server knows: built-ins plus registered custom resources, and discovery documents.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::config::{CustomResource, Scope};
+
+/// How names of a kind are validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameRule {
+    /// DNS-1123 subdomain (most kinds).
+    Subdomain,
+    /// DNS-1123 label (namespaces, services).
+    Label,
+}
+
+/// What happens to `status` when an object is created through the API.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CreateStatus {
+    /// Status is kept as sent.
+    Keep,
+    /// Status is replaced by this value (e.g. a Pod starts `Pending`).
+    Reset(Value),
+    /// Status is removed.
+    Remove,
+}
+
+/// Which Table columns `kubectl get` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TableKind {
+    Generic,
+    Pod,
+    Deployment,
+    ReplicaSet,
+    Service,
+    ConfigMap,
+    Secret,
+    Namespace,
+    Node,
+}
+
+/// One served resource (a kind at one group/version).
+#[derive(Debug)]
+pub(crate) struct ResourceDef {
+    /// Index into the registry and the store.
+    pub idx: usize,
+    pub group: String,
+    pub version: String,
+    /// `v1` or `group/version`.
+    pub api_version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// Has a `status` subresource.
+    pub status: bool,
+    /// Has a `scale` subresource (`spec.replicas`).
+    pub scale: bool,
+    /// Built into Kubernetes (list items then carry no apiVersion/kind, like the real server).
+    pub builtin: bool,
+    /// `metadata.generation` is maintained.
+    pub tracks_generation: bool,
+    /// Field paths selectable besides metadata.name/namespace.
+    pub field_labels: Vec<&'static str>,
+    pub name_rule: NameRule,
+    pub create_status: CreateStatus,
+    pub table: TableKind,
+    /// `{"apiVersion":"...","kind":"..."` (no closing brace): the start of every full object.
+    pub typemeta_prefix: Bytes,
+}
+
+impl ResourceDef {
+    /// `pods` or `deployments.apps`, as in error messages.
+    pub(crate) fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// `PodList`.
+    pub(crate) fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    all: bool,
+    status: bool,
+    scale: bool,
+    generation: bool,
+    fields: &'static [&'static str],
+    name_rule: NameRule,
+    table: TableKind,
+}
+
+fn builtins() -> Vec<(Builtin, CreateStatus)> {
+    let b = |group,
+             kind,
+             plural,
+             namespaced,
+             short,
+             all,
+             status,
+             scale,
+             generation,
+             fields,
+             name_rule,
+             table| Builtin {
+        group,
+        kind,
+        plural,
+        namespaced,
+        short,
+        all,
+        status,
+        scale,
+        generation,
+        fields,
+        name_rule,
+        table,
+    };
+    use NameRule::{Label, Subdomain};
+    vec![
+        (
+            b(
+                "",
+                "Pod",
+                "pods",
+                true,
+                &["po"],
+                true,
+                true,
+                false,
+                true,
+                &[
+                    "spec.nodeName",
+                    "spec.restartPolicy",
+                    "spec.schedulerName",
+                    "spec.serviceAccountName",
+                    "spec.hostNetwork",
+                    "status.phase",
+                    "status.podIP",
+                    "status.nominatedNodeName",
+                ],
+                Subdomain,
+                TableKind::Pod,
+            ),
+            CreateStatus::Reset(json!({"phase": "Pending"})),
+        ),
+        (
+            b(
+                "",
+                "ConfigMap",
+                "configmaps",
+                true,
+                &["cm"],
+                false,
+                false,
+                false,
+                false,
+                &[],
+                Subdomain,
+                TableKind::ConfigMap,
+            ),
+            CreateStatus::Keep,
+        ),
+        (
+            b(
+                "",
+                "Secret",
+                "secrets",
+                true,
+                &[],
+                false,
+                false,
+                false,
+                false,
+                &["type"],
+                Subdomain,
+                TableKind::Secret,
+            ),
+            CreateStatus::Keep,
+        ),
+        (
+            b(
+                "",
+                "Service",
+                "services",
+                true,
+                &["svc"],
+                true,
+                true,
+                false,
+                false,
+                &[],
+                Label,
+                TableKind::Service,
+            ),
+            CreateStatus::Reset(json!({"loadBalancer": {}})),
+        ),
+        (
+            b(
+                "",
+                "Namespace",
+                "namespaces",
+                false,
+                &["ns"],
+                false,
+                true,
+                false,
+                false,
+                &["status.phase"],
+                Label,
+                TableKind::Namespace,
+            ),
+            CreateStatus::Reset(json!({"phase": "Active"})),
+        ),
+        (
+            b(
+                "",
+                "Node",
+                "nodes",
+                false,
+                &["no"],
+                false,
+                true,
+                false,
+                false,
+                &["spec.unschedulable"],
+                Subdomain,
+                TableKind::Node,
+            ),
+            CreateStatus::Keep,
+        ),
+        (
+            b(
+                "",
+                "Event",
+                "events",
+                true,
+                &["ev"],
+                false,
+                false,
+                false,
+                false,
+                &[
+                    "involvedObject.kind",
+                    "involvedObject.name",
+                    "involvedObject.namespace",
+                    "involvedObject.uid",
+                    "reason",
+                    "type",
+                ],
+                Subdomain,
+                TableKind::Generic,
+            ),
+            CreateStatus::Keep,
+        ),
+        (
+            b(
+                "",
+                "ServiceAccount",
+                "serviceaccounts",
+                true,
+                &["sa"],
+                false,
+                false,
+                false,
+                false,
+                &[],
+                Subdomain,
+                TableKind::Generic,
+            ),
+            CreateStatus::Keep,
+        ),
+        (
+            b(
+                "apps",
+                "Deployment",
+                "deployments",
+                true,
+                &["deploy"],
+                true,
+                true,
+                true,
+                true,
+                &[],
+                Subdomain,
+                TableKind::Deployment,
+            ),
+            CreateStatus::Reset(json!({})),
+        ),
+        (
+            b(
+                "apps",
+                "ReplicaSet",
+                "replicasets",
+                true,
+                &["rs"],
+                true,
+                true,
+                true,
+                true,
+                &["status.replicas"],
+                Subdomain,
+                TableKind::ReplicaSet,
+            ),
+            CreateStatus::Reset(json!({"replicas": 0})),
+        ),
+        (
+            b(
+                "coordination.k8s.io",
+                "Lease",
+                "leases",
+                true,
+                &[],
+                false,
+                false,
+                false,
+                false,
+                &[],
+                Subdomain,
+                TableKind::Generic,
+            ),
+            CreateStatus::Keep,
+        ),
+    ]
+}
+
+fn prefix(api_version: &str, kind: &str) -> Bytes {
+    // serde_json string escaping keeps this valid JSON for any group/kind text.
+    let av = Value::String(api_version.to_string());
+    let k = Value::String(kind.to_string());
+    Bytes::from(format!("{{\"apiVersion\":{av},\"kind\":{k}"))
+}
+
+fn api_version_of(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+/// All served resources.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    defs: Vec<Arc<ResourceDef>>,
+}
+
+impl Registry {
+    /// Built-ins plus `custom`; a custom kind that collides with an existing (group, version,
+    /// plural) is an error.
+    pub(crate) fn new(custom: &[CustomResource]) -> Result<Self, String> {
+        let mut defs: Vec<Arc<ResourceDef>> = Vec::new();
+        for (b, create_status) in builtins() {
+            let version = "v1";
+            let api_version = api_version_of(b.group, version);
+            defs.push(Arc::new(ResourceDef {
+                idx: defs.len(),
+                group: b.group.into(),
+                version: version.into(),
+                typemeta_prefix: prefix(&api_version, b.kind),
+                api_version,
+                kind: b.kind.into(),
+                plural: b.plural.into(),
+                singular: b.kind.to_lowercase(),
+                namespaced: b.namespaced,
+                short_names: b.short.iter().map(|s| s.to_string()).collect(),
+                categories: if b.all { vec!["all".into()] } else { vec![] },
+                status: b.status,
+                scale: b.scale,
+                builtin: true,
+                tracks_generation: b.generation,
+                field_labels: b.fields.to_vec(),
+                name_rule: b.name_rule,
+                create_status,
+                table: b.table,
+            }));
+        }
+        for c in custom {
+            if c.group.is_empty()
+                || c.version.is_empty()
+                || c.kind.is_empty()
+                || c.plural.is_empty()
+            {
+                return Err(format!(
+                    "custom resource {c:?}: group, version, kind and plural must be set"
+                ));
+            }
+            if c.plural.contains('/') || c.group.contains('/') || c.version.contains('/') {
+                return Err(format!("custom resource {c:?}: names must not contain '/'"));
+            }
+            if defs
+                .iter()
+                .any(|d| d.group == c.group && d.version == c.version && d.plural == c.plural)
+            {
+                return Err(format!(
+                    "custom resource {}/{} {} registered twice",
+                    c.group, c.version, c.plural
+                ));
+            }
+            let api_version = api_version_of(&c.group, &c.version);
+            defs.push(Arc::new(ResourceDef {
+                idx: defs.len(),
+                group: c.group.clone(),
+                version: c.version.clone(),
+                typemeta_prefix: prefix(&api_version, &c.kind),
+                api_version,
+                kind: c.kind.clone(),
+                plural: c.plural.clone(),
+                singular: c.kind.to_lowercase(),
+                namespaced: c.scope == Scope::Namespaced,
+                short_names: c.short_names.clone(),
+                categories: c.categories.clone(),
+                status: c.status_subresource,
+                scale: false,
+                builtin: false,
+                tracks_generation: true,
+                field_labels: vec![],
+                name_rule: NameRule::Subdomain,
+                create_status: if c.status_subresource {
+                    CreateStatus::Remove
+                } else {
+                    CreateStatus::Keep
+                },
+                table: TableKind::Generic,
+            }));
+        }
+        Ok(Self { defs })
+    }
+
+    /// Every resource, in registry order.
+    pub(crate) fn all(&self) -> &[Arc<ResourceDef>] {
+        &self.defs
+    }
+
+    /// The resource at (group, version, plural).
+    pub(crate) fn find(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<&Arc<ResourceDef>> {
+        self.defs
+            .iter()
+            .find(|d| d.group == group && d.version == version && d.plural == plural)
+    }
+
+    /// The resource by plural alone (first match; built-ins win), or `plural.group`.
+    pub(crate) fn by_plural(&self, name: &str) -> Option<&Arc<ResourceDef>> {
+        self.defs
+            .iter()
+            .find(|d| d.plural == name)
+            .or_else(|| self.defs.iter().find(|d| d.group_resource() == name))
+    }
+
+    /// The namespaces resource (always present).
+    pub(crate) fn namespaces(&self) -> Option<&Arc<ResourceDef>> {
+        self.find("", "v1", "namespaces")
+    }
+
+    /// Groups other than core, with their versions, in registration order.
+    fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for d in self.defs.iter().filter(|d| !d.group.is_empty()) {
+            match groups.iter_mut().find(|(g, _)| *g == d.group) {
+                Some((_, versions)) => {
+                    if !versions.contains(&d.version) {
+                        versions.push(d.version.clone());
+                    }
+                }
+                None => groups.push((d.group.clone(), vec![d.version.clone()])),
+            }
+        }
+        groups
+    }
+
+    /// Whether group/version is served.
+    pub(crate) fn has_group_version(&self, group: &str, version: &str) -> bool {
+        self.defs
+            .iter()
+            .any(|d| d.group == group && d.version == version)
+    }
+
+    /// `/api`.
+    pub(crate) fn api_versions(&self, server_address: &str) -> Value {
+        json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]
+        })
+    }
+
+    fn group_json(group: &str, versions: &[String]) -> Value {
+        let vs: Vec<Value> = versions
+            .iter()
+            .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+            .collect();
+        let preferred = vs.first().cloned().unwrap_or(Value::Null);
+        json!({"name": group, "versions": vs, "preferredVersion": preferred})
+    }
+
+    /// `/apis`.
+    pub(crate) fn api_group_list(&self) -> Value {
+        let groups: Vec<Value> = self
+            .groups()
+            .iter()
+            .map(|(g, vs)| Self::group_json(g, vs))
+            .collect();
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    }
+
+    /// `/apis/{group}`.
+    pub(crate) fn api_group(&self, group: &str) -> Option<Value> {
+        self.groups()
+            .iter()
+            .find(|(g, _)| g == group)
+            .map(|(g, vs)| {
+                let mut v = Self::group_json(g, vs);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("kind".into(), json!("APIGroup"));
+                    o.insert("apiVersion".into(), json!("v1"));
+                }
+                v
+            })
+    }
+
+    /// `/api/v1` or `/apis/{group}/{version}`: an APIResourceList with subresources.
+    pub(crate) fn api_resource_list(&self, group: &str, version: &str) -> Option<Value> {
+        if !self.has_group_version(group, version) {
+            return None;
+        }
+        let mut resources = Vec::new();
+        for d in self
+            .defs
+            .iter()
+            .filter(|d| d.group == group && d.version == version)
+        {
+            let mut r = json!({
+                "name": d.plural,
+                "singularName": d.singular,
+                "namespaced": d.namespaced,
+                "kind": d.kind,
+                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                "storageVersionHash": storage_hash(&d.api_version, &d.kind),
+            });
+            if let Some(o) = r.as_object_mut() {
+                if !d.short_names.is_empty() {
+                    o.insert("shortNames".into(), json!(d.short_names));
+                }
+                if !d.categories.is_empty() {
+                    o.insert("categories".into(), json!(d.categories));
+                }
+            }
+            resources.push(r);
+            if d.status {
+                resources.push(json!({
+                    "name": format!("{}/status", d.plural),
+                    "singularName": "",
+                    "namespaced": d.namespaced,
+                    "kind": d.kind,
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
+            if d.scale {
+                resources.push(json!({
+                    "name": format!("{}/scale", d.plural),
+                    "singularName": "",
+                    "namespaced": d.namespaced,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
+        }
+        Some(json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": api_version_of(group, version),
+            "resources": resources,
+        }))
+    }
+}
+
+/// A stable, opaque hash like kube-apiserver's storageVersionHash (8 bytes, base64).
+fn storage_hash(api_version: &str, kind: &str) -> String {
+    use base64::Engine as _;
+    // FNV-1a: stable across runs and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in api_version.bytes().chain([b'/']).chain(kind.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    base64::engine::general_purpose::STANDARD.encode(h.to_be_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_shapes() {
+        let r = Registry::new(&[CustomResource::new(
+            "example.com",
+            "v1",
+            "Widget",
+            "widgets",
+            Scope::Namespaced,
+        )])
+        .unwrap();
+        let core = r.api_resource_list("", "v1").unwrap();
+        assert_eq!(core["groupVersion"], "v1");
+        let names: Vec<&str> = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x["name"].as_str())
+            .collect();
+        assert!(
+            names.contains(&"pods")
+                && names.contains(&"pods/status")
+                && names.contains(&"namespaces")
+        );
+        let apps = r.api_resource_list("apps", "v1").unwrap();
+        assert!(
+            apps["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["name"] == "deployments/scale")
+        );
+        let groups = r.api_group_list();
+        assert!(
+            groups["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["name"] == "example.com")
+        );
+        assert!(r.api_resource_list("nope", "v1").is_none());
+        assert!(
+            Registry::new(&[CustomResource::new(
+                "apps",
+                "v1",
+                "X",
+                "deployments",
+                Scope::Namespaced
+            )])
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,1025 @@
+//! The HTTP server: accept loop, routing, and the handlers for discovery and resources.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderMap, Method, Request, Response, header};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::churn::{ChurnConfig, ChurnHandle};
+use crate::counters::{RequestCounters, Verb};
+use crate::faults::{Count, FaultState, Faults};
+use crate::http::{self as resp, Body, BodyError};
+use crate::object::StoredObject;
+use crate::ops::{self, DeleteOptions, Part, PatchKind};
+use crate::resources::ResourceDef;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::store::{ObjectMap, Outcome, Store};
+use crate::table::{self, IncludeObject};
+use crate::util::Query;
+use crate::watch::{self as watchstream, Start, WatchParams};
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub store: Arc<Store>,
+    pub faults: Arc<FaultState>,
+    pub requests: RequestCounters,
+    pub bookmark_interval: Duration,
+    pub auto_namespaces: bool,
+    pub max_body: usize,
+    pub server_address: String,
+    pub shutdown: watch::Receiver<bool>,
+    pub churn: Mutex<Option<ChurnHandle>>,
+}
+
+impl Shared {
+    pub(crate) fn faults_handle(&self) -> Faults {
+        Faults {
+            state: self.faults.clone(),
+            store: self.store.clone(),
+        }
+    }
+}
+
+/// Accepts connections until `shutdown` fires (or its sender is dropped), then aborts them all.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let shared = shared.clone();
+                    conns.spawn(async move {
+                        let svc = service_fn(move |req| handle(shared.clone(), req));
+                        let conn = http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .serve_connection(TokioIo::new(stream), svc);
+                        if let Err(e) = conn.await {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns.abort_all();
+    while conns.join_next().await.is_some() {}
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let r = match route(&shared, req).await {
+        Ok(r) => r,
+        Err(e) => resp::error(&e),
+    };
+    tracing::debug!(%method, %uri, status = r.status().as_u16(), "request");
+    Ok(r)
+}
+
+/// A resource addressed by a path.
+#[derive(Debug, Clone)]
+struct Target {
+    def: Arc<ResourceDef>,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+impl Target {
+    fn counter_name(&self) -> String {
+        match &self.sub {
+            Some(s) => format!("{}/{s}", self.def.plural),
+            None => self.def.plural.clone(),
+        }
+    }
+}
+
+enum Route {
+    Root,
+    Version,
+    Health,
+    Api,
+    Apis,
+    Group(String),
+    GroupVersion(String, String),
+    OpenApiV3,
+    OpenApiV3Gv(String, String),
+    Sim(Vec<String>),
+    Resource(Target),
+    Unknown,
+}
+
+fn parse_path(shared: &Shared, path: &str) -> Route {
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| crate::util::percent_decode(s, false))
+        .collect();
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    match s.as_slice() {
+        [] => Route::Root,
+        ["version"] => Route::Version,
+        ["healthz" | "livez" | "readyz", ..] => Route::Health,
+        ["api"] => Route::Api,
+        ["api", "v1"] => Route::GroupVersion(String::new(), "v1".into()),
+        ["api", "v1", rest @ ..] => resource_route(shared, "", "v1", rest),
+        ["apis"] => Route::Apis,
+        ["apis", g] => Route::Group((*g).into()),
+        ["apis", g, v] => Route::GroupVersion((*g).into(), (*v).into()),
+        ["apis", g, v, rest @ ..] => resource_route(shared, g, v, rest),
+        ["openapi", "v3"] => Route::OpenApiV3,
+        ["openapi", "v3", "api", v] => Route::OpenApiV3Gv(String::new(), (*v).into()),
+        ["openapi", "v3", "apis", g, v] => Route::OpenApiV3Gv((*g).into(), (*v).into()),
+        ["sim", rest @ ..] => Route::Sim(rest.iter().map(|x| x.to_string()).collect()),
+        _ => Route::Unknown,
+    }
+}
+
+fn resource_route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> Route {
+    let reg = &shared.store.registry;
+    let sub_ok = |def: &ResourceDef, sub: Option<&str>| match sub {
+        None => true,
+        Some("status") => def.status,
+        Some("scale") => def.scale,
+        Some(_) => false,
+    };
+    let make = |def: &Arc<ResourceDef>, ns: Option<&str>, tail: &[&str]| -> Route {
+        let (name, sub) = match tail {
+            [] => (None, None),
+            [n] => (Some(*n), None),
+            [n, s] => (Some(*n), Some(*s)),
+            _ => return Route::Unknown,
+        };
+        if !sub_ok(def, sub) {
+            return Route::Unknown;
+        }
+        Route::Resource(Target {
+            def: def.clone(),
+            namespace: ns.map(str::to_string),
+            name: name.map(str::to_string),
+            sub: sub.map(str::to_string),
+        })
+    };
+    if let ["namespaces", ns, plural, tail @ ..] = rest
+        && let Some(def) = reg.find(group, version, plural).filter(|d| d.namespaced)
+    {
+        return make(def, Some(ns), tail);
+    }
+    match rest {
+        [plural, tail @ ..] => match reg.find(group, version, plural) {
+            // A namespaced kind without a namespace: only the cluster-wide collection.
+            Some(def) if def.namespaced => {
+                if tail.is_empty() {
+                    make(def, None, tail)
+                } else {
+                    Route::Unknown
+                }
+            }
+            Some(def) => make(def, None, tail),
+            None => Route::Unknown,
+        },
+        [] => Route::Unknown,
+    }
+}
+
+async fn read_body(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Bytes, ApiError> {
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        && len > shared.max_body
+    {
+        return Err(ApiError::too_large(shared.max_body));
+    }
+    match Limited::new(body, shared.max_body).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::too_large(shared.max_body))
+        }
+        Err(e) => Err(ApiError::bad_request(format!(
+            "error reading the request body: {e}"
+        ))),
+    }
+}
+
+fn parse_json_body(b: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(b).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
+}
+
+fn check_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    match headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    {
+        None => Ok(()),
+        Some(ct) => {
+            let base = ct.split(';').next().unwrap_or("").trim();
+            if base.is_empty() || base == "application/json" || base == "*/*" {
+                Ok(())
+            } else {
+                Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/json (got {ct:?})"
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// How objects are rendered, negotiated from `Accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Repr {
+    Object,
+    Metadata,
+    Table(IncludeObject),
+}
+
+fn negotiate(headers: &HeaderMap, query: &Query) -> Result<Repr, ApiError> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Ok(Repr::Object);
+    };
+    if accept.trim().is_empty() {
+        return Ok(Repr::Object);
+    }
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let base = parts.next().unwrap_or("");
+        if !matches!(base, "application/json" | "*/*" | "application/*") {
+            continue;
+        }
+        let params: BTreeMap<&str, &str> = parts
+            .filter_map(|p| p.split_once('='))
+            .map(|(k, v)| (k.trim(), v.trim()))
+            .collect();
+        match params.get("as").copied() {
+            None => return Ok(Repr::Object),
+            Some("Table") => {
+                return Ok(Repr::Table(IncludeObject::parse(
+                    query.get("includeObject"),
+                )));
+            }
+            Some("PartialObjectMetadata" | "PartialObjectMetadataList") => {
+                return Ok(Repr::Metadata);
+            }
+            Some(_) => continue,
+        }
+    }
+    Err(ApiError::new(
+        406,
+        "NotAcceptable",
+        format!("only the following media types are accepted: application/json (got {accept:?})"),
+    ))
+}
+
+async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let (parts, body) = req.into_parts();
+    let query = Query::parse(parts.uri.query());
+    let method = parts.method.clone();
+    let reg = &shared.store.registry;
+    let get_only = |v: Value| {
+        if method == Method::GET {
+            Ok(resp::json(200, &v))
+        } else {
+            Err(ApiError::method_not_allowed())
+        }
+    };
+    match parse_path(shared, parts.uri.path()) {
+        Route::Root => get_only(
+            json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]}),
+        ),
+        Route::Version => get_only(json!({
+            "major": "1",
+            "minor": "32",
+            "gitVersion": "v1.32.0-kinformer-sim",
+            "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean",
+            "buildDate": "2025-01-01T00:00:00Z",
+            "goVersion": "go1.23.0",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        })),
+        Route::Health => Ok(resp::full(
+            200,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"ok"),
+        )),
+        Route::Api => get_only(reg.api_versions(&shared.server_address)),
+        Route::Apis => get_only(reg.api_group_list()),
+        Route::Group(g) => reg
+            .api_group(&g)
+            .map_or_else(|| Err(ApiError::unknown_path()), get_only),
+        Route::GroupVersion(g, v) => reg
+            .api_resource_list(&g, &v)
+            .map_or_else(|| Err(ApiError::unknown_path()), get_only),
+        Route::OpenApiV3 => get_only(crate::openapi::root(reg)),
+        Route::OpenApiV3Gv(g, v) => crate::openapi::group_version(reg, &g, &v)
+            .map_or_else(|| Err(ApiError::unknown_path()), get_only),
+        Route::Sim(rest) => control(shared, &method, &rest, &query),
+        Route::Unknown => Err(ApiError::unknown_path()),
+        Route::Resource(t) => resource(shared, &method, &parts.headers, &query, t, body).await,
+    }
+}
+
+fn verb_of(method: &Method, t: &Target, query: &Query) -> Result<Verb, ApiError> {
+    let collection = t.name.is_none();
+    Ok(match (method.as_str(), collection) {
+        ("GET", true) if query.flag("watch") => Verb::Watch,
+        ("GET", true) => Verb::List,
+        ("GET", false) => Verb::Get,
+        ("POST", true) if t.def.namespaced == t.namespace.is_some() => Verb::Create,
+        ("PUT", false) => Verb::Update,
+        ("PATCH", false) => Verb::Patch,
+        ("DELETE", false) => Verb::Delete,
+        ("DELETE", true) if t.def.namespaced == t.namespace.is_some() => Verb::DeleteCollection,
+        _ => return Err(ApiError::method_not_allowed()),
+    })
+}
+
+fn dry_run(query: &Query) -> bool {
+    query.get("dryRun") == Some("All")
+}
+
+async fn resource(
+    shared: &Arc<Shared>,
+    method: &Method,
+    headers: &HeaderMap,
+    query: &Query,
+    t: Target,
+    body: Incoming,
+) -> Result<Response<Body>, ApiError> {
+    let verb = verb_of(method, &t, query)?;
+    shared.requests.record(&t.counter_name(), verb);
+    if let Some(e) = shared.faults.take_failure(&t.counter_name(), verb) {
+        return Err(e);
+    }
+    let def = t.def.clone();
+    let ns = t.namespace.as_deref();
+    let part = match t.sub.as_deref() {
+        Some("status") => Part::Status,
+        Some("scale") => Part::Scale,
+        _ => Part::Main,
+    };
+    let store = &shared.store;
+    match verb {
+        Verb::List => {
+            let repr = negotiate(headers, query)?;
+            list(shared, &t, query, repr)
+        }
+        Verb::Watch => {
+            let repr = negotiate(headers, query)?;
+            watch(shared, &t, query, repr)
+        }
+        Verb::Get => {
+            let repr = negotiate(headers, query)?;
+            let name = t.name.as_deref().unwrap_or("");
+            let obj = store
+                .get(&def, &ops::key_of(&def, ns, name))
+                .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            if part == Part::Scale {
+                return Ok(resp::json(200, &ops::scale_of(&def, &obj.to_value(&def)?)));
+            }
+            render_one(&def, &obj, repr, 200)
+        }
+        Verb::Create => {
+            check_json_content_type(headers)?;
+            let b = read_body(shared, headers, body).await?;
+            let v = parse_json_body(&b)?;
+            let obj = ops::create(store, &def, ns, v, dry_run(query), shared.auto_namespaces)?;
+            render_one(&def, &obj, Repr::Object, 201)
+        }
+        Verb::Update => {
+            check_json_content_type(headers)?;
+            let b = read_body(shared, headers, body).await?;
+            let v = parse_json_body(&b)?;
+            let name = t.name.as_deref().unwrap_or("");
+            let obj = ops::update(store, &def, ns, name, part, v, dry_run(query))?;
+            render_part(&def, &obj, part)
+        }
+        Verb::Patch => {
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let kind =
+                PatchKind::from_content_type(ct).ok_or_else(|| ApiError::unsupported_media(ct))?;
+            if kind == PatchKind::Apply && query.non_empty("fieldManager").is_none() {
+                return Err(ApiError::bad_request(
+                    "PATCH requests with apply content type must have a non-empty fieldManager",
+                ));
+            }
+            let b = read_body(shared, headers, body).await?;
+            let name = t.name.as_deref().unwrap_or("");
+            let obj = ops::patch(
+                store,
+                &def,
+                ns,
+                name,
+                part,
+                kind,
+                &b,
+                dry_run(query),
+                shared.auto_namespaces,
+            )?;
+            render_part(&def, &obj, part)
+        }
+        Verb::Delete => {
+            let b = read_body(shared, headers, body).await?;
+            let mut opts = DeleteOptions::parse(&b)?;
+            opts.dry_run |= dry_run(query);
+            let name = t.name.as_deref().unwrap_or("");
+            match ops::delete(store, &def, ns, name, &opts)? {
+                Outcome::Created(o)
+                | Outcome::Updated(o)
+                | Outcome::Deleted(o)
+                | Outcome::Unchanged(Some(o)) => render_one(&def, &o, Repr::Object, 200),
+                Outcome::Unchanged(None) => Err(ApiError::not_found(&def.group, &def.plural, name)),
+            }
+        }
+        Verb::DeleteCollection => {
+            let b = read_body(shared, headers, body).await?;
+            let mut opts = DeleteOptions::parse(&b)?;
+            opts.dry_run |= dry_run(query);
+            let labels = parse_labels(query)?;
+            let fields = parse_fields(&def, query)?;
+            let (map, _) = store.snapshot(&def, false);
+            let mut deleted = Vec::new();
+            for obj in select(&map, ns, &labels, &fields, None) {
+                if let Ok(Outcome::Deleted(o) | Outcome::Updated(o)) =
+                    ops::delete(store, &def, ns, &obj.name, &opts)
+                {
+                    deleted.push(o);
+                }
+            }
+            let rv = store.resource_version();
+            Ok(render_list_full(&def, deleted, rv, None, None))
+        }
+    }
+}
+
+fn render_part(
+    def: &ResourceDef,
+    obj: &StoredObject,
+    part: Part,
+) -> Result<Response<Body>, ApiError> {
+    if part == Part::Scale {
+        return Ok(resp::json(200, &ops::scale_of(def, &obj.to_value(def)?)));
+    }
+    render_one(def, obj, Repr::Object, 200)
+}
+
+fn render_one(
+    def: &ResourceDef,
+    obj: &StoredObject,
+    repr: Repr,
+    code: u16,
+) -> Result<Response<Body>, ApiError> {
+    Ok(match repr {
+        Repr::Object => resp::json_bytes(code, obj.full_bytes(def)),
+        Repr::Metadata => resp::json(code, &table::partial_metadata(&obj.to_value(def)?)),
+        Repr::Table(inc) => resp::json(
+            code,
+            &table::table(def, &[obj.to_value(def)?], obj.rv, None, inc),
+        ),
+    })
+}
+
+fn parse_labels(query: &Query) -> Result<LabelSelector, ApiError> {
+    LabelSelector::parse(query.get("labelSelector").unwrap_or("")).map_err(ApiError::bad_request)
+}
+
+fn parse_fields(def: &ResourceDef, query: &Query) -> Result<FieldSelector, ApiError> {
+    FieldSelector::parse(query.get("fieldSelector").unwrap_or(""), &def.field_labels)
+        .map_err(ApiError::bad_request)
+}
+
+/// Whether `obj` is in scope and matches both selectors.
+pub(crate) fn matches(
+    obj: &StoredObject,
+    ns: Option<&str>,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> bool {
+    ns.is_none_or(|n| obj.namespace == n)
+        && (labels.is_empty() || labels.matches(&obj.labels))
+        && (fields.is_empty() || fields.matches(|f| obj.field(f)))
+}
+
+/// Objects of `map` in scope, in key order, strictly after `after`.
+fn select<'a>(
+    map: &'a ObjectMap,
+    ns: Option<&'a str>,
+    labels: &'a LabelSelector,
+    fields: &'a FieldSelector,
+    after: Option<(String, String)>,
+) -> impl Iterator<Item = Arc<StoredObject>> + 'a {
+    let lower = match (after, ns) {
+        (Some(k), _) => Bound::Excluded(k),
+        (None, Some(n)) => Bound::Included((n.to_string(), String::new())),
+        (None, None) => Bound::Unbounded,
+    };
+    map.range((lower, Bound::Unbounded))
+        .take_while(move |(k, _)| ns.is_none_or(|n| k.0 == n))
+        .filter(move |(_, o)| matches(o, ns, labels, fields))
+        .map(|(_, o)| o.clone())
+}
+
+fn encode_continue(rv: u64, last: &StoredObject) -> String {
+    let start = if last.namespace.is_empty() {
+        format!("{}\u{0}", last.name)
+    } else {
+        format!("{}/{}\u{0}", last.namespace, last.name)
+    };
+    let token = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start});
+    base64::engine::general_purpose::URL_SAFE.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
+    let raw = base64::engine::general_purpose::URL_SAFE
+        .decode(token)
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token))
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let rv = v.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
+    let start = v
+        .get("start")
+        .and_then(Value::as_str)
+        .ok_or_else(bad)?
+        .trim_end_matches('\u{0}');
+    let key = match start.split_once('/') {
+        Some((ns, name)) => (ns.to_string(), name.to_string()),
+        None => (String::new(), start.to_string()),
+    };
+    Ok((rv, key))
+}
+
+fn parse_rv(s: &str) -> Result<u64, ApiError> {
+    s.parse::<u64>().map_err(|_| {
+        ApiError::bad_request(format!(
+            "invalid resource version {s:?}: must be a decimal number"
+        ))
+    })
+}
+
+fn list(
+    shared: &Arc<Shared>,
+    t: &Target,
+    query: &Query,
+    repr: Repr,
+) -> Result<Response<Body>, ApiError> {
+    let def = &t.def;
+    let store = &shared.store;
+    let labels = parse_labels(query)?;
+    let fields = parse_fields(def, query)?;
+    let limit = query
+        .non_empty("limit")
+        .map(|l| l.parse::<i64>())
+        .transpose()
+        .map_err(|_| ApiError::bad_request("limit must be an integer"))?;
+    let limit = limit
+        .filter(|l| *l > 0)
+        .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+    let rv = query.get("resourceVersion").unwrap_or("");
+    let rvm = query.get("resourceVersionMatch").unwrap_or("");
+    let cont = query.non_empty("continue");
+    if !matches!(rvm, "" | "Exact" | "NotOlderThan") {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            format!(
+                "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Unsupported value: {rvm:?}"
+            ),
+        ));
+    }
+    if !rvm.is_empty() && rv.is_empty() {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ));
+    }
+    let (map, list_rv, after, limit) = if let Some(token) = cont {
+        if !rv.is_empty() {
+            return Err(ApiError::new(
+                422,
+                "Invalid",
+                "ListOptions.meta.k8s.io \"\" is invalid: resourceVersion: Forbidden: specifying resource version is not allowed when using continue",
+            ));
+        }
+        let (trv, key) = decode_continue(token)?;
+        match store.snapshot_at(def, trv) {
+            Ok(map) => (map, trv, Some(key), limit),
+            Err(_) => {
+                shared.faults.bump(Count::ExpiredContinues);
+                return Err(ApiError::expired(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                ));
+            }
+        }
+    } else if rvm == "Exact" {
+        let n = parse_rv(rv)?;
+        match store.snapshot_at(def, n) {
+            Ok(map) => (map, n, None, limit),
+            Err(e) => {
+                return Err(ApiError::expired(format!(
+                    "too old resource version: {n} ({})",
+                    e.oldest
+                )));
+            }
+        }
+    } else if rv == "0" {
+        // Served from the watch cache: whole, limit ignored (like kube-apiserver).
+        let (map, cur) = store.snapshot(def, false);
+        (map, cur, None, None)
+    } else {
+        if !rv.is_empty() {
+            parse_rv(rv)?;
+        }
+        let (map, cur) = store.snapshot(def, limit.is_some());
+        (map, cur, None, limit)
+    };
+    let mut it = select(&map, t.namespace.as_deref(), &labels, &fields, after);
+    let mut items: Vec<Arc<StoredObject>> = match limit {
+        Some(l) => it.by_ref().take(l).collect(),
+        None => it.by_ref().collect(),
+    };
+    let mut continue_token = None;
+    let mut remaining = None;
+    if limit.is_some() {
+        let rest = it.count();
+        if rest > 0
+            && let Some(last) = items.last()
+        {
+            continue_token = Some(encode_continue(list_rv, last));
+            if labels.is_empty() && fields.is_empty() {
+                remaining = Some(rest);
+            }
+        }
+    }
+    match repr {
+        Repr::Object => Ok(render_list_full(
+            def,
+            std::mem::take(&mut items),
+            list_rv,
+            continue_token,
+            remaining,
+        )),
+        Repr::Metadata => {
+            let items: Vec<Value> = items
+                .iter()
+                .map(|o| o.to_value(def).map(|v| table::partial_metadata(&v)))
+                .collect::<Result<_, _>>()?;
+            let mut meta = json!({"resourceVersion": list_rv.to_string()});
+            if let (Some(c), Some(m)) = (&continue_token, meta.as_object_mut()) {
+                m.insert("continue".into(), json!(c));
+            }
+            Ok(resp::json(
+                200,
+                &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items}),
+            ))
+        }
+        Repr::Table(inc) => {
+            let objs: Vec<Value> = items
+                .iter()
+                .map(|o| o.to_value(def))
+                .collect::<Result<_, _>>()?;
+            Ok(resp::json(
+                200,
+                &table::table(def, &objs, list_rv, continue_token.as_deref(), inc),
+            ))
+        }
+    }
+}
+
+const LIST_CHUNK: usize = 256 * 1024;
+
+/// A list response streamed in chunks from pre-serialized items.
+fn render_list_full(
+    def: &Arc<ResourceDef>,
+    items: Vec<Arc<StoredObject>>,
+    rv: u64,
+    cont: Option<String>,
+    remaining: Option<usize>,
+) -> Response<Body> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("resourceVersion".into(), json!(rv.to_string()));
+    if let Some(c) = cont {
+        meta.insert("continue".into(), json!(c));
+    }
+    if let Some(r) = remaining {
+        meta.insert("remainingItemCount".into(), json!(r));
+    }
+    let header = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        Value::String(def.list_kind()),
+        Value::String(def.api_version.clone()),
+        Value::Object(meta)
+    );
+    let total: usize = items.iter().map(|o| o.len() + 1).sum::<usize>() + header.len() + 2;
+    let def = def.clone();
+    if total <= LIST_CHUNK {
+        let mut out = BytesMut::with_capacity(total);
+        out.put_slice(header.as_bytes());
+        for (i, o) in items.iter().enumerate() {
+            if i > 0 {
+                out.put_u8(b',');
+            }
+            o.write_list_item(&def, &mut out);
+        }
+        out.put_slice(b"]}");
+        return resp::json_bytes(200, out.freeze());
+    }
+    struct St {
+        def: Arc<ResourceDef>,
+        items: Vec<Arc<StoredObject>>,
+        pos: usize,
+        header: Option<String>,
+        done: bool,
+    }
+    let st = St {
+        def,
+        items,
+        pos: 0,
+        header: Some(header),
+        done: false,
+    };
+    let s = futures::stream::unfold(st, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let mut out = BytesMut::with_capacity(LIST_CHUNK + 8192);
+        if let Some(h) = st.header.take() {
+            out.put_slice(h.as_bytes());
+        }
+        while st.pos < st.items.len() && out.len() < LIST_CHUNK {
+            if st.pos > 0 {
+                out.put_u8(b',');
+            }
+            st.items[st.pos].write_list_item(&st.def, &mut out);
+            st.pos += 1;
+        }
+        if st.pos >= st.items.len() {
+            out.put_slice(b"]}");
+            st.done = true;
+        }
+        Some((Ok::<Bytes, BodyError>(out.freeze()), st))
+    });
+    resp::stream(200, s)
+}
+
+fn watch(
+    shared: &Arc<Shared>,
+    t: &Target,
+    query: &Query,
+    repr: Repr,
+) -> Result<Response<Body>, ApiError> {
+    let def = t.def.clone();
+    let labels = parse_labels(query)?;
+    let fields = parse_fields(&def, query)?;
+    let rv = query.get("resourceVersion").unwrap_or("");
+    let rvm = query.get("resourceVersionMatch").unwrap_or("");
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let send_initial = query
+        .get("sendInitialEvents")
+        .map(|v| matches!(v, "true" | "1" | "True"));
+    let invalid = |m: &str| {
+        ApiError::new(
+            422,
+            "Invalid",
+            format!("ListOptions.meta.k8s.io \"\" is invalid: {m}"),
+        )
+    };
+    let timeout = match query.non_empty("timeoutSeconds") {
+        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+            ApiError::bad_request("timeoutSeconds must be a non-negative integer")
+        })?)),
+        None => None,
+    };
+    let start = match send_initial {
+        Some(true) => {
+            if rvm != "NotOlderThan" {
+                return Err(invalid(
+                    "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if !bookmarks {
+                return Err(invalid(
+                    "allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true",
+                ));
+            }
+            if !rv.is_empty() && rv != "0" {
+                parse_rv(rv)?;
+            }
+            Start::Initial { end_bookmark: true }
+        }
+        Some(false) | None => {
+            if send_initial == Some(false) {
+                if !rvm.is_empty() && rvm != "NotOlderThan" {
+                    return Err(invalid(
+                        "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    ));
+                }
+            } else if !rvm.is_empty() {
+                return Err(invalid(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if rv.is_empty() || rv == "0" {
+                if send_initial == Some(false) {
+                    Start::FromRv(shared.store.resource_version())
+                } else {
+                    Start::Initial {
+                        end_bookmark: false,
+                    }
+                }
+            } else {
+                Start::FromRv(parse_rv(rv)?)
+            }
+        }
+    };
+    let params = WatchParams {
+        def,
+        namespace: t.namespace.clone(),
+        labels,
+        fields,
+        start,
+        bookmarks,
+        timeout,
+        repr,
+    };
+    Ok(resp::stream(
+        200,
+        watchstream::stream(shared.clone(), params),
+    ))
+}
+
+fn control(
+    shared: &Arc<Shared>,
+    method: &Method,
+    rest: &[String],
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let faults = shared.faults_handle();
+    let ok = |v: Value| Ok(resp::json(200, &v));
+    let n = || {
+        query
+            .get("n")
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(1)
+    };
+    let code = || {
+        query
+            .get("code")
+            .and_then(|v| v.parse::<u16>().ok())
+            .unwrap_or(500)
+    };
+    let retry = || {
+        query
+            .get("retryAfter")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(1)
+    };
+    let r: Vec<&str> = rest.iter().map(String::as_str).collect();
+    let post = *method == Method::POST;
+    let get = *method == Method::GET;
+    match r.as_slice() {
+        ["faults"] if get => ok(json!(faults.counters())),
+        ["faults", "drop-watches"] if post => {
+            faults.drop_watches();
+            ok(json!({"ok": true}))
+        }
+        ["faults", "fail-lists"] if post => {
+            faults.fail_next(
+                query.non_empty("resource"),
+                Verb::List,
+                n(),
+                code(),
+                retry(),
+            );
+            ok(json!({"ok": true}))
+        }
+        ["faults", "fail-watches"] if post => {
+            faults.fail_next(
+                query.non_empty("resource"),
+                Verb::Watch,
+                n(),
+                code(),
+                retry(),
+            );
+            ok(json!({"ok": true}))
+        }
+        ["faults", "fail"] if post => {
+            let verb = Verb::parse(query.get("verb").unwrap_or("")).ok_or_else(|| ApiError::bad_request("verb must be one of list, watch, get, create, update, patch, delete, deletecollection"))?;
+            faults.fail_next(query.non_empty("resource"), verb, n(), code(), retry());
+            ok(json!({"ok": true}))
+        }
+        ["faults", "expire-watches"] if post => {
+            faults.expire_watches();
+            ok(json!({"ok": true}))
+        }
+        ["faults", "compact"] if post => {
+            ok(json!({"resourceVersion": faults.compact().to_string()}))
+        }
+        ["faults", "malformed-next-event"] if post => {
+            match query.non_empty("resource") {
+                Some(r) => faults.malformed_next_event_of(r),
+                None => faults.malformed_next_event(),
+            }
+            ok(json!({"ok": true}))
+        }
+        ["faults", "close-mid-object-next"] if post => {
+            match query.non_empty("resource") {
+                Some(r) => faults.close_mid_object_next_of(r),
+                None => faults.close_mid_object_next(),
+            }
+            ok(json!({"ok": true}))
+        }
+        ["faults", "slow-watches"] if post => {
+            let ms = query
+                .get("perEventMs")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            faults.slow_watches(if ms == 0 {
+                None
+            } else {
+                Some(Duration::from_millis(ms))
+            });
+            ok(json!({"ok": true}))
+        }
+        ["faults", "clear"] if post => {
+            faults.clear();
+            ok(json!({"ok": true}))
+        }
+        ["requests"] if get => {
+            let counts: Vec<Value> = shared
+                .requests
+                .snapshot()
+                .into_iter()
+                .map(|((r, v), c)| json!({"resource": r, "verb": v.as_str(), "count": c}))
+                .collect();
+            ok(json!({"counts": counts, "openWatches": shared.requests.open_watches()}))
+        }
+        ["state"] if get => {
+            ok(json!({"resourceVersion": shared.store.resource_version().to_string()}))
+        }
+        ["churn", "start"] if post => {
+            let cfg = ChurnConfig::from_query(query)?;
+            let handle = crate::churn::start(shared.store.clone(), shared.auto_namespaces, cfg);
+            let mut slot = shared.churn.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(old) = slot.replace(handle) {
+                old.stop();
+            }
+            ok(json!({"ok": true}))
+        }
+        ["churn", "stop"] if post => {
+            let mut slot = shared.churn.lock().unwrap_or_else(|e| e.into_inner());
+            let counts = slot.take().map(|h| {
+                h.stop();
+                h.counts()
+            });
+            ok(json!({"stopped": counts}))
+        }
+        ["churn"] if get => {
+            let slot = shared.churn.lock().unwrap_or_else(|e| e.into_inner());
+            ok(json!({"running": slot.is_some(), "counts": slot.as_ref().map(ChurnHandle::counts)}))
+        }
+        ["faults" | "requests" | "state" | "churn", ..] => Err(ApiError::method_not_allowed()),
+        _ => Err(ApiError::unknown_path()),
+    }
+}

@@ -1,0 +1,473 @@
+//! Watch streams: initial events, replay from the watch-cache window, live events, bookmarks,
+//! selectors (objects that stop matching are sent as DELETED), timeouts and stream faults.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::Stream;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::counters::OpenWatchGuard;
+use crate::faults::{Count, StreamFault};
+use crate::http::BodyError;
+use crate::object::{StoredObject, meta_mut};
+use crate::resources::ResourceDef;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::server::{Repr, Shared, matches};
+use crate::status::ApiError;
+use crate::store::{Event, EventType, write_event_line};
+use crate::table;
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Start {
+    /// Synthetic ADDED events for the current state first; with `end_bookmark`, then a BOOKMARK
+    /// annotated `k8s.io/initial-events-end` (watch-list).
+    Initial { end_bookmark: bool },
+    /// Events after this resourceVersion.
+    FromRv(u64),
+}
+
+/// A validated watch request.
+#[derive(Debug)]
+pub(crate) struct WatchParams {
+    pub def: Arc<ResourceDef>,
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub start: Start,
+    pub bookmarks: bool,
+    pub timeout: Option<Duration>,
+    pub repr: Repr,
+}
+
+/// A line that no JSON decoder accepts.
+const MALFORMED: &[u8] = b"{\"type\":\"MODIFIED\",\"object\":!malformed-by-kinformer-sim!}\n";
+const CHUNK: usize = 128 * 1024;
+const BATCH: usize = 512;
+
+enum Wake {
+    Changes,
+    Drop,
+    Expire,
+    Shutdown,
+}
+
+enum Phase {
+    Initial {
+        items: Vec<Arc<StoredObject>>,
+        pos: usize,
+        end_bookmark: bool,
+    },
+    Live,
+    Done,
+    Abort,
+}
+
+struct WatchStream {
+    shared: Arc<Shared>,
+    p: WatchParams,
+    cursor: u64,
+    phase: Phase,
+    changes: Option<watch::Receiver<u64>>,
+    drop_rx: watch::Receiver<u64>,
+    expire_rx: watch::Receiver<u64>,
+    shutdown: watch::Receiver<bool>,
+    deadline: Option<Instant>,
+    next_bookmark: Option<Instant>,
+    unfiltered: bool,
+    _guard: OpenWatchGuard,
+}
+
+/// Starts a watch stream.
+pub(crate) fn stream(
+    shared: Arc<Shared>,
+    p: WatchParams,
+) -> impl Stream<Item = Result<Bytes, BodyError>> + Send {
+    let guard = shared.requests.open_watch(&p.def.plural);
+    let mut drop_rx = shared.faults.drop_tx.subscribe();
+    drop_rx.mark_unchanged();
+    let mut expire_rx = shared.faults.expire_tx.subscribe();
+    expire_rx.mark_unchanged();
+    let changes = shared.store.subscribe(p.def.idx);
+    let now = Instant::now();
+    let (phase, cursor) = match p.start {
+        Start::Initial { end_bookmark } => {
+            let (map, rv) = shared.store.snapshot(&p.def, false);
+            let ns = p.namespace.as_deref();
+            let items: Vec<Arc<StoredObject>> = map
+                .values()
+                .filter(|o| matches(o, ns, &p.labels, &p.fields))
+                .cloned()
+                .collect();
+            (
+                Phase::Initial {
+                    items,
+                    pos: 0,
+                    end_bookmark,
+                },
+                rv,
+            )
+        }
+        Start::FromRv(rv) => match shared.store.check_window(&p.def, rv) {
+            Ok(()) => (Phase::Live, rv),
+            Err(e) => {
+                shared.faults.bump(Count::TooOldWatches);
+                let err =
+                    ApiError::expired(format!("too old resource version: {rv} ({})", e.oldest));
+                return futures::future::Either::Left(futures::stream::iter([Ok(error_line(
+                    &err,
+                ))]));
+            }
+        },
+    };
+    let unfiltered = p.namespace.is_none()
+        && p.labels.is_empty()
+        && p.fields.is_empty()
+        && p.repr == Repr::Object;
+    let st = WatchStream {
+        shutdown: shared.shutdown.clone(),
+        deadline: p.timeout.map(|t| now + t),
+        next_bookmark: p.bookmarks.then(|| now + shared.bookmark_interval),
+        shared,
+        p,
+        cursor,
+        phase,
+        changes,
+        drop_rx,
+        expire_rx,
+        unfiltered,
+        _guard: guard,
+    };
+    futures::future::Either::Right(futures::stream::unfold(st, |mut st| async move {
+        let item = st.next_chunk().await?;
+        Some((item, st))
+    }))
+}
+
+/// `{"type":"ERROR","object":<Status>}`.
+fn error_line(e: &ApiError) -> Bytes {
+    let v = json!({"type": "ERROR", "object": e.to_status()});
+    let mut s = v.to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
+impl WatchStream {
+    fn bookmark_line(&self, rv: u64, initial_end: bool) -> Bytes {
+        let (kind, api_version) = match self.p.repr {
+            Repr::Metadata => (
+                "PartialObjectMetadata".to_string(),
+                "meta.k8s.io/v1".to_string(),
+            ),
+            _ => (self.p.def.kind.clone(), self.p.def.api_version.clone()),
+        };
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end && let Some(m) = meta.as_object_mut() {
+            m.insert(
+                "annotations".into(),
+                json!({"k8s.io/initial-events-end": "true"}),
+            );
+        }
+        let v = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}});
+        let mut s = v.to_string();
+        s.push('\n');
+        Bytes::from(s)
+    }
+
+    /// Writes an event with `obj` of type `etype` in the negotiated representation.
+    fn write_event(
+        &self,
+        etype: &str,
+        obj: &StoredObject,
+        shared_line: Option<&Bytes>,
+        out: &mut BytesMut,
+    ) {
+        match self.p.repr {
+            Repr::Object => match shared_line {
+                Some(l) => out.put_slice(l),
+                None => write_event_line(&self.p.def, etype, obj, out),
+            },
+            Repr::Metadata | Repr::Table(_) => {
+                let Ok(v) = obj.to_value(&self.p.def) else {
+                    return;
+                };
+                let o = match self.p.repr {
+                    Repr::Table(inc) => table::table(&self.p.def, &[v], obj.rv, None, inc),
+                    _ => table::partial_metadata(&v),
+                };
+                let line = json!({"type": etype, "object": o});
+                out.put_slice(line.to_string().as_bytes());
+                out.put_u8(b'\n');
+            }
+        }
+    }
+
+    /// Applies a pending stream fault before writing an event; false means "stop now".
+    fn pre_event(&mut self, out: &mut BytesMut, event_bytes: impl FnOnce(&Self) -> Bytes) -> bool {
+        match self.shared.faults.claim_stream_fault(&self.p.def.plural) {
+            Some(StreamFault::Malformed) => {
+                out.put_slice(MALFORMED);
+                self.shared.faults.bump(Count::MalformedEvents);
+                true
+            }
+            Some(StreamFault::CloseMidObject) => {
+                let b = event_bytes(self);
+                out.put_slice(&b[..b.len() / 2]);
+                self.shared.faults.bump(Count::ClosedMidObject);
+                self.phase = Phase::Abort;
+                false
+            }
+            None => true,
+        }
+    }
+
+    fn passes(&self, o: &StoredObject) -> bool {
+        matches(
+            o,
+            self.p.namespace.as_deref(),
+            &self.p.labels,
+            &self.p.fields,
+        )
+    }
+
+    /// The (type, object, shareable line) to send for a stored event, after selectors.
+    fn transform(&self, ev: &Event) -> Option<(EventType, Arc<StoredObject>, bool)> {
+        if self.unfiltered {
+            return Some((ev.etype, ev.object.clone(), true));
+        }
+        let cur = ev.etype != EventType::Deleted && self.passes(&ev.object);
+        let old = ev.prev.as_ref().is_some_and(|p| self.passes(p));
+        match (ev.etype, cur, old) {
+            (EventType::Deleted, _, true) => Some((EventType::Deleted, ev.object.clone(), true)),
+            (EventType::Deleted, _, false) => None,
+            (_, true, true) => Some((EventType::Modified, ev.object.clone(), true)),
+            (EventType::Added, true, false) => Some((EventType::Added, ev.object.clone(), true)),
+            (_, true, false) => Some((EventType::Added, ev.object.clone(), false)),
+            (_, false, true) => {
+                // Stopped matching: DELETED with the previous content at this event's RV.
+                let prev = ev.prev.as_ref()?;
+                let mut v = prev.to_value(&self.p.def).ok()?;
+                if let Some(m) = meta_mut(&mut v) {
+                    m.insert("resourceVersion".into(), Value::String(ev.rv.to_string()));
+                }
+                let o = StoredObject::from_value(&self.p.def, &v, ev.rv).ok()?;
+                Some((EventType::Deleted, Arc::new(o), false))
+            }
+            (_, false, false) => None,
+        }
+    }
+
+    async fn next_chunk(&mut self) -> Option<Result<Bytes, BodyError>> {
+        loop {
+            match self.phase {
+                Phase::Done => return None,
+                Phase::Abort => {
+                    self.phase = Phase::Done;
+                    return Some(Err(BodyError(
+                        "watch stream cut by kinformer-sim fault injection",
+                    )));
+                }
+                _ => {}
+            }
+            if self.drop_rx.has_changed().unwrap_or(false) {
+                self.shared.faults.bump(Count::WatchesDropped);
+                self.phase = Phase::Done;
+                return Some(Err(BodyError(
+                    "watch dropped by kinformer-sim fault injection",
+                )));
+            }
+            if self.expire_rx.has_changed().unwrap_or(false) {
+                self.shared.faults.bump(Count::WatchesExpired);
+                self.phase = Phase::Done;
+                let e = ApiError::expired(format!(
+                    "too old resource version: {} (injected by kinformer-sim)",
+                    self.cursor
+                ));
+                return Some(Ok(error_line(&e)));
+            }
+            if *self.shutdown.borrow() {
+                self.phase = Phase::Done;
+                return None;
+            }
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.phase = Phase::Done;
+                return None;
+            }
+            let slow = self.shared.faults.slow();
+            if let Some(d) = slow {
+                tokio::time::sleep(d).await;
+            }
+            let mut out = BytesMut::new();
+            if let Phase::Initial { .. } = self.phase {
+                self.initial_chunk(&mut out, slow.is_some());
+                if !out.is_empty() {
+                    return Some(Ok(out.freeze()));
+                }
+                continue;
+            }
+            // Live.
+            if let Some(c) = self.changes.as_mut() {
+                c.mark_unchanged();
+            }
+            let max = if slow.is_some() { 1 } else { BATCH };
+            let (events, global) =
+                match self
+                    .shared
+                    .store
+                    .events_after(&self.p.def, self.cursor, max)
+                {
+                    Ok(x) => x,
+                    Err(e) => {
+                        self.shared.faults.bump(Count::TooOldWatches);
+                        self.phase = Phase::Done;
+                        let err = ApiError::expired(format!(
+                            "too old resource version: {} ({})",
+                            self.cursor, e.oldest
+                        ));
+                        return Some(Ok(error_line(&err)));
+                    }
+                };
+            if !events.is_empty() {
+                for ev in &events {
+                    let Some((etype, obj, shareable)) = self.transform(ev) else {
+                        self.cursor = ev.rv;
+                        continue;
+                    };
+                    let def = self.p.def.clone();
+                    let cont = self.pre_event(&mut out, |s| {
+                        let mut b = BytesMut::new();
+                        s.write_event(
+                            etype.as_str(),
+                            &obj,
+                            shareable.then(|| ev.line(&def)),
+                            &mut b,
+                        );
+                        b.freeze()
+                    });
+                    if !cont {
+                        return Some(Ok(out.freeze()));
+                    }
+                    if slow.is_some() {
+                        self.shared.faults.bump(Count::SlowedEvents);
+                    }
+                    self.write_event(
+                        etype.as_str(),
+                        &obj,
+                        shareable.then(|| ev.line(&def)),
+                        &mut out,
+                    );
+                    self.cursor = ev.rv;
+                    if out.len() >= CHUNK {
+                        break;
+                    }
+                }
+                if !out.is_empty() {
+                    return Some(Ok(out.freeze()));
+                }
+                continue;
+            }
+            if let Some(nb) = self.next_bookmark
+                && Instant::now() >= nb
+            {
+                // No event of this resource is pending up to `global`, so it is a safe bookmark.
+                self.cursor = self.cursor.max(global);
+                self.next_bookmark = Some(Instant::now() + self.shared.bookmark_interval);
+                return Some(Ok(self.bookmark_line(self.cursor, false)));
+            }
+            let deadline = self.deadline.unwrap_or_else(far_future);
+            let bookmark_at = self.next_bookmark.unwrap_or_else(far_future);
+            let changes_rx = &mut self.changes;
+            let drop_rx = &mut self.drop_rx;
+            let expire_rx = &mut self.expire_rx;
+            let shutdown = &mut self.shutdown;
+            let changes = async {
+                let ok = match changes_rx.as_mut() {
+                    Some(c) => c.changed().await.is_ok(),
+                    None => false,
+                };
+                if !ok {
+                    futures::future::pending::<()>().await;
+                }
+            };
+            let wake = tokio::select! {
+                _ = changes => Wake::Changes,
+                r = drop_rx.changed() => if r.is_ok() { Wake::Drop } else { Wake::Changes },
+                r = expire_rx.changed() => if r.is_ok() { Wake::Expire } else { Wake::Changes },
+                _ = shutdown.changed() => Wake::Shutdown,
+                _ = tokio::time::sleep_until(deadline) => Wake::Changes,
+                _ = tokio::time::sleep_until(bookmark_at) => Wake::Changes,
+            };
+            match wake {
+                Wake::Changes => {}
+                Wake::Drop => {
+                    self.shared.faults.bump(Count::WatchesDropped);
+                    self.phase = Phase::Done;
+                    return Some(Err(BodyError(
+                        "watch dropped by kinformer-sim fault injection",
+                    )));
+                }
+                Wake::Expire => {
+                    self.shared.faults.bump(Count::WatchesExpired);
+                    self.phase = Phase::Done;
+                    let e = ApiError::expired(format!(
+                        "too old resource version: {} (injected by kinformer-sim)",
+                        self.cursor
+                    ));
+                    return Some(Ok(error_line(&e)));
+                }
+                Wake::Shutdown => {
+                    self.phase = Phase::Done;
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn initial_chunk(&mut self, out: &mut BytesMut, one: bool) {
+        let Phase::Initial {
+            items,
+            pos,
+            end_bookmark,
+        } = std::mem::replace(&mut self.phase, Phase::Live)
+        else {
+            return;
+        };
+        let mut pos = pos;
+        while pos < items.len() && out.len() < CHUNK {
+            let obj = items[pos].clone();
+            let cont = self.pre_event(out, |s| {
+                let mut b = BytesMut::new();
+                s.write_event("ADDED", &obj, None, &mut b);
+                b.freeze()
+            });
+            if !cont {
+                return;
+            }
+            if one {
+                self.shared.faults.bump(Count::SlowedEvents);
+            }
+            self.write_event("ADDED", &obj, None, out);
+            pos += 1;
+            if one {
+                break;
+            }
+        }
+        if pos < items.len() {
+            self.phase = Phase::Initial {
+                items,
+                pos,
+                end_bookmark,
+            };
+        } else if end_bookmark {
+            out.put_slice(&self.bookmark_line(self.cursor, true));
+        }
+    }
+}
