@@ -298,6 +298,32 @@ struct InFlight<K> {
 }
 
 /// client-go's `DeltaFIFO` as a runtime-free state machine; see the [module docs](self).
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kinformer::{DeltaType, TraceId, fifo::{DeltaFifo, DeltaFifoOptions}};
+///
+/// let cm = |name: &str| {
+///     let mut c = ConfigMap::default();
+///     c.metadata.namespace = Some("default".into());
+///     c.metadata.name = Some(name.into());
+///     Arc::new(c)
+/// };
+/// let mut fifo = DeltaFifo::new(DeltaFifoOptions::<ConfigMap>::default());
+/// fifo.replace(vec![(cm("a"), TraceId(1))], "10").unwrap(); // the initial list
+/// fifo.update(cm("a"), TraceId(2)).unwrap();
+/// assert!(!fifo.has_synced());
+///
+/// let batch = fifo.pop_batch(256).unwrap();
+/// let deltas = &batch.items[0];
+/// assert_eq!(deltas.key.as_str(), "default/a");
+/// let types: Vec<_> = deltas.deltas.iter().map(|d| d.delta_type).collect();
+/// assert_eq!(types, [DeltaType::Replaced, DeltaType::Updated]);
+/// // ... apply the batch to the store, then acknowledge it:
+/// fifo.done(batch.token, 0);
+/// assert!(fifo.has_synced());
+/// ```
 pub struct DeltaFifo<K> {
     key_func: KeyFunc<K>,
     known_objects: Option<Arc<dyn KnownObjects<K>>>,
