@@ -174,6 +174,14 @@ where
         )
     }
 
+    /// An informer over one namespace (or all), with the given options.
+    pub fn with_config(client: Client, namespace: Option<&str>, config: InformerConfig) -> Self {
+        Self::new(
+            KubeListerWatcher::new(client, namespace, &Default::default()),
+            config,
+        )
+    }
+
     /// An informer over an existing `Api`, with the given options.
     pub fn from_api(api: Api<K>, config: InformerConfig) -> Self {
         Self::new(
@@ -223,6 +231,11 @@ impl<K: InformerObject> SharedIndexInformer<K> {
 
     fn state(&self) -> std::sync::MutexGuard<'_, State<K>> {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True when both handles are the same informer (X1).
+    pub fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The resource this informer watches (plural), e.g. `pods`.
