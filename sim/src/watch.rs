@@ -270,6 +270,9 @@ impl WatchStream {
             match self.phase {
                 Phase::Done => return None,
                 Phase::Abort => {
+                    // hyper flushes its write buffer only when the body is pending; yield once so
+                    // the partial event reaches the client before the connection is cut.
+                    tokio::task::yield_now().await;
                     self.phase = Phase::Done;
                     return Some(Err(BodyError(
                         "watch stream cut by kinformer-sim fault injection",
