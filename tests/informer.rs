@@ -489,3 +489,32 @@ async fn r5_objects_of_an_unexpected_kind_are_dropped_not_cached() {
     assert_eq!(errors.load(Ordering::SeqCst), 3, "each drop is reported");
     factory.shutdown().await;
 }
+
+#[actix::test]
+async fn r3_bookmarks_move_the_rv_without_events() {
+    let sim = sim_with(kinformer_sim::SimConfig {
+        bookmark_interval: Duration::from_millis(20),
+        ..Default::default()
+    })
+    .await;
+    let client = sim.client();
+    create_pods(&client, "a", 2).await;
+    let view = View::default();
+    let informer = started(&sim, &view).await;
+    watching(&sim).await;
+    // Changes to another resource move the global RV; only bookmarks tell the pod watch.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "a");
+    for i in 0..3 {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(format!("cm-{i}"));
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let target = sim.resource_version().to_string();
+    eventually("a bookmark carries the RV forward", || {
+        informer.last_sync_resource_version() == target
+    })
+    .await;
+    assert_eq!(view.seen(), 2, "bookmarks reach no handler");
+    assert_eq!(informer.lister().len(), 2);
+    informer.shutdown().await;
+}
