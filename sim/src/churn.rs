@@ -344,6 +344,44 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::Registry;
+
+    fn run_ops(seed: u64, n: u64) -> (Vec<String>, ChurnCounts) {
+        let store = Store::new(Registry::new(&[]).unwrap(), 1000);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let inner = Inner::default();
+        let mut slots: Vec<Slot> = [ChurnKind::Pods, ChurnKind::ConfigMaps]
+            .into_iter()
+            .map(|kind| Slot {
+                kind,
+                ns: "c".into(),
+                live: Vec::new(),
+            })
+            .collect();
+        for seq in 1..=n {
+            let i = rng.random_range(0..slots.len());
+            one_op(&store, &mut slots[i], &mut rng, seq, 8, &inner);
+        }
+        let mut names: Vec<String> = slots.iter().flat_map(|s| s.live.clone()).collect();
+        names.sort();
+        let h = ChurnHandle {
+            inner: Arc::new(inner),
+        };
+        (names, h.counts())
+    }
+
+    #[test]
+    fn same_seed_same_sequence() {
+        let (a, ca) = run_ops(7, 300);
+        let (b, cb) = run_ops(7, 300);
+        assert_eq!((a.clone(), ca), (b, cb));
+        assert!(
+            ca.created > 0 && ca.updated > 0 && ca.deleted > 0 && ca.errors == 0,
+            "{ca:?}"
+        );
+        let (c, _) = run_ops(8, 300);
+        assert_ne!(a, c);
+    }
 
     #[test]
     fn rates() {

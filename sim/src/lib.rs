@@ -32,7 +32,7 @@
 //!   object if missing. `fieldValidation` is accepted and not enforced (there are no schemas).
 //! - Creating an object with status through the main resource of a kind with a status
 //!   subresource resets it (a Pod starts `Pending`), as the real registry strategies do; use the
-//!   `status` subresource (or [`Sim::create_object`] followed by a status update) to set it.
+//!   `status` subresource to set it, or seed objects in any state with [`Sim::create_object`].
 //! - No controllers run: no garbage collection by ownerReferences, no pod scheduling. Deleting a
 //!   namespace deletes its objects at once (objects with finalizers are marked and stay).
 //! - Creating into a missing namespace creates it unless [`SimConfig::auto_create_namespaces`]
@@ -293,8 +293,9 @@ impl Sim {
             .ok_or_else(|| SimError::UnknownResource(resource.to_string()))
     }
 
-    /// Creates an object directly in the store (no HTTP), with the API's rules; `resource` is a
-    /// plural (`pods`) or `plural.group`. Returns the stored object. Fast: for seeding tests.
+    /// Creates an object directly in the store (no HTTP), with the API's rules except that the
+    /// `status` it carries is kept (to seed objects in any state); `resource` is a plural
+    /// (`pods`) or `plural.group`. Returns the stored object. Fast: for seeding tests.
     pub fn create_object(
         &self,
         resource: &str,
@@ -302,12 +303,11 @@ impl Sim {
         obj: Value,
     ) -> Result<Value, SimError> {
         let def = self.def(resource)?;
-        let o = ops::create(
+        let o = ops::create_keep_status(
             &self.shared.store,
             &def,
             namespace,
             obj,
-            false,
             self.shared.auto_namespaces,
         )?;
         Ok(o.to_value(&def)?)

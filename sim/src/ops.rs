@@ -183,9 +183,32 @@ pub(crate) fn create(
     store: &Store,
     def: &ResourceDef,
     ns: Option<&str>,
+    body: Value,
+    dry_run: bool,
+    auto_namespaces: bool,
+) -> Result<Arc<StoredObject>, ApiError> {
+    create_inner(store, def, ns, body, dry_run, auto_namespaces, false)
+}
+
+/// Creates an object keeping the status it carries (for seeding objects in any state).
+pub(crate) fn create_keep_status(
+    store: &Store,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    body: Value,
+    auto_namespaces: bool,
+) -> Result<Arc<StoredObject>, ApiError> {
+    create_inner(store, def, ns, body, false, auto_namespaces, true)
+}
+
+fn create_inner(
+    store: &Store,
+    def: &ResourceDef,
+    ns: Option<&str>,
     mut body: Value,
     dry_run: bool,
     auto_namespaces: bool,
+    keep_status: bool,
 ) -> Result<Arc<StoredObject>, ApiError> {
     kind_check(def, &mut body)?;
     check_namespace(def, ns, &mut body)?;
@@ -234,7 +257,11 @@ pub(crate) fn create(
         meta.remove("generation");
     }
     if let Some(obj) = body.as_object_mut() {
-        match &def.create_status {
+        match if keep_status {
+            &CreateStatus::Keep
+        } else {
+            &def.create_status
+        } {
             CreateStatus::Keep => {}
             CreateStatus::Remove => {
                 obj.remove("status");

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{DEADLINE, next};
-use futures::{StreamExt, TryStreamExt};
+use common::next;
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kinformer_sim::{CustomResource, Scope, Sim, SimConfig, Verb};
@@ -972,13 +972,21 @@ async fn in_process_object_api() {
         sim.create_object("nope", None, json!({})),
         Err(kinformer_sim::SimError::UnknownResource(_))
     ));
-    let listed: Vec<_> = pods
-        .watch(&WatchParams::default().timeout(1), "0")
+    // Seeding keeps the status it is given (the HTTP API would reset it).
+    let seeded = sim
+        .create_object(
+            "pods",
+            Some("default"),
+            json!({"metadata": {"name": "y"}, "spec": {}, "status": {"phase": "Succeeded"}}),
+        )
+        .unwrap();
+    assert_eq!(seeded["status"]["phase"], "Succeeded");
+    let names: Vec<_> = pods
+        .list(&ListParams::default())
         .await
         .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    assert!(listed.is_empty());
-    let _ = DEADLINE;
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    assert_eq!(names, vec!["y"]);
 }
