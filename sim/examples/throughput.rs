@@ -12,6 +12,13 @@
 //! 4. live fan-out: 4 watches streaming while a writer commits updates.
 //!
 //! The server and the clients share this machine's cores.
+//!
+//! Measured on the 2-core dev machine (release, 50,000 pods of ~4 KB, 100,000 events):
+//! - LIST rv=0 of 50,000 pods (203 MB): 100-140 ms (1.4-2.0 GB/s); paginated limit=500 with the
+//!   client parsing every page: ~6.4 s (client-bound); `kube::Api::list` decode: ~10 s (client-bound);
+//! - WATCH replay, one watcher: ~136,000 events/s (560 MB/s); four concurrent: ~330,000 events/s;
+//! - commits (in-process create / merge-patch, JSON parse + re-serialize under the store lock):
+//!   ~6,700 creates/s, ~5,600 patches/s; live fan-out to 4 watches is commit-bound (~17,000 events/s).
 
 use std::time::Instant;
 

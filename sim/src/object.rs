@@ -94,7 +94,8 @@ impl StoredObject {
         let deleting = meta
             .and_then(|m| m.get("deletionTimestamp"))
             .is_some_and(|d| !d.is_null());
-        let buf = serde_json::to_vec(&WithoutTypeMeta(map))
+        let mut buf = Vec::with_capacity(1024);
+        serde_json::to_writer(&mut buf, &WithoutTypeMeta(map))
             .map_err(|e| ApiError::internal(e.to_string()))?;
         let rest = Bytes::from(buf).slice(1..);
         Ok(Self {

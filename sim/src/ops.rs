@@ -305,18 +305,16 @@ fn stale_check(
     }
 }
 
-/// Everything but metadata and status: what a generation bump looks at.
-fn spec_part(v: &Value) -> Map<String, Value> {
-    v.as_object()
-        .map(|o| {
-            o.iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+/// Whether anything but metadata and status differs: what a generation bump looks at.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    let is_spec = |k: &String| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind");
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+        return old != new;
+    };
+    o.iter().filter(|(k, _)| is_spec(k)).count() != n.iter().filter(|(k, _)| is_spec(k)).count()
+        || o.iter()
+            .filter(|(k, _)| is_spec(k))
+            .any(|(k, v)| n.get(k) != Some(v))
 }
 
 /// Builds the object to store when `new` replaces `old` through `part`; `None` means "no change".
@@ -326,11 +324,11 @@ fn merge_update(
     mut new: Value,
     part: Part,
 ) -> Result<Write, ApiError> {
+    let empty = Map::new();
     let old_meta = old
         .get("metadata")
         .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+        .unwrap_or(&empty);
     match part {
         Part::Main => {
             let meta = meta_mut(&mut new)
@@ -358,7 +356,7 @@ fn merge_update(
                     None => obj.remove("status"),
                 };
             }
-            if def.tracks_generation && spec_part(old) != spec_part(&new) {
+            if def.tracks_generation && spec_changed(old, &new) {
                 let g = old_meta
                     .get("generation")
                     .and_then(Value::as_i64)
@@ -386,7 +384,7 @@ fn merge_update(
                     }
                 }
             }
-            if part == Part::Scale && def.tracks_generation && spec_part(old) != spec_part(&out) {
+            if part == Part::Scale && def.tracks_generation && spec_changed(old, &out) {
                 let g = old_meta
                     .get("generation")
                     .and_then(Value::as_i64)

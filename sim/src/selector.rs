@@ -374,6 +374,16 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
+    /// Adds `metadata.name=name` (a watch on a single object's path).
+    pub(crate) fn and_name(mut self, name: &str) -> Self {
+        self.0.push(FieldReq {
+            field: "metadata.name".into(),
+            value: name.into(),
+            equal: true,
+        });
+        self
+    }
+
     /// Whether an object with these field values matches; `lookup` returns a field's value
     /// (missing fields compare as the empty string, as in Kubernetes).
     pub(crate) fn matches<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> bool {

@@ -71,8 +71,11 @@ pub(crate) async fn serve(
                     let shared = shared.clone();
                     conns.spawn(async move {
                         let svc = service_fn(move |req| handle(shared.clone(), req));
+                        // No header-read timeout: kube-apiserver keeps idle keep-alive
+                        // connections open, and closing them races with clients reusing them.
                         let conn = http1::Builder::new()
                             .timer(TokioTimer::new())
+                            .header_read_timeout(None)
                             .serve_connection(TokioIo::new(stream), svc);
                         if let Err(e) = conn.await {
                             tracing::debug!(error = %e, "connection ended with an error");
@@ -361,6 +364,7 @@ fn verb_of(method: &Method, t: &Target, query: &Query) -> Result<Verb, ApiError>
     Ok(match (method.as_str(), collection) {
         ("GET", true) if query.flag("watch") => Verb::Watch,
         ("GET", true) => Verb::List,
+        ("GET", false) if t.sub.is_none() && query.flag("watch") => Verb::Watch,
         ("GET", false) => Verb::Get,
         ("POST", true) if t.def.namespaced == t.namespace.is_some() => Verb::Create,
         ("PUT", false) => Verb::Update,
@@ -811,7 +815,11 @@ fn watch(
 ) -> Result<Response<Body>, ApiError> {
     let def = t.def.clone();
     let labels = parse_labels(query)?;
-    let fields = parse_fields(&def, query)?;
+    let mut fields = parse_fields(&def, query)?;
+    if let Some(name) = &t.name {
+        // The legacy single-object watch path: a watch filtered to that name.
+        fields = fields.and_name(name);
+    }
     let rv = query.get("resourceVersion").unwrap_or("");
     let rvm = query.get("resourceVersionMatch").unwrap_or("");
     let bookmarks = query.flag("allowWatchBookmarks");

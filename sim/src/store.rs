@@ -3,9 +3,9 @@
 //! cache) that watches replay from and continue tokens are checked against.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use imbl::OrdMap;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -45,7 +45,6 @@ pub(crate) struct Event {
     pub object: Arc<StoredObject>,
     /// The object before the change (None for ADDED).
     pub prev: Option<Arc<StoredObject>>,
-    line: OnceLock<Bytes>,
 }
 
 /// Appends one watch event line: `{"type":T,"object":{...}}\n`.
@@ -60,17 +59,6 @@ pub(crate) fn write_event_line(
     out.put_slice(b"\",\"object\":");
     obj.write_full(def, out);
     out.put_slice(b"}\n");
-}
-
-impl Event {
-    /// The serialized watch line, built once and shared by every watcher.
-    pub(crate) fn line(&self, def: &ResourceDef) -> &Bytes {
-        self.line.get_or_init(|| {
-            let mut out = BytesMut::with_capacity(self.object.len() + 48);
-            write_event_line(def, self.etype.as_str(), &self.object, &mut out);
-            out.freeze()
-        })
-    }
 }
 
 /// The window start moved past a requested resourceVersion.
@@ -322,7 +310,6 @@ impl Store {
                                 etype: EventType::Added,
                                 object: obj.clone(),
                                 prev: None,
-                                line: OnceLock::new(),
                             },
                             Outcome::Created(obj),
                         ),
@@ -332,7 +319,6 @@ impl Store {
                                 etype: EventType::Modified,
                                 object: obj.clone(),
                                 prev: Some(prev),
-                                line: OnceLock::new(),
                             },
                             Outcome::Updated(obj),
                         ),
@@ -361,7 +347,6 @@ impl Store {
                             etype: EventType::Deleted,
                             object: obj.clone(),
                             prev: Some(prev),
-                            line: OnceLock::new(),
                         },
                         Outcome::Deleted(obj),
                     )

@@ -183,18 +183,11 @@ impl WatchStream {
     }
 
     /// Writes an event with `obj` of type `etype` in the negotiated representation.
-    fn write_event(
-        &self,
-        etype: &str,
-        obj: &StoredObject,
-        shared_line: Option<&Bytes>,
-        out: &mut BytesMut,
-    ) {
+    fn write_event(&self, etype: &str, obj: &StoredObject, out: &mut BytesMut) {
         match self.p.repr {
-            Repr::Object => match shared_line {
-                Some(l) => out.put_slice(l),
-                None => write_event_line(&self.p.def, etype, obj, out),
-            },
+            // The object was serialized once at commit; each watcher copies those bytes
+            // into its chunk (no per-watcher serialization or allocation per event).
+            Repr::Object => write_event_line(&self.p.def, etype, obj, out),
             Repr::Metadata | Repr::Table(_) => {
                 let Ok(v) = obj.to_value(&self.p.def) else {
                     return;
@@ -238,19 +231,19 @@ impl WatchStream {
         )
     }
 
-    /// The (type, object, shareable line) to send for a stored event, after selectors.
-    fn transform(&self, ev: &Event) -> Option<(EventType, Arc<StoredObject>, bool)> {
+    /// The (type, object) to send for a stored event, after selectors.
+    fn transform(&self, ev: &Event) -> Option<(EventType, Arc<StoredObject>)> {
         if self.unfiltered {
-            return Some((ev.etype, ev.object.clone(), true));
+            return Some((ev.etype, ev.object.clone()));
         }
         let cur = ev.etype != EventType::Deleted && self.passes(&ev.object);
         let old = ev.prev.as_ref().is_some_and(|p| self.passes(p));
         match (ev.etype, cur, old) {
-            (EventType::Deleted, _, true) => Some((EventType::Deleted, ev.object.clone(), true)),
+            (EventType::Deleted, _, true) => Some((EventType::Deleted, ev.object.clone())),
             (EventType::Deleted, _, false) => None,
-            (_, true, true) => Some((EventType::Modified, ev.object.clone(), true)),
-            (EventType::Added, true, false) => Some((EventType::Added, ev.object.clone(), true)),
-            (_, true, false) => Some((EventType::Added, ev.object.clone(), false)),
+            (_, true, true) => Some((EventType::Modified, ev.object.clone())),
+            (EventType::Added, true, false) => Some((EventType::Added, ev.object.clone())),
+            (_, true, false) => Some((EventType::Added, ev.object.clone())),
             (_, false, true) => {
                 // Stopped matching: DELETED with the previous content at this event's RV.
                 let prev = ev.prev.as_ref()?;
@@ -259,7 +252,7 @@ impl WatchStream {
                     m.insert("resourceVersion".into(), Value::String(ev.rv.to_string()));
                 }
                 let o = StoredObject::from_value(&self.p.def, &v, ev.rv).ok()?;
-                Some((EventType::Deleted, Arc::new(o), false))
+                Some((EventType::Deleted, Arc::new(o)))
             }
             (_, false, false) => None,
         }
@@ -308,7 +301,7 @@ impl WatchStream {
             if let Some(d) = slow {
                 tokio::time::sleep(d).await;
             }
-            let mut out = BytesMut::new();
+            let mut out = BytesMut::with_capacity(CHUNK + 16 * 1024);
             if let Phase::Initial { .. } = self.phase {
                 self.initial_chunk(&mut out, slow.is_some());
                 if !out.is_empty() {
@@ -340,19 +333,13 @@ impl WatchStream {
                 };
             if !events.is_empty() {
                 for ev in &events {
-                    let Some((etype, obj, shareable)) = self.transform(ev) else {
+                    let Some((etype, obj)) = self.transform(ev) else {
                         self.cursor = ev.rv;
                         continue;
                     };
-                    let def = self.p.def.clone();
                     let cont = self.pre_event(&mut out, |s| {
                         let mut b = BytesMut::new();
-                        s.write_event(
-                            etype.as_str(),
-                            &obj,
-                            shareable.then(|| ev.line(&def)),
-                            &mut b,
-                        );
+                        s.write_event(etype.as_str(), &obj, &mut b);
                         b.freeze()
                     });
                     if !cont {
@@ -361,12 +348,7 @@ impl WatchStream {
                     if slow.is_some() {
                         self.shared.faults.bump(Count::SlowedEvents);
                     }
-                    self.write_event(
-                        etype.as_str(),
-                        &obj,
-                        shareable.then(|| ev.line(&def)),
-                        &mut out,
-                    );
+                    self.write_event(etype.as_str(), &obj, &mut out);
                     self.cursor = ev.rv;
                     if out.len() >= CHUNK {
                         break;
@@ -448,7 +430,7 @@ impl WatchStream {
             let obj = items[pos].clone();
             let cont = self.pre_event(out, |s| {
                 let mut b = BytesMut::new();
-                s.write_event("ADDED", &obj, None, &mut b);
+                s.write_event("ADDED", &obj, &mut b);
                 b.freeze()
             });
             if !cont {
@@ -457,7 +439,7 @@ impl WatchStream {
             if one {
                 self.shared.faults.bump(Count::SlowedEvents);
             }
-            self.write_event("ADDED", &obj, None, out);
+            self.write_event("ADDED", &obj, out);
             pos += 1;
             if one {
                 break;

@@ -990,3 +990,37 @@ async fn in_process_object_api() {
         .collect();
     assert_eq!(names, vec!["y"]);
 }
+
+#[tokio::test]
+async fn single_object_watch_path() {
+    let sim = common::sim().await;
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    for n in ["a", "b"] {
+        cms.create(&PostParams::default(), &cm(n)).await.unwrap();
+    }
+    let (status, mut w) =
+        common::raw_watch(&sim, "/api/v1/namespaces/default/configmaps/b?watch=true").await;
+    assert_eq!(status, 200);
+    let e = common::next_event(&mut w).await;
+    assert_eq!(e["object"]["metadata"]["name"], "b");
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await
+    .unwrap();
+    let e = common::next_event(&mut w).await;
+    assert_eq!(
+        (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+        (Some("MODIFIED"), Some("b"))
+    );
+    assert_eq!(sim.requests().count("configmaps", Verb::Watch), 1);
+}
