@@ -34,6 +34,8 @@ pub struct FaultCounters {
     pub closed_mid_object: u64,
     /// Events delayed by [`Faults::slow_watches`].
     pub slowed_events: u64,
+    /// Watch streams that went silent under [`Faults::stall_watches`] (once per stall).
+    pub stalled_watches: u64,
     /// Watches that got ERROR 410 because their resourceVersion was older than the window
     /// (at start, or by falling behind); not an injected fault, counted for convenience.
     pub too_old_watches: u64,
@@ -52,6 +54,7 @@ struct Counts {
     malformed_events: AtomicU64,
     closed_mid_object: AtomicU64,
     slowed_events: AtomicU64,
+    stalled_watches: AtomicU64,
     too_old_watches: AtomicU64,
     expired_continues: AtomicU64,
 }
@@ -64,6 +67,7 @@ pub(crate) enum Count {
     MalformedEvents,
     ClosedMidObject,
     SlowedEvents,
+    StalledWatches,
     TooOldWatches,
     ExpiredContinues,
 }
@@ -94,6 +98,7 @@ pub(crate) struct FaultState {
     slow_nanos: AtomicU64,
     pub(crate) drop_tx: watch::Sender<u64>,
     pub(crate) expire_tx: watch::Sender<u64>,
+    pub(crate) stall_tx: watch::Sender<bool>,
     counts: Counts,
 }
 
@@ -106,6 +111,7 @@ impl FaultState {
             slow_nanos: AtomicU64::new(0),
             drop_tx: watch::channel(0).0,
             expire_tx: watch::channel(0).0,
+            stall_tx: watch::channel(false).0,
             counts: Counts::default(),
         }
     }
@@ -117,6 +123,7 @@ impl FaultState {
             Count::MalformedEvents => &self.counts.malformed_events,
             Count::ClosedMidObject => &self.counts.closed_mid_object,
             Count::SlowedEvents => &self.counts.slowed_events,
+            Count::StalledWatches => &self.counts.stalled_watches,
             Count::TooOldWatches => &self.counts.too_old_watches,
             Count::ExpiredContinues => &self.counts.expired_continues,
         };
@@ -179,6 +186,7 @@ impl FaultState {
             malformed_events: l(&c.malformed_events),
             closed_mid_object: l(&c.closed_mid_object),
             slowed_events: l(&c.slowed_events),
+            stalled_watches: l(&c.stalled_watches),
             too_old_watches: l(&c.too_old_watches),
             expired_continues: l(&c.expired_continues),
         }
@@ -186,10 +194,18 @@ impl FaultState {
 }
 
 /// Injects faults into a running sim. Cheap to clone; all clones act on the same server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Faults {
     pub(crate) state: Arc<FaultState>,
     pub(crate) store: Arc<Store>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("counters", &self.counters())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Faults {
@@ -293,8 +309,17 @@ impl Faults {
         self.state.slow_nanos.store(n, Ordering::Relaxed);
     }
 
-    /// Disarms every pending failure and stream fault and the slowdown (counters stay).
+    /// Every watch stream (open or new) goes silent: no events, no bookmarks, and no clean end
+    /// at `timeoutSeconds`, like a hung server or a half-open connection; `false` resumes them
+    /// (nothing is lost). [`Faults::drop_watches`] still cuts them. For client-side
+    /// silent-watch detection.
+    pub fn stall_watches(&self, stalled: bool) {
+        self.state.stall_tx.send_replace(stalled);
+    }
+
+    /// Disarms every pending failure and stream fault, the slowdown and the stall (counters stay).
     pub fn clear(&self) {
+        self.state.stall_tx.send_replace(false);
         self.state
             .rules
             .lock()

@@ -43,7 +43,8 @@
 //! `POST /sim/faults/fail-watches?...`, `POST /sim/faults/fail?verb=V&...`,
 //! `POST /sim/faults/expire-watches`, `POST /sim/faults/compact`,
 //! `POST /sim/faults/malformed-next-event[?resource=R]`, `POST /sim/faults/close-mid-object-next[?resource=R]`,
-//! `POST /sim/faults/slow-watches?perEventMs=MS` (0 = off), `POST /sim/faults/clear`,
+//! `POST /sim/faults/slow-watches?perEventMs=MS` (0 = off), `POST /sim/faults/stall-watches[?on=false]`,
+//! `POST /sim/faults/clear`,
 //! `GET /sim/faults` (counters), `GET /sim/requests` (request counts, open watches),
 //! `GET /sim/state` (resourceVersion), `POST /sim/churn/start?rate=N&namespaces=a,b&kinds=pods,configmaps&seed=S`,
 //! `POST /sim/churn/stop`, `GET /sim/churn`.
@@ -282,6 +283,22 @@ impl Sim {
     /// Starts a churn generator on the sim's runtime; dropping the handle stops it.
     pub fn start_churn(&self, cfg: ChurnConfig) -> ChurnHandle {
         churn::start_on(&self.runtime, self.shared.store.clone(), cfg)
+    }
+
+    /// Starts churn owned by the sim: it is the churn `/sim/churn` reports and
+    /// `/sim/churn/stop` stops (replacing any churn started there), and it stops at shutdown.
+    pub fn start_managed_churn(&self, cfg: ChurnConfig) {
+        let handle = churn::start_on(&self.runtime, self.shared.store.clone(), cfg);
+        let mut slot = self.shared.churn.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = slot.replace(handle) {
+            old.stop();
+        }
+    }
+
+    /// Counts of the sim-owned churn (see [`Sim::start_managed_churn`]), if one runs.
+    pub fn managed_churn_counts(&self) -> Option<ChurnCounts> {
+        let slot = self.shared.churn.lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_ref().map(ChurnHandle::counts)
     }
 
     fn def(&self, resource: &str) -> Result<Arc<ResourceDef>, SimError> {

@@ -74,21 +74,20 @@ async fn main() -> anyhow::Result<()> {
         .context("starting the simulated API server")?;
     println!("kinformer-sim listening on {}", sim.url());
     println!("kubeconfig: {}", sim.kubeconfig_path().display());
-    let churn = args.churn.map(|rate| {
+    if let Some(rate) = args.churn {
         println!("churn: {rate}/s in {:?}", args.churn_namespaces);
-        sim.start_churn(ChurnConfig {
+        sim.start_managed_churn(ChurnConfig {
             rate_per_sec: rate,
             namespaces: args.churn_namespaces.clone(),
             seed: args.seed,
             ..ChurnConfig::default()
-        })
-    });
+        });
+    }
     tokio::signal::ctrl_c()
         .await
         .context("waiting for Ctrl-C")?;
-    if let Some(c) = churn {
-        c.stop();
-        eprintln!("churn: {:?}", c.counts());
+    if let Some(c) = sim.managed_churn_counts() {
+        eprintln!("churn: {c:?}");
     }
     sim.shutdown().await;
     Ok(())

@@ -990,6 +990,10 @@ fn control(
             });
             ok(json!({"ok": true}))
         }
+        ["faults", "stall-watches"] if post => {
+            faults.stall_watches(!matches!(query.get("on"), Some("false" | "0")));
+            ok(json!({"ok": true}))
+        }
         ["faults", "clear"] if post => {
             faults.clear();
             ok(json!({"ok": true}))

@@ -75,6 +75,7 @@ struct WatchStream {
     changes: Option<watch::Receiver<u64>>,
     drop_rx: watch::Receiver<u64>,
     expire_rx: watch::Receiver<u64>,
+    stall_rx: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
     deadline: Option<Instant>,
     next_bookmark: Option<Instant>,
@@ -129,6 +130,7 @@ pub(crate) fn stream(
         && p.fields.is_empty()
         && p.repr == Repr::Object;
     let st = WatchStream {
+        stall_rx: shared.faults.stall_tx.subscribe(),
         shutdown: shared.shutdown.clone(),
         deadline: p.timeout.map(|t| now + t),
         next_bookmark: p.bookmarks.then(|| now + shared.bookmark_interval),
@@ -297,6 +299,40 @@ impl WatchStream {
                 self.phase = Phase::Done;
                 return None;
             }
+            if *self.stall_rx.borrow_and_update() {
+                self.shared.faults.bump(Count::StalledWatches);
+                let stall_rx = &mut self.stall_rx;
+                let drop_rx = &mut self.drop_rx;
+                let shutdown = &mut self.shutdown;
+                let wake = tokio::select! {
+                    _ = async {
+                        loop {
+                            if stall_rx.changed().await.is_err() {
+                                futures::future::pending::<()>().await;
+                            }
+                            if !*stall_rx.borrow_and_update() {
+                                break;
+                            }
+                        }
+                    } => Wake::Changes,
+                    r = drop_rx.changed() => if r.is_ok() { Wake::Drop } else { Wake::Changes },
+                    _ = shutdown.changed() => Wake::Shutdown,
+                };
+                match wake {
+                    Wake::Drop => {
+                        self.shared.faults.bump(Count::WatchesDropped);
+                        self.phase = Phase::Done;
+                        return Some(Err(BodyError(
+                            "watch dropped by kinformer-sim fault injection",
+                        )));
+                    }
+                    Wake::Shutdown => {
+                        self.phase = Phase::Done;
+                        return None;
+                    }
+                    _ => continue,
+                }
+            }
             let slow = self.shared.faults.slow();
             if let Some(d) = slow {
                 tokio::time::sleep(d).await;
@@ -373,6 +409,7 @@ impl WatchStream {
             let drop_rx = &mut self.drop_rx;
             let expire_rx = &mut self.expire_rx;
             let shutdown = &mut self.shutdown;
+            let stall_rx = &mut self.stall_rx;
             let changes = async {
                 let ok = match changes_rx.as_mut() {
                     Some(c) => c.changed().await.is_ok(),
@@ -387,6 +424,7 @@ impl WatchStream {
                 r = drop_rx.changed() => if r.is_ok() { Wake::Drop } else { Wake::Changes },
                 r = expire_rx.changed() => if r.is_ok() { Wake::Expire } else { Wake::Changes },
                 _ = shutdown.changed() => Wake::Shutdown,
+                _ = stall_rx.changed() => Wake::Changes,
                 _ = tokio::time::sleep_until(deadline) => Wake::Changes,
                 _ = tokio::time::sleep_until(bookmark_at) => Wake::Changes,
             };

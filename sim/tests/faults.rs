@@ -400,3 +400,31 @@ async fn control_endpoint_drives_faults() {
         .patch("none", &PatchParams::default(), &Patch::Merge(json!({})))
         .await;
 }
+
+#[tokio::test]
+async fn stalled_watches_go_silent_then_resume_or_drop() {
+    let sim = common::sim().await;
+    let rv = create(&sim, "a").await;
+    let path = format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}");
+    let (_, mut w) = raw_watch(&sim, &path).await;
+    let (_, mut w2) = raw_watch(&sim, &path).await;
+    common::wait_open_watches(&sim, 2).await;
+    sim.faults().stall_watches(true);
+    wait_until(DEADLINE, || sim.faults().counters().stalled_watches == 2)
+        .await
+        .unwrap();
+    create(&sim, "b").await;
+    // The event waits until the stall ends; nothing is lost.
+    sim.faults().stall_watches(false);
+    assert_eq!(next_event(&mut w).await["object"]["metadata"]["name"], "b");
+    assert_eq!(next_event(&mut w2).await["object"]["metadata"]["name"], "b");
+    // A stalled stream can still be dropped.
+    sim.faults().stall_watches(true);
+    wait_until(DEADLINE, || sim.faults().counters().stalled_watches == 4)
+        .await
+        .unwrap();
+    sim.faults().drop_watches();
+    assert!(matches!(next(&mut w).await, Some(Chunk::Broken(_))));
+    assert!(matches!(next(&mut w2).await, Some(Chunk::Broken(_))));
+    sim.faults().clear();
+}
