@@ -132,8 +132,12 @@ pub(crate) fn stream(
     let st = WatchStream {
         stall_rx: shared.faults.stall_tx.subscribe(),
         shutdown: shared.shutdown.clone(),
-        deadline: p.timeout.map(|t| now + t),
-        next_bookmark: p.bookmarks.then(|| now + shared.bookmark_interval),
+        // An absurd timeoutSeconds overflows the clock: treat it as no timeout.
+        deadline: p.timeout.and_then(|t| now.checked_add(t)),
+        next_bookmark: p
+            .bookmarks
+            .then(|| now.checked_add(shared.bookmark_interval))
+            .flatten(),
         shared,
         p,
         cursor,
@@ -400,7 +404,7 @@ impl WatchStream {
             {
                 // No event of this resource is pending up to `global`, so it is a safe bookmark.
                 self.cursor = self.cursor.max(global);
-                self.next_bookmark = Some(Instant::now() + self.shared.bookmark_interval);
+                self.next_bookmark = Instant::now().checked_add(self.shared.bookmark_interval);
                 return Some(Ok(self.bookmark_line(self.cursor, false)));
             }
             let deadline = self.deadline.unwrap_or_else(far_future);

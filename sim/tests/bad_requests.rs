@@ -362,6 +362,13 @@ async fn unknown_paths_wrong_verbs_and_bad_queries() {
         "BadRequest",
     )
     .await;
+    // An absurd timeout is accepted (no overflow), like any other watch.
+    let (status, _w) = common::raw_watch(
+        &sim,
+        "/api/v1/pods?watch=true&timeoutSeconds=18446744073709551615&allowWatchBookmarks=true",
+    )
+    .await;
+    assert_eq!(status, 200);
     expect_status(
         &sim,
         "GET",
