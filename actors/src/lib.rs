@@ -26,6 +26,7 @@ pub mod reflector;
 pub mod runtime;
 pub mod supervisor;
 pub mod trace;
+pub mod workqueue;
 
 use std::fmt::Debug;
 

@@ -1,0 +1,1 @@
+//! Placeholder: the workqueue async front (filled by its owner).

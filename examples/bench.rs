@@ -1,0 +1,2 @@
+//! Placeholder: the benchmark client (filled by its owner).
+fn main() {}

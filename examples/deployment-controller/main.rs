@@ -1,0 +1,2 @@
+//! Placeholder: the deployment-controller example (filled by its owner).
+fn main() {}

@@ -1,0 +1,1 @@
+//! Placeholder: deployment-controller integration tests (filled by their owner).
