@@ -54,8 +54,15 @@ async fn b3_coalesce_slow_handler_does_not_hold_up_a_fast_one() {
         )
         .await
         .unwrap();
+    // Unbounded: the fast handler must be handed every notification whatever the machine's load.
     let fast = View::default();
-    informer.add_event_handler(fast.handler()).await.unwrap();
+    informer
+        .add_event_handler_with(
+            fast.handler(),
+            ListenerConfig::default().policy(OverflowPolicy::Unbounded),
+        )
+        .await
+        .unwrap();
     informer.start().unwrap();
     tokio::time::timeout(DEADLINE, informer.wait_for_sync())
         .await
