@@ -137,8 +137,10 @@ async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
         });
     }
 
-    let done_ms: Arc<Vec<AtomicU64>> = Arc::new((0..args.handlers).map(|_| AtomicU64::new(0)).collect());
-    let seen: Arc<Vec<AtomicU64>> = Arc::new((0..args.handlers).map(|_| AtomicU64::new(0)).collect());
+    let done_ms: Arc<Vec<AtomicU64>> =
+        Arc::new((0..args.handlers).map(|_| AtomicU64::new(0)).collect());
+    let seen: Arc<Vec<AtomicU64>> =
+        Arc::new((0..args.handlers).map(|_| AtomicU64::new(0)).collect());
     let finished = Arc::new(AtomicUsize::new(0));
     let all_done = Arc::new(tokio::sync::Notify::new());
     for h in 0..args.handlers {
@@ -177,7 +179,10 @@ async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
     let sync_ms = match tokio::time::timeout(deadline, informer.wait_for_sync()).await {
         Ok(()) => clock.ms(),
         Err(_) => {
-            eprintln!("kinformer-bench: did not sync within {timeout_s}s: {:?}", informer.health());
+            eprintln!(
+                "kinformer-bench: did not sync within {timeout_s}s: {:?}",
+                informer.health()
+            );
             finish(1);
         }
     };
@@ -187,7 +192,9 @@ async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
     {
         eprintln!(
             "kinformer-bench: handlers did not all see bench/done within {timeout_s}s: seen={:?}",
-            seen.iter().map(|s| s.load(Ordering::Relaxed)).collect::<Vec<_>>()
+            seen.iter()
+                .map(|s| s.load(Ordering::Relaxed))
+                .collect::<Vec<_>>()
         );
         finish(1);
     }
@@ -206,7 +213,9 @@ async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
         h.restarts,
         informer.fifo_status().peak_pending_deltas(),
         informer.fifo_status().writer_waits(),
-        seen.iter().map(|s| s.load(Ordering::Relaxed)).collect::<Vec<_>>()
+        seen.iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .collect::<Vec<_>>()
     );
     let n = env_u64("BENCH_PODS").unwrap_or(objects as u64);
     let m = env_u64("BENCH_EVENTS").unwrap_or(h.events.saturating_sub(1));
