@@ -462,6 +462,13 @@ async fn x2_namespace_selector_dynamic_and_metadata_informers() {
 async fn r5_objects_of_an_unexpected_kind_are_dropped_not_cached() {
     let sim = sim().await;
     let client = sim.client();
+    // Two objects come through the LIST (items without a kind: the list's kind stands in)...
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "a");
+    for i in 0..2 {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(format!("listed-{i}"));
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
     // A dynamic informer that expects Pods but is pointed at configmaps.
     let mut wrong = ApiResource::erase::<ConfigMap>(&());
     wrong.kind = "Pod".into();
@@ -477,16 +484,15 @@ async fn r5_objects_of_an_unexpected_kind_are_dropped_not_cached() {
     factory.start().unwrap();
     factory.wait_for_cache_sync(DEADLINE).await;
     watching(&sim).await;
-    // Watch events carry apiVersion/kind (list items do not), so these reach the check.
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "a");
+    // ...and three through the WATCH (events carry their apiVersion/kind).
     for i in 0..3 {
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some(format!("cm-{i}"));
         cms.create(&PostParams::default(), &cm).await.unwrap();
     }
-    eventually("three drops", || informer.health().dropped_objects == 3).await;
+    eventually("five drops", || informer.health().dropped_objects == 5).await;
     assert_eq!(informer.lister().len(), 0, "R5: not cached");
-    assert_eq!(errors.load(Ordering::SeqCst), 3, "each drop is reported");
+    assert_eq!(errors.load(Ordering::SeqCst), 5, "each drop is reported");
     factory.shutdown().await;
 }
 
@@ -516,5 +522,74 @@ async fn r3_bookmarks_move_the_rv_without_events() {
     .await;
     assert_eq!(view.seen(), 2, "bookmarks reach no handler");
     assert_eq!(informer.lister().len(), 2);
+    informer.shutdown().await;
+}
+
+#[actix::test]
+async fn r4_silent_watch_is_dropped_client_side_and_reopened() {
+    let sim = sim().await;
+    let client = sim.client();
+    create_pods(&client, "a", 3).await;
+    let mut config = fast_config();
+    config.reflector.min_watch_timeout = Duration::from_secs(1);
+    config.reflector.stall_grace = Duration::from_millis(200);
+    let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, config);
+    informer.start().unwrap();
+    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
+        .await
+        .unwrap();
+    watching(&sim).await;
+    sim.faults().stall_watches(true);
+    touch_pod(&client, "a", "pod-0", "while-stalled").await;
+    eventually("the silent watch was dropped client-side", || {
+        informer.health().stalls >= 1
+    })
+    .await;
+    sim.faults().stall_watches(false);
+    let truth = server_pods(&client).await;
+    eventually("the reopened watch delivers what was withheld", || {
+        cache_pods(&informer) == truth
+    })
+    .await;
+    let h = informer.health();
+    assert_eq!(h.restarts, 0, "a stall is not a failure: {h:?}");
+    assert_eq!(
+        h.lists, 1,
+        "R4: reopened from the last RV, no relist: {h:?}"
+    );
+    informer.shutdown().await;
+}
+
+#[actix::test]
+async fn r8_a_failed_list_waits_the_default_backoff() {
+    let sim = sim().await;
+    let client = sim.client();
+    create_pods(&client, "a", 1).await;
+    sim.faults().fail_next_lists(1, 500);
+    // Default config: R8's 800 ms base with up to 100 % jitter.
+    let informer = SharedIndexInformer::<Pod>::with_config(
+        client.clone(),
+        None,
+        kinformer_actors::InformerConfig::default(),
+    );
+    informer.start().unwrap();
+    eventually("backing off", || {
+        matches!(
+            informer.health().phase,
+            kinformer_actors::ReflectorPhase::BackingOff(_)
+        )
+    })
+    .await;
+    let kinformer_actors::ReflectorPhase::BackingOff(d) = informer.health().phase else {
+        unreachable!("checked above")
+    };
+    assert!(
+        d >= Duration::from_millis(800) && d <= Duration::from_millis(1600),
+        "R8: first restart delay {d:?} is 800 ms plus up to 100 % jitter"
+    );
+    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
+        .await
+        .unwrap();
+    assert_eq!(informer.health().restarts, 1);
     informer.shutdown().await;
 }

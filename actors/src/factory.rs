@@ -317,12 +317,14 @@ impl SharedInformerFactory {
             );
             let (api_version, kind) = (ar.api_version.clone(), ar.kind.clone());
             // Before start, so this cannot fail: the informer was just created.
-            let _ = informer.set_validator(move |o: &DynamicObject| match &o.types {
-                Some(t) if t.api_version != api_version || t.kind != kind => Err(format!(
-                    "expected {api_version} {kind}, got {} {}",
-                    t.api_version, t.kind
-                )),
-                _ => Ok(()),
+            let _ = informer.set_validator(move |o: &DynamicObject, list_type| {
+                match o.types.as_ref().or(list_type) {
+                    Some(t) if t.api_version != api_version || t.kind != kind => Err(format!(
+                        "expected {api_version} {kind}, got {} {}",
+                        t.api_version, t.kind
+                    )),
+                    _ => Ok(()),
+                }
             });
             informer
         })

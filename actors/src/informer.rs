@@ -300,10 +300,12 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         self.with_idle(|i| i.transform = Some(Arc::new(f)))
     }
 
-    /// Drops objects for which `f` fails (R5: unexpected type/GVK). Only before `start`.
+    /// Drops objects for which `f` fails (R5: unexpected type/GVK). `f` also gets the type of
+    /// the list a listed object came in (list items carry no kind of their own). Only before
+    /// `start`.
     pub fn set_validator(
         &self,
-        f: impl Fn(&K) -> Result<(), String> + Send + Sync + 'static,
+        f: impl Fn(&K, Option<&kube::api::TypeMeta>) -> Result<(), String> + Send + Sync + 'static,
     ) -> Result<(), InformerError> {
         self.with_idle(|i| i.validate = Some(Arc::new(f)))
     }

@@ -43,6 +43,7 @@ pub use listener::{ListenerConfig, OverflowPolicy};
 pub use messages::Notification;
 pub use reflector::ReflectorConfig;
 pub use supervisor::{ReflectorHealth, ReflectorPhase};
+pub use workqueue::WorkQueue;
 
 /// What an informer can cache: any kube resource that decodes from JSON (every k8s-openapi
 /// type, `DynamicObject`, `PartialObjectMeta<K>`, custom resources).

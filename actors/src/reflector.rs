@@ -20,7 +20,7 @@ use std::{
 use actix::prelude::*;
 use futures::StreamExt;
 use kinformer::{TraceId, reflector::InitialList};
-use kube::api::{ListParams, VersionMatch, WatchEvent, WatchParams};
+use kube::api::{ListParams, TypeMeta, VersionMatch, WatchEvent, WatchParams};
 use rand::Rng;
 
 use crate::{
@@ -36,7 +36,11 @@ use crate::{
 /// A transform applied to every object before it is cached (P2), on the reflector's thread.
 pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
 /// A check that an object is of the informer's type/GVK (R5); `Err` drops it with the message.
-pub type Validate<K> = Arc<dyn Fn(&K) -> Result<(), String> + Send + Sync>;
+///
+/// The second argument is the type of the list the object came in, for listed objects: list
+/// items carry no `apiVersion`/`kind` of their own, so the list's (`ConfigMapList` →
+/// `ConfigMap`) stands for them.
+pub type Validate<K> = Arc<dyn Fn(&K, Option<&TypeMeta>) -> Result<(), String> + Send + Sync>;
 /// Called with every reflector error and warning (client-go's `WatchErrorHandler`).
 pub type WatchErrorHandler = Arc<dyn Fn(&dyn std::error::Error) + Send + Sync>;
 
@@ -96,9 +100,14 @@ pub struct ReflectorContext<K: InformerObject> {
 
 impl<K: InformerObject> ReflectorContext<K> {
     /// Validates, transforms and wraps one decoded object; `None` when dropped (R5).
-    fn admit(&self, obj: K, what: &'static str) -> Option<(Arc<K>, TraceId)> {
+    fn admit(
+        &self,
+        obj: K,
+        what: &'static str,
+        list_type: Option<&TypeMeta>,
+    ) -> Option<(Arc<K>, TraceId)> {
         if let Some(v) = &self.validate
-            && let Err(detail) = v(&obj)
+            && let Err(detail) = v(&obj, list_type)
         {
             self.warn(WatchWarning::UnexpectedObject {
                 resource: self.resource.clone(),
@@ -259,8 +268,12 @@ async fn list<K: InformerObject>(cx: &ReflectorContext<K>) -> Result<(), Reflect
             match cx.lw.list(lp).await {
                 Ok(page) => {
                     items.reserve(page.items.len());
+                    let item_type = page.types.kind.strip_suffix("List").map(|k| TypeMeta {
+                        api_version: page.types.api_version.clone(),
+                        kind: k.to_string(),
+                    });
                     for o in page.items {
-                        if let Some(item) = cx.admit(o, "listed") {
+                        if let Some(item) = cx.admit(o, "listed", item_type.as_ref()) {
                             items.push(item);
                         }
                     }
@@ -447,7 +460,7 @@ async fn consume<K: InformerObject>(
                 EventKind::Update => "modified",
                 EventKind::Delete => "deleted",
             };
-            let Some((obj, trace)) = cx.admit(obj, what) else {
+            let Some((obj, trace)) = cx.admit(obj, what, None) else {
                 continue;
             };
             if let Some(items) = initial.as_mut()

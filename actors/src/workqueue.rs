@@ -1,1 +1,473 @@
-//! Placeholder: the workqueue async front (filled by its owner).
+//! The async front of client-go's workqueue (DESIGN.md W1–W4).
+//!
+//! [`WorkQueue`] wraps the clock-injected core ([`kinformer::workqueue::WorkQueue`]) in a
+//! `std::sync::Mutex` and wakes waiting workers with [`tokio::sync::Notify`]. There is no
+//! background task: a worker blocked in [`WorkQueue::get`] sleeps until an add, a `done` that
+//! re-queues, a shutdown, or the deadline of the earliest delayed item, whichever comes first.
+//! The lock is held only for one call into the core, never across an `.await`.
+//!
+//! Time is tokio's clock ([`tokio::time::Instant::now`]), so tests can pause and advance it.
+//!
+//! The controller pattern:
+//!
+//! ```
+//! use kinformer_actors::workqueue::WorkQueue;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let queue: WorkQueue<String> = WorkQueue::new();
+//! let worker = tokio::spawn({
+//!     let queue = queue.clone();
+//!     async move {
+//!         let mut handled = Vec::new();
+//!         while let Some(key) = queue.get().await {
+//!             let ok = true; // reconcile `key` here
+//!             if ok {
+//!                 queue.forget(&key); // reset its backoff
+//!             } else {
+//!                 queue.add_rate_limited(key.clone()); // retry later
+//!             }
+//!             handled.push(key.clone());
+//!             queue.done(&key);
+//!         }
+//!         handled
+//!     }
+//! });
+//! queue.add("default/web".to_string());
+//! queue.add("default/web".to_string()); // deduplicated while queued (W1)
+//! queue.shut_down_with_drain().await; // W3
+//! // Items queued before the shutdown are still handed out.
+//! assert_eq!(worker.await.unwrap(), vec!["default/web".to_string()]);
+//! # }
+//! ```
+
+use std::{
+    fmt,
+    hash::Hash,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use kinformer::{
+    ObjectKey,
+    workqueue::{self as core, AddOutcome, GetResult, RateLimiter, WorkQueueMetrics},
+};
+use tokio::sync::Notify;
+
+use crate::handler::EnqueueKeys;
+
+/// client-go's rate-limiting workqueue for async workers (W1–W4).
+///
+/// Cheap to clone; all clones are the same queue. Usable from any tokio runtime (actix
+/// arbiters included) and from several worker tasks at once; the non-async methods never
+/// block for longer than a short critical section, so they can be called from handlers,
+/// actors and plain threads alike.
+///
+/// - W1: an item is queued at most once; an item re-added while a worker processes it is
+///   queued again when that worker calls [`done`](Self::done), so no two workers ever hold
+///   the same item.
+/// - W2: [`add_after`](Self::add_after), [`add_rate_limited`](Self::add_rate_limited),
+///   [`forget`](Self::forget).
+/// - W3: [`shut_down`](Self::shut_down), [`shut_down_with_drain`](Self::shut_down_with_drain).
+/// - W4: [`metrics`](Self::metrics).
+///
+/// ```
+/// use kinformer_actors::workqueue::WorkQueue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let q = WorkQueue::new();
+/// q.add("a");
+/// q.add("a");
+/// assert_eq!(q.len(), 1);
+/// let item = q.get().await;
+/// assert_eq!(item, Some("a"));
+/// q.done(&"a");
+/// q.shut_down();
+/// assert_eq!(q.get().await, None);
+/// # }
+/// ```
+pub struct WorkQueue<T> {
+    shared: Arc<Shared<T>>,
+}
+
+struct Shared<T> {
+    core: Mutex<core::WorkQueue<T>>,
+    /// Wakes workers blocked in `get`.
+    ready: Notify,
+    /// Wakes callers of `shut_down_with_drain`.
+    drained: Notify,
+}
+
+/// The current instant on tokio's clock (paused and advanced in tests), as the core wants it.
+fn now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
+    /// A queue with client-go's default controller rate limiter: the max of a per-item
+    /// exponential backoff (5 ms doubling to 1000 s) and a 10 qps / burst 100 token bucket.
+    ///
+    /// ```
+    /// use kinformer_actors::workqueue::WorkQueue;
+    /// let q: WorkQueue<String> = WorkQueue::new();
+    /// assert!(q.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::from_core(core::WorkQueue::with_default_rate_limiter())
+    }
+
+    /// A queue whose [`add_rate_limited`](Self::add_rate_limited) delays come from `rl`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kinformer::workqueue::ItemExponentialFailureRateLimiter;
+    /// use kinformer_actors::workqueue::WorkQueue;
+    ///
+    /// let rl = ItemExponentialFailureRateLimiter::new(
+    ///     Duration::from_millis(100),
+    ///     Duration::from_secs(60),
+    /// );
+    /// let q: WorkQueue<String> = WorkQueue::with_rate_limiter(Box::new(rl));
+    /// # let _ = q;
+    /// ```
+    pub fn with_rate_limiter(rl: Box<dyn RateLimiter<T> + Send>) -> Self {
+        Self::from_core(core::WorkQueue::new(rl))
+    }
+
+    fn from_core(core: core::WorkQueue<T>) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                core: Mutex::new(core),
+                ready: Notify::new(),
+                drained: Notify::new(),
+            }),
+        }
+    }
+
+    /// Locks the core. A panic elsewhere while the lock was held cannot leave the core
+    /// half-updated in a way that matters more than losing the queue, so a poisoned lock is
+    /// recovered rather than propagated.
+    fn lock(&self) -> MutexGuard<'_, core::WorkQueue<T>> {
+        self.shared
+            .core
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes whoever needs to react to an add's outcome.
+    fn wake_for(&self, outcome: AddOutcome, new_earliest: bool) {
+        match outcome {
+            AddOutcome::Queued => self.shared.ready.notify_one(),
+            // Every waiting worker re-arms its timer to the new earliest deadline, so that
+            // no worker is left sleeping past it even if one of them is cancelled.
+            AddOutcome::Delayed { .. } if new_earliest => self.shared.ready.notify_waiters(),
+            _ => {}
+        }
+    }
+
+    /// Queues `item` for a worker (W1, client-go's `Add`).
+    ///
+    /// Deduplicated while queued; if a worker is processing `item`, it is queued again once
+    /// that worker calls [`done`](Self::done). Ignored after a shutdown.
+    ///
+    /// ```
+    /// use kinformer_actors::workqueue::WorkQueue;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let q = WorkQueue::new();
+    /// q.add("a");
+    /// let a = q.get().await.unwrap();
+    /// q.add("a"); // being processed: deferred
+    /// assert_eq!(q.len(), 0);
+    /// q.done(&a); // queued again
+    /// assert_eq!(q.len(), 1);
+    /// # }
+    /// ```
+    pub fn add(&self, item: T) {
+        let outcome = self.lock().add(item, now());
+        self.wake_for(outcome, false);
+    }
+
+    /// Queues `item` once `delay` has passed (W2, client-go's `AddAfter`). If the item is
+    /// already waiting, the earlier deadline wins. A zero delay is an immediate
+    /// [`add`](Self::add). Ignored after a shutdown; delayed items are dropped by a shutdown.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kinformer_actors::workqueue::WorkQueue;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let q = WorkQueue::new();
+    /// q.add_after("a", Duration::from_millis(10));
+    /// assert_eq!(q.len(), 0); // not ready yet
+    /// assert_eq!(q.get().await, Some("a")); // wakes up after 10 ms
+    /// # }
+    /// ```
+    pub fn add_after(&self, item: T, delay: Duration) {
+        let (outcome, new_earliest) = {
+            let mut core = self.lock();
+            let outcome = core.add_after(item, delay, now());
+            (outcome, is_new_earliest(&core, outcome))
+        };
+        self.wake_for(outcome, new_earliest);
+    }
+
+    /// Queues `item` after the rate limiter's delay for it, counting one more failure
+    /// (W2, client-go's `AddRateLimited`). With the default limiter: 5 ms, 10 ms, 20 ms, …
+    /// up to 1000 s per item, and at most 10 qps (burst 100) overall. Ignored after a shutdown.
+    ///
+    /// ```
+    /// use kinformer_actors::workqueue::WorkQueue;
+    /// let q = WorkQueue::new();
+    /// q.add_rate_limited("a");
+    /// q.add_rate_limited("a");
+    /// assert_eq!(q.num_requeues(&"a"), 2);
+    /// q.forget(&"a");
+    /// assert_eq!(q.num_requeues(&"a"), 0);
+    /// ```
+    pub fn add_rate_limited(&self, item: T) {
+        let (outcome, new_earliest) = {
+            let mut core = self.lock();
+            let outcome = core.add_rate_limited(item, now()).outcome;
+            (outcome, is_new_earliest(&core, outcome))
+        };
+        self.wake_for(outcome, new_earliest);
+    }
+
+    /// Resets the rate limiter's failure count for `item`: call it once `item` was processed
+    /// successfully. Does not remove `item` from the queue. See
+    /// [`add_rate_limited`](Self::add_rate_limited).
+    pub fn forget(&self, item: &T) {
+        self.lock().forget(item);
+    }
+
+    /// How many times `item` went through [`add_rate_limited`](Self::add_rate_limited) since
+    /// it was last [`forget`](Self::forget)-ed.
+    pub fn num_requeues(&self, item: &T) -> u32 {
+        self.lock().num_requeues(item)
+    }
+
+    /// Waits for the next item and marks it as being processed (client-go's `Get`): call
+    /// [`done`](Self::done) when finished with it. Returns `None` once the queue is shut down
+    /// and nothing is left in it (W3): items queued before the shutdown are still handed out.
+    ///
+    /// Cancel-safe: dropping the future before it completes takes no item.
+    ///
+    /// ```
+    /// use kinformer_actors::workqueue::WorkQueue;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let q = WorkQueue::new();
+    /// q.add(1);
+    /// q.shut_down();
+    /// assert_eq!(q.get().await, Some(1)); // queued before the shutdown
+    /// q.done(&1);
+    /// assert_eq!(q.get().await, None);
+    /// # }
+    /// ```
+    pub async fn get(&self) -> Option<T> {
+        loop {
+            // Registered before looking at the queue, so a wake-up between the look and the
+            // wait is not lost.
+            let notified = self.shared.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            let next_ready_at = {
+                let mut core = self.lock();
+                match core.get(now()) {
+                    GetResult::Item(item) => {
+                        let more = !core.is_empty();
+                        drop(core);
+                        if more {
+                            // Pass the baton: several items may have become ready at once
+                            // (delayed items promoted here, or wake-ups that raced).
+                            self.shared.ready.notify_one();
+                        }
+                        return Some(item);
+                    }
+                    GetResult::ShutDown => return None,
+                    GetResult::Empty => core.next_ready_at(),
+                }
+            };
+
+            match next_ready_at {
+                Some(at) => {
+                    let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(at));
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = sleep => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Marks `item` as finished (W1, client-go's `Done`). If it was re-added while being
+    /// processed it is queued again now. Completes a pending
+    /// [`shut_down_with_drain`](Self::shut_down_with_drain) when it was the last item in
+    /// flight. A `done` for an item not being processed does nothing.
+    pub fn done(&self, item: &T) {
+        let (requeued, drained) = {
+            let mut core = self.lock();
+            let requeued = core.done(item, now());
+            (requeued, core.is_drained())
+        };
+        if requeued {
+            self.shared.ready.notify_one();
+        }
+        if drained {
+            self.shared.drained.notify_waiters();
+        }
+    }
+
+    /// Starts shutting down (W3, client-go's `ShutDown`) and returns at once: later adds are
+    /// ignored, delayed items are dropped, workers blocked in [`get`](Self::get) wake up, take
+    /// what is still queued and then get `None`. Also ends the wait of a pending
+    /// [`shut_down_with_drain`](Self::shut_down_with_drain).
+    ///
+    /// ```
+    /// use kinformer_actors::workqueue::WorkQueue;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let q: WorkQueue<u32> = WorkQueue::new();
+    /// let worker = tokio::spawn({
+    ///     let q = q.clone();
+    ///     async move { q.get().await }
+    /// });
+    /// q.shut_down();
+    /// assert_eq!(worker.await.unwrap(), None);
+    /// q.add(1); // ignored
+    /// assert!(q.is_empty());
+    /// # }
+    /// ```
+    pub fn shut_down(&self) {
+        self.lock().shut_down();
+        self.shared.ready.notify_waiters();
+        self.shared.drained.notify_waiters();
+    }
+
+    /// Shuts down like [`shut_down`](Self::shut_down), then waits until no item is being
+    /// processed, i.e. every item handed out by [`get`](Self::get) is [`done`](Self::done)
+    /// (W3, client-go's `ShutDownWithDrain`). As in client-go, items still queued may remain
+    /// (workers keep taking them until `get` returns `None`). A concurrent
+    /// [`shut_down`](Self::shut_down) ends the wait early.
+    ///
+    /// ```
+    /// use kinformer_actors::workqueue::WorkQueue;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let q = WorkQueue::new();
+    /// q.add("a");
+    /// let a = q.get().await.unwrap();
+    /// let worker = tokio::spawn({
+    ///     let q = q.clone();
+    ///     async move { q.done(&a) }
+    /// });
+    /// q.shut_down_with_drain().await; // returns once "a" is done
+    /// worker.await.unwrap();
+    /// assert_eq!(q.metrics().processing, 0);
+    /// # }
+    /// ```
+    pub async fn shut_down_with_drain(&self) {
+        self.lock().shut_down_with_drain();
+        self.shared.ready.notify_waiters();
+        loop {
+            let drained = self.shared.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.lock().is_drained() {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// True after [`shut_down`](Self::shut_down) or
+    /// [`shut_down_with_drain`](Self::shut_down_with_drain).
+    pub fn is_shutting_down(&self) -> bool {
+        self.lock().is_shutting_down()
+    }
+
+    /// Items ready for a worker (client-go's `Len`): neither delayed items nor items being
+    /// processed are counted.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no item is ready for a worker.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// A snapshot of the metrics (W4): depth, adds, retries, queue latency, work duration,
+    /// unfinished work, items processing and waiting.
+    ///
+    /// ```
+    /// use kinformer_actors::workqueue::WorkQueue;
+    /// let q = WorkQueue::new();
+    /// q.add("a");
+    /// q.add("a");
+    /// q.add("b");
+    /// let m = q.metrics();
+    /// assert_eq!((m.depth, m.adds), (2, 2));
+    /// ```
+    pub fn metrics(&self) -> WorkQueueMetrics {
+        self.lock().metrics(now())
+    }
+}
+
+/// True if a delayed add made its item the earliest waiting one (waiting workers must re-arm).
+fn is_new_earliest<T: Clone + Eq + Hash>(core: &core::WorkQueue<T>, outcome: AddOutcome) -> bool {
+    match outcome {
+        AddOutcome::Delayed { ready_at } => core.next_ready_at() == Some(ready_at),
+        _ => false,
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> Default for WorkQueue<T> {
+    /// Same as [`WorkQueue::new`].
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Clone for WorkQueue<T> {
+    /// Another handle on the same queue.
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<T: Clone + Eq + Hash> fmt::Debug for WorkQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.shared.core.try_lock() {
+            Ok(core) => fmt::Debug::fmt(&*core, f),
+            Err(std::sync::TryLockError::Poisoned(p)) => fmt::Debug::fmt(&*p.into_inner(), f),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                f.debug_struct("WorkQueue").finish_non_exhaustive()
+            }
+        }
+    }
+}
+
+/// Lets an informer feed the queue: `informer.add_key_sink(queue.clone(), mapper, config)`
+/// [`add`](WorkQueue::add)s the key of every notified object.
+///
+/// ```
+/// use kinformer::ObjectKey;
+/// use kinformer_actors::{EnqueueKeys, workqueue::WorkQueue};
+///
+/// let q: WorkQueue<ObjectKey> = WorkQueue::new();
+/// q.enqueue(ObjectKey::new(Some("default"), "web"));
+/// assert_eq!(q.len(), 1);
+/// ```
+impl EnqueueKeys for WorkQueue<ObjectKey> {
+    fn enqueue(&self, key: ObjectKey) {
+        self.add(key);
+    }
+}
