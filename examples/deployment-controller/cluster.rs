@@ -1,0 +1,565 @@
+//! What a real cluster runs and the simulated API server does not (kinformer-sim runs no
+//! controllers): the ReplicaSet controller (pods to match `spec.replicas`, ReplicaSet status),
+//! the kubelet's readiness (a pod becomes Running and Ready after `ready_after`), and the garbage
+//! collector (ReplicaSets whose owning Deployment is gone, pods whose ReplicaSet is gone).
+//!
+//! It is a second, smaller controller on the same library: its own informer factory, key sinks
+//! mapping Pod and Deployment events to ReplicaSet keys, a workqueue and workers. Only the
+//! embedded demo and the tests start it; against a real cluster the real ones do this work.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use k8s_openapi::{
+    api::{
+        apps::v1::{Deployment, ReplicaSet, ReplicaSetStatus},
+        core::v1::{Pod, PodCondition, PodStatus},
+    },
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time},
+    jiff::Timestamp,
+};
+use kinformer::{ObjectKey, notification::Notification};
+use kinformer_actors::{
+    InformerConfig, KeyMapper, ListenerConfig, SharedIndexInformer, SharedInformerFactory,
+    workqueue::WorkQueue,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, PostParams, Preconditions},
+};
+use tokio::task::JoinHandle;
+
+use crate::sync::{controller_of, is_controlled_by, rs_replicas};
+
+/// Options of the simulation.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// How long a new pod takes to become Ready.
+    pub ready_after: Duration,
+    /// Workers.
+    pub workers: usize,
+    /// Delete ReplicaSets whose Deployment is gone, and pods whose ReplicaSet is gone.
+    pub garbage_collect: bool,
+    /// Informer options.
+    pub informer: InformerConfig,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            ready_after: Duration::from_millis(300),
+            workers: 2,
+            garbage_collect: true,
+            informer: InformerConfig::default(),
+        }
+    }
+}
+
+/// Counters of the simulation.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterStats {
+    /// Pods created by the ReplicaSet controller.
+    pub pods_created: u64,
+    /// Pods deleted by the ReplicaSet controller (scale-down).
+    pub pods_deleted: u64,
+    /// Pods marked Ready.
+    pub pods_ready: u64,
+    /// ReplicaSets deleted by the garbage collector.
+    pub rs_collected: u64,
+    /// Pods deleted by the garbage collector.
+    pub pods_collected: u64,
+    /// ReplicaSet status writes.
+    pub rs_status_updates: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    pods_created: AtomicU64,
+    pods_deleted: AtomicU64,
+    pods_ready: AtomicU64,
+    rs_collected: AtomicU64,
+    pods_collected: AtomicU64,
+    rs_status_updates: AtomicU64,
+}
+
+struct Inner {
+    client: Client,
+    options: ClusterOptions,
+    factory: SharedInformerFactory,
+    replica_sets: SharedIndexInformer<ReplicaSet>,
+    pods: SharedIndexInformer<Pod>,
+    deployments: SharedIndexInformer<Deployment>,
+    queue: WorkQueue<ObjectKey>,
+    first_seen: Mutex<HashMap<String, Instant>>,
+    expectations: Mutex<HashMap<ObjectKey, Expectation>>,
+    counters: Counters,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The running simulation.
+#[derive(Clone)]
+pub struct ClusterSim {
+    inner: Arc<Inner>,
+}
+
+/// Pods created or deleted by the last round of one ReplicaSet, not yet seen in the cache.
+struct Expectation {
+    created: Vec<String>,
+    deleted: Vec<String>,
+    at: Instant,
+}
+
+/// After this long, unmet expectations are dropped (a missed event must not wedge a ReplicaSet).
+const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn owner_rs_key(meta: &ObjectMeta) -> Option<ObjectKey> {
+    let owner = controller_of(meta)?;
+    (owner.kind == "ReplicaSet").then(|| ObjectKey::new(meta.namespace.as_deref(), &owner.name))
+}
+
+fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+impl ClusterSim {
+    /// Starts the simulation and waits for its caches.
+    pub async fn start(client: Client, options: ClusterOptions) -> anyhow::Result<Self> {
+        let factory =
+            SharedInformerFactory::new(client.clone()).with_config(options.informer.clone());
+        let replica_sets = factory.informer::<ReplicaSet>();
+        let pods = factory.informer::<Pod>();
+        let deployments = factory.informer::<Deployment>();
+        let queue = WorkQueue::<ObjectKey>::new();
+
+        replica_sets
+            .add_key_sink(
+                queue.clone(),
+                None,
+                ListenerConfig::default().name("sim-rs"),
+            )
+            .await?;
+        let pod_mapper: KeyMapper<Pod> = Arc::new(|_key, n: &Notification<Pod>| {
+            owner_rs_key(&n.object().metadata).into_iter().collect()
+        });
+        pods.add_key_sink(
+            queue.clone(),
+            Some(pod_mapper),
+            ListenerConfig::default().name("sim-pods"),
+        )
+        .await?;
+        // A deleted Deployment: its ReplicaSets are garbage now.
+        let rs_lister = replica_sets.lister();
+        let d_mapper: KeyMapper<Deployment> =
+            Arc::new(move |_key, n: &Notification<Deployment>| {
+                let Notification::Delete { obj } = n else {
+                    return Vec::new();
+                };
+                let d = obj.object();
+                let (Some(ns), Some(uid)) =
+                    (d.metadata.namespace.as_deref(), d.metadata.uid.as_deref())
+                else {
+                    return Vec::new();
+                };
+                rs_lister
+                    .namespaced(ns)
+                    .list()
+                    .iter()
+                    .filter(|rs| is_controlled_by(&rs.metadata, uid))
+                    .map(|rs| ObjectKey::new(Some(ns), &rs.name_any()))
+                    .collect()
+            });
+        deployments
+            .add_key_sink(
+                queue.clone(),
+                Some(d_mapper),
+                ListenerConfig::default().name("sim-deployments"),
+            )
+            .await?;
+
+        factory.start()?;
+        let synced = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+        anyhow::ensure!(
+            synced.values().all(|s| *s),
+            "cluster simulation caches not synced: {synced:?}"
+        );
+        let inner = Arc::new(Inner {
+            client,
+            options,
+            factory,
+            replica_sets,
+            pods,
+            deployments,
+            queue,
+            first_seen: Mutex::new(HashMap::new()),
+            expectations: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+            workers: Mutex::new(Vec::new()),
+        });
+        {
+            let mut workers = inner.workers.lock().unwrap_or_else(|p| p.into_inner());
+            for _ in 0..inner.options.workers.max(1) {
+                let inner = Arc::clone(&inner);
+                workers.push(tokio::spawn(async move {
+                    while let Some(key) = inner.queue.get().await {
+                        match inner.sync(&key).await {
+                            Ok(()) => inner.queue.forget(&key),
+                            Err(e) => {
+                                tracing::debug!(replicaset = %key, error = %e, "cluster simulation: retrying");
+                                inner.queue.add_rate_limited(key.clone());
+                            }
+                        }
+                        inner.queue.done(&key);
+                    }
+                }));
+            }
+        }
+        tracing::info!(ready_after = ?inner.options.ready_after, "cluster simulation started (ReplicaSet controller, kubelet readiness, garbage collector)");
+        Ok(ClusterSim { inner })
+    }
+
+    /// Stops the workers and informers.
+    pub async fn shutdown(&self) {
+        self.inner.queue.shut_down();
+        let workers: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.inner.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in workers {
+            let _ = w.await;
+        }
+        self.inner.factory.shutdown().await;
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> ClusterStats {
+        let c = &self.inner.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ClusterStats {
+            pods_created: l(&c.pods_created),
+            pods_deleted: l(&c.pods_deleted),
+            pods_ready: l(&c.pods_ready),
+            rs_collected: l(&c.rs_collected),
+            pods_collected: l(&c.pods_collected),
+            rs_status_updates: l(&c.rs_status_updates),
+        }
+    }
+}
+
+fn deleted_ok(r: kube::Result<impl Sized>) -> anyhow::Result<bool> {
+    match r {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn with_uid(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+impl Inner {
+    async fn sync(&self, key: &ObjectKey) -> anyhow::Result<()> {
+        let (Some(ns), name) = key.split() else {
+            return Ok(());
+        };
+        let pod_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        let Some(rs) = self.replica_sets.lister().get(ns, name) else {
+            return self.collect_pods(ns, name, &rs_api, &pod_api).await;
+        };
+        if rs.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        if self.options.garbage_collect && self.owner_gone(ns, &rs).await? {
+            if deleted_ok(
+                rs_api
+                    .delete(name, &with_uid(rs.metadata.uid.clone()))
+                    .await,
+            )? {
+                self.counters.rs_collected.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(replicaset = %key, "garbage collector: deleted ReplicaSet of a deleted Deployment");
+            }
+            return Ok(());
+        }
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let pods: Vec<Arc<Pod>> = self
+            .pods
+            .lister()
+            .namespaced(ns)
+            .list()
+            .into_iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_none() && is_controlled_by(&p.metadata, &uid)
+            })
+            .collect();
+
+        // ReplicaSet controller: create or delete pods to match spec.replicas, unless the
+        // pods of its last round are not all in the cache yet (client-go's expectations:
+        // without them a stale cache makes it create or delete too many).
+        let want = usize::try_from(rs_replicas(&rs).max(0)).unwrap_or(0);
+        let mut expect = Expectation {
+            created: Vec::new(),
+            deleted: Vec::new(),
+            at: Instant::now(),
+        };
+        let result = if !self.expectations_met(key, ns) {
+            Ok(())
+        } else {
+            self.manage(&rs, &pods, want, &pod_api, &mut expect).await
+        };
+        if !expect.created.is_empty() || !expect.deleted.is_empty() {
+            self.expectations
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone(), expect);
+        }
+        result?;
+        self.kubelet_and_status(key, &rs, &pods, &rs_api, &pod_api)
+            .await
+    }
+
+    fn expectations_met(&self, key: &ObjectKey, ns: &str) -> bool {
+        let mut all = self.expectations.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = all.get(key) else {
+            return true;
+        };
+        let pods = self.pods.lister();
+        let met = e.created.iter().all(|n| pods.get(ns, n).is_some())
+            && e.deleted.iter().all(|n| pods.get(ns, n).is_none());
+        if met || e.at.elapsed() > EXPECTATIONS_TIMEOUT {
+            all.remove(key);
+            return true;
+        }
+        false
+    }
+
+    async fn manage(
+        &self,
+        rs: &ReplicaSet,
+        pods: &[Arc<Pod>],
+        want: usize,
+        pod_api: &Api<Pod>,
+        expect: &mut Expectation,
+    ) -> anyhow::Result<()> {
+        let name = rs.name_any();
+        let ns = rs.namespace().unwrap_or_default();
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        if pods.len() < want {
+            let template = rs.spec.template.clone().unwrap_or_default();
+            for _ in pods.len()..want {
+                let pod = Pod {
+                    metadata: ObjectMeta {
+                        generate_name: Some(format!("{name}-")),
+                        namespace: Some(ns.clone()),
+                        labels: template.metadata.as_ref().and_then(|m| m.labels.clone()),
+                        owner_references: Some(vec![OwnerReference {
+                            api_version: "apps/v1".into(),
+                            kind: "ReplicaSet".into(),
+                            name: name.clone(),
+                            uid: uid.clone(),
+                            controller: Some(true),
+                            block_owner_deletion: Some(true),
+                        }]),
+                        ..ObjectMeta::default()
+                    },
+                    spec: template.spec.clone(),
+                    status: None,
+                };
+                let created = pod_api
+                    .create(&PostParams::default(), &pod)
+                    .await
+                    .context("create pod")?;
+                expect.created.push(created.name_any());
+                self.counters.pods_created.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if pods.len() > want {
+            // Not-ready pods first, then the newest (the real controller's ranking, simplified).
+            let mut victims = pods.to_vec();
+            victims.sort_by(|a, b| {
+                is_ready(a)
+                    .cmp(&is_ready(b))
+                    .then_with(|| {
+                        b.metadata
+                            .creation_timestamp
+                            .cmp(&a.metadata.creation_timestamp)
+                    })
+                    .then_with(|| b.metadata.name.cmp(&a.metadata.name))
+            });
+            for p in victims.iter().take(pods.len() - want) {
+                if deleted_ok(
+                    pod_api
+                        .delete(&p.name_any(), &with_uid(p.metadata.uid.clone()))
+                        .await,
+                )? {
+                    expect.deleted.push(p.name_any());
+                    self.counters.pods_deleted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn kubelet_and_status(
+        &self,
+        key: &ObjectKey,
+        rs: &ReplicaSet,
+        pods: &[Arc<Pod>],
+        rs_api: &Api<ReplicaSet>,
+        pod_api: &Api<Pod>,
+    ) -> anyhow::Result<()> {
+        let name = key.name();
+        // Kubelet: pods become Running and Ready `ready_after` after they were first seen.
+        let now = Instant::now();
+        let mut wait: Option<Duration> = None;
+        for p in pods.iter().filter(|p| !is_ready(p)) {
+            let pod_uid = p.metadata.uid.clone().unwrap_or_default();
+            let seen = *self
+                .first_seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(pod_uid.clone())
+                .or_insert(now);
+            let age = now.saturating_duration_since(seen);
+            if age < self.options.ready_after {
+                let left = self.options.ready_after - age;
+                wait = Some(wait.map_or(left, |w| w.min(left)));
+                continue;
+            }
+            let mut ready = (**p).clone();
+            let t = Time(Timestamp::now());
+            ready.status = Some(PodStatus {
+                phase: Some("Running".into()),
+                start_time: Some(t.clone()),
+                pod_ip: Some("10.244.0.1".into()),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    last_transition_time: Some(t),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            });
+            match pod_api
+                .replace_status(&p.name_any(), &PostParams::default(), &ready)
+                .await
+            {
+                Ok(_) => {
+                    self.counters.pods_ready.fetch_add(1, Ordering::Relaxed);
+                    self.first_seen
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&pod_uid);
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(w) = wait {
+            self.queue.add_after(key.clone(), w);
+        }
+
+        // ReplicaSet status from its pods.
+        let ready = i32::try_from(pods.iter().filter(|p| is_ready(p)).count()).unwrap_or(i32::MAX);
+        let replicas = i32::try_from(pods.len()).unwrap_or(i32::MAX);
+        let status = ReplicaSetStatus {
+            replicas,
+            fully_labeled_replicas: Some(replicas),
+            ready_replicas: Some(ready),
+            available_replicas: Some(ready),
+            observed_generation: rs.metadata.generation,
+            ..ReplicaSetStatus::default()
+        };
+        if rs.status.as_ref() != Some(&status) {
+            let mut updated = rs.clone();
+            updated.status = Some(status);
+            match rs_api
+                .replace_status(name, &PostParams::default(), &updated)
+                .await
+            {
+                Ok(_) => {
+                    self.counters
+                        .rs_status_updates
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// True when the ReplicaSet's controlling Deployment no longer exists. The cache says so
+    /// first; the API confirms (the Deployment may just not be cached yet), as the real garbage
+    /// collector does before deleting.
+    async fn owner_gone(&self, ns: &str, rs: &ReplicaSet) -> anyhow::Result<bool> {
+        let Some(owner) = controller_of(&rs.metadata) else {
+            return Ok(false);
+        };
+        if owner.kind != "Deployment" {
+            return Ok(false);
+        }
+        let cached = self.deployments.lister().get(ns, &owner.name);
+        if cached.is_some_and(|d| d.metadata.uid.as_deref() == Some(owner.uid.as_str())) {
+            return Ok(false);
+        }
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+        let live = api.get_opt(&owner.name).await?;
+        Ok(live.is_none_or(|d| d.metadata.uid.as_deref() != Some(owner.uid.as_str())))
+    }
+
+    /// Garbage collector for pods of a ReplicaSet no longer cached: delete the ones whose
+    /// ReplicaSet the API confirms gone.
+    async fn collect_pods(
+        &self,
+        ns: &str,
+        name: &str,
+        rs_api: &Api<ReplicaSet>,
+        pod_api: &Api<Pod>,
+    ) -> anyhow::Result<()> {
+        if !self.options.garbage_collect {
+            return Ok(());
+        }
+        let orphans: Vec<Arc<Pod>> = self
+            .pods
+            .lister()
+            .namespaced(ns)
+            .list()
+            .into_iter()
+            .filter(|p| {
+                controller_of(&p.metadata).is_some_and(|o| o.kind == "ReplicaSet" && o.name == name)
+            })
+            .collect();
+        if orphans.is_empty() {
+            return Ok(());
+        }
+        let live_uid = rs_api.get_opt(name).await?.and_then(|rs| rs.metadata.uid);
+        for p in orphans {
+            let owner_uid = controller_of(&p.metadata).map(|o| o.uid.clone());
+            if owner_uid.is_some() && owner_uid == live_uid {
+                continue;
+            }
+            if deleted_ok(
+                pod_api
+                    .delete(&p.name_any(), &with_uid(p.metadata.uid.clone()))
+                    .await,
+            )? {
+                self.counters.pods_collected.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,684 @@
+//! The deployment controller, as kube-controller-manager's is built: one
+//! [`SharedInformerFactory`] with informers for Deployments, ReplicaSets and Pods (one watch
+//! each), key sinks that turn every event into the key of the Deployment it concerns (a
+//! ReplicaSet through its controller ownerReference, a Pod through its ReplicaSet, both looked
+//! up in the listers), a rate-limited [`WorkQueue`], and N workers that reconcile one Deployment
+//! key at a time: read the listers, [`sync::plan`], execute the plan through the API.
+//!
+//! Errors are retried with the queue's rate limiter (5 ms doubling, 10 qps overall), up to
+//! [`MAX_RETRIES`] times like client-go; success `forget`s the key. A 409 Conflict (the cache
+//! was stale: someone else wrote the object) is retried the same way: the next sync reads the
+//! lister again, which by then holds the newer object. A malformed Deployment is logged and
+//! skipped until it changes.
+
+use std::{
+    collections::BTreeSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use k8s_openapi::{
+    api::{
+        apps::v1::{Deployment, ReplicaSet},
+        core::v1::Pod,
+    },
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
+    jiff::Timestamp,
+};
+use kinformer::{ObjectKey, notification::Notification, store::Lister};
+use kinformer_actors::{
+    InformerConfig, InformerOptions, KeyMapper, ListenerConfig, ResourceEventHandlerFuncs,
+    SharedIndexInformer, SharedInformerFactory, workqueue::WorkQueue,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, PostParams, Preconditions},
+};
+use tokio::task::JoinHandle;
+use tracing::Instrument as _;
+
+use crate::sync::{self, Action};
+
+/// The label selector of the Deployments the example manages by default.
+pub const DEFAULT_SELECTOR: &str = "kinformer.example/managed=true";
+
+/// Retries of one key before it is dropped from the queue (client-go's `maxRetries`).
+pub const MAX_RETRIES: u32 = 15;
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    /// Concurrent reconciles (client-go's `ConcurrentDeploymentSyncs`, default 5 there).
+    pub workers: usize,
+    /// Only Deployments matching this label selector are managed (None: all).
+    pub selector: Option<String>,
+    /// Only this namespace (None: all).
+    pub namespace: Option<String>,
+    /// Informer options (reflector backoff, FIFO, ...).
+    pub informer: InformerConfig,
+    /// How long to wait for the caches before giving up.
+    pub sync_timeout: Duration,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            workers: 2,
+            selector: Some(DEFAULT_SELECTOR.into()),
+            namespace: None,
+            informer: InformerConfig::default(),
+            sync_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Why a reconcile did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The Deployment cannot be acted on; retrying will not help.
+    #[error(transparent)]
+    Invalid(#[from] sync::InvalidDeployment),
+    /// A write lost an optimistic-concurrency race (409): the cache was stale.
+    #[error("conflict writing {0}")]
+    Conflict(String),
+    /// The new ReplicaSet's name is taken by a different one; the collision count was raised,
+    /// so the next sync computes another hash (client-go's behaviour).
+    #[error("hash collision: ReplicaSet {0} exists with another template")]
+    Collision(String),
+    /// Any other API failure.
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    /// A key without a namespace (Deployments are namespaced).
+    #[error("bad key {0}")]
+    BadKey(String),
+}
+
+fn api_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Counters of the controller's work.
+#[derive(Debug, Default)]
+struct Counters {
+    syncs: AtomicU64,
+    errors: AtomicU64,
+    conflicts: AtomicU64,
+    invalid: AtomicU64,
+    dropped: AtomicU64,
+    gone: AtomicU64,
+    rs_created: AtomicU64,
+    rs_scaled: AtomicU64,
+    rs_deleted: AtomicU64,
+    status_updates: AtomicU64,
+    requeues: AtomicU64,
+}
+
+/// A snapshot of the controller's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Reconciles run.
+    pub syncs: u64,
+    /// Reconciles that failed (not counting conflicts and invalid Deployments).
+    pub errors: u64,
+    /// Reconciles that hit a 409 (or a hash collision) and were retried.
+    pub conflicts: u64,
+    /// Reconciles of malformed Deployments (skipped).
+    pub invalid: u64,
+    /// Keys dropped after [`MAX_RETRIES`].
+    pub dropped: u64,
+    /// Reconciles of Deployments no longer in the cache (deleted: nothing to do).
+    pub gone: u64,
+    /// ReplicaSets created.
+    pub rs_created: u64,
+    /// ReplicaSet scale updates.
+    pub rs_scaled: u64,
+    /// Old ReplicaSets deleted (revision history limit).
+    pub rs_deleted: u64,
+    /// Deployment status writes.
+    pub status_updates: u64,
+    /// Rate-limited requeues after a failed reconcile.
+    pub requeues: u64,
+    /// Adds to the queue that were not deduplicated.
+    pub queue_adds: u64,
+}
+
+/// The final state of one Deployment, for the exit summary.
+#[derive(Debug, Clone)]
+pub struct DeploymentSummary {
+    /// `namespace/name`.
+    pub key: String,
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// `status.updatedReplicas`.
+    pub updated: i32,
+    /// `status.readyReplicas`.
+    pub ready: i32,
+    /// `status.availableReplicas`.
+    pub available: i32,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `status.observedGeneration`.
+    pub observed_generation: i64,
+    /// The rollout is complete.
+    pub complete: bool,
+    /// The first container's image.
+    pub image: String,
+    /// Its ReplicaSets: name, spec replicas, ready replicas (oldest first).
+    pub replica_sets: Vec<(String, i32, i32)>,
+}
+
+struct Inner {
+    client: Client,
+    factory: SharedInformerFactory,
+    deployments: SharedIndexInformer<Deployment>,
+    replica_sets: SharedIndexInformer<ReplicaSet>,
+    pods: SharedIndexInformer<Pod>,
+    queue: WorkQueue<ObjectKey>,
+    counters: Counters,
+    options: ControllerOptions,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The deployment controller. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct DeploymentController {
+    inner: Arc<Inner>,
+}
+
+/// The key of the Deployment that controls `meta` (a ReplicaSet), if it is one we manage: the
+/// owner must be in the Deployment cache with the same uid (client-go's `resolveControllerRef`).
+pub fn owning_deployment(meta: &ObjectMeta, deployments: &Lister<Deployment>) -> Option<ObjectKey> {
+    let owner = sync::controller_of(meta)?;
+    if owner.kind != "Deployment" || !owner.api_version.starts_with("apps/") {
+        return None;
+    }
+    let ns = meta.namespace.as_deref()?;
+    let d = deployments.get(ns, &owner.name)?;
+    (d.metadata.uid.as_deref() == Some(owner.uid.as_str()))
+        .then(|| ObjectKey::new(Some(ns), &owner.name))
+}
+
+/// The key of the Deployment behind a Pod: Pod → controller ReplicaSet (from the ReplicaSet
+/// lister, same uid) → its controller Deployment.
+pub fn pod_deployment(
+    meta: &ObjectMeta,
+    replica_sets: &Lister<ReplicaSet>,
+    deployments: &Lister<Deployment>,
+) -> Option<ObjectKey> {
+    let owner = sync::controller_of(meta)?;
+    if owner.kind != "ReplicaSet" {
+        return None;
+    }
+    let rs = replica_sets.get(meta.namespace.as_deref()?, &owner.name)?;
+    if rs.metadata.uid.as_deref() != Some(owner.uid.as_str()) {
+        return None;
+    }
+    owning_deployment(&rs.metadata, deployments)
+}
+
+/// Keys of both sides of a notification (an update may move an object to another owner).
+fn keys_of<K>(n: &Notification<K>, f: impl Fn(&K) -> Option<ObjectKey>) -> Vec<ObjectKey> {
+    let mut keys = BTreeSet::new();
+    if let Notification::Update { old, .. } = n {
+        keys.extend(f(old));
+    }
+    keys.extend(f(n.object()));
+    keys.into_iter().collect()
+}
+
+fn strip_managed_fields<K: kube::Resource>(mut obj: K) -> K {
+    obj.meta_mut().managed_fields = None;
+    obj
+}
+
+impl DeploymentController {
+    /// Builds the informers and registers the handlers; nothing runs before [`start`](Self::start).
+    pub async fn new(client: Client, options: ControllerOptions) -> anyhow::Result<Self> {
+        let mut factory =
+            SharedInformerFactory::new(client.clone()).with_config(options.informer.clone());
+        if let Some(ns) = &options.namespace {
+            factory = factory.with_namespace(ns.clone());
+        }
+        // The selector scopes Deployments only: their ReplicaSets and Pods carry the template's
+        // labels, not the Deployment's, and are matched to Deployments through owners.
+        let deployments = factory.informer_with::<Deployment>(InformerOptions {
+            label_selector: options.selector.clone().filter(|s| !s.is_empty()),
+            ..InformerOptions::default()
+        });
+        let replica_sets = factory.informer::<ReplicaSet>();
+        let pods = factory.informer::<Pod>();
+        // Nothing reads managedFields: do not keep them in memory (P2).
+        deployments.set_transform(strip_managed_fields)?;
+        replica_sets.set_transform(strip_managed_fields)?;
+        pods.set_transform(strip_managed_fields)?;
+
+        let queue = WorkQueue::<ObjectKey>::new();
+        let d_lister = deployments.lister();
+        let rs_lister = replica_sets.lister();
+
+        // Deployments: their own key (no mapper), plus a logging handler on its own thread.
+        deployments
+            .add_key_sink(
+                queue.clone(),
+                None,
+                ListenerConfig::default().name("deployments→queue"),
+            )
+            .await?;
+        deployments
+            .add_event_handler_with(
+                ResourceEventHandlerFuncs::new()
+                    .on_add(|d: &Arc<Deployment>, initial| {
+                        tracing::debug!(deployment = %key_of(&**d), initial, "deployment added")
+                    })
+                    .on_update(|old: &Arc<Deployment>, new: &Arc<Deployment>| {
+                        if old.metadata.generation != new.metadata.generation {
+                            tracing::info!(deployment = %key_of(&**new), generation = ?new.metadata.generation,
+                                "deployment spec changed")
+                        }
+                    })
+                    .on_delete(|d| {
+                        tracing::info!(deployment = %key_of(&**d.object()), "deployment deleted")
+                    }),
+                ListenerConfig::default().name("deployments-log"),
+            )
+            .await?;
+
+        let dl = d_lister.clone();
+        let rs_mapper: KeyMapper<ReplicaSet> = Arc::new(move |_key, n| {
+            keys_of(n, |rs: &ReplicaSet| owning_deployment(&rs.metadata, &dl))
+        });
+        replica_sets
+            .add_key_sink(
+                queue.clone(),
+                Some(rs_mapper),
+                ListenerConfig::default().name("replicasets→queue"),
+            )
+            .await?;
+
+        let (dl, rl) = (d_lister.clone(), rs_lister.clone());
+        let pod_mapper: KeyMapper<Pod> =
+            Arc::new(move |_key, n| keys_of(n, |p: &Pod| pod_deployment(&p.metadata, &rl, &dl)));
+        pods.add_key_sink(
+            queue.clone(),
+            Some(pod_mapper),
+            ListenerConfig::default().name("pods→queue"),
+        )
+        .await?;
+
+        Ok(DeploymentController {
+            inner: Arc::new(Inner {
+                client,
+                factory,
+                deployments,
+                replica_sets,
+                pods,
+                queue,
+                counters: Counters::default(),
+                options,
+                workers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// Starts the informers, waits for their caches (logging progress every second), then
+    /// starts the workers.
+    pub async fn start(&self) -> anyhow::Result<()> {
+        let inner = &self.inner;
+        inner.factory.start().context("starting informers")?;
+        let started = Instant::now();
+        loop {
+            let left = inner.options.sync_timeout.saturating_sub(started.elapsed());
+            let synced = inner
+                .factory
+                .wait_for_cache_sync(left.min(Duration::from_secs(1)))
+                .await;
+            let pending: Vec<&str> = synced
+                .iter()
+                .filter(|(_, s)| !**s)
+                .map(|(n, _)| n.as_str())
+                .collect();
+            if pending.is_empty() {
+                tracing::info!(
+                    deployments = inner.deployments.lister().len(),
+                    replicasets = inner.replica_sets.lister().len(),
+                    pods = inner.pods.lister().len(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "caches synced"
+                );
+                break;
+            }
+            if left.is_zero() {
+                anyhow::bail!(
+                    "caches not synced after {:?}: {pending:?}",
+                    inner.options.sync_timeout
+                );
+            }
+            tracing::info!(
+                waiting_for = ?pending,
+                deployments = inner.deployments.lister().len(),
+                replicasets = inner.replica_sets.lister().len(),
+                pods = inner.pods.lister().len(),
+                elapsed_s = started.elapsed().as_secs(),
+                "waiting for caches to sync"
+            );
+        }
+        let mut workers = inner.workers.lock().unwrap_or_else(|p| p.into_inner());
+        for id in 0..inner.options.workers.max(1) {
+            let inner = Arc::clone(&self.inner);
+            workers.push(tokio::spawn(
+                worker(inner).instrument(tracing::info_span!("worker", id)),
+            ));
+        }
+        tracing::info!(workers = workers.len(), "deployment controller started");
+        Ok(())
+    }
+
+    /// Graceful stop: the queue stops accepting keys and the workers finish what is queued and
+    /// in flight (`shut_down_with_drain`), then the informers stop (P9).
+    pub async fn shutdown(&self) {
+        let inner = &self.inner;
+        inner.queue.shut_down_with_drain().await;
+        let workers: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *inner.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in workers {
+            let _ = w.await;
+        }
+        inner.factory.shutdown().await;
+        tracing::info!("deployment controller stopped");
+    }
+
+    /// The informer factory (three informers).
+    pub fn factory(&self) -> &SharedInformerFactory {
+        &self.inner.factory
+    }
+
+    /// The workqueue of Deployment keys.
+    pub fn queue(&self) -> &WorkQueue<ObjectKey> {
+        &self.inner.queue
+    }
+
+    /// The Deployment cache (managed Deployments only).
+    pub fn deployments(&self) -> Lister<Deployment> {
+        self.inner.deployments.lister()
+    }
+
+    /// The ReplicaSet cache.
+    pub fn replica_sets(&self) -> Lister<ReplicaSet> {
+        self.inner.replica_sets.lister()
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let m = self.inner.queue.metrics();
+        Stats {
+            syncs: l(&c.syncs),
+            errors: l(&c.errors),
+            conflicts: l(&c.conflicts),
+            invalid: l(&c.invalid),
+            dropped: l(&c.dropped),
+            gone: l(&c.gone),
+            rs_created: l(&c.rs_created),
+            rs_scaled: l(&c.rs_scaled),
+            rs_deleted: l(&c.rs_deleted),
+            status_updates: l(&c.status_updates),
+            requeues: l(&c.requeues),
+            queue_adds: m.adds,
+        }
+    }
+
+    /// Every managed Deployment's state, from the caches.
+    pub fn summary(&self) -> Vec<DeploymentSummary> {
+        let rss = self.inner.replica_sets.lister().list();
+        let mut out: Vec<DeploymentSummary> = self
+            .inner
+            .deployments
+            .lister()
+            .list()
+            .iter()
+            .map(|d| {
+                let uid = d.metadata.uid.clone().unwrap_or_default();
+                let mut owned: Vec<&Arc<ReplicaSet>> = rss
+                    .iter()
+                    .filter(|rs| sync::is_controlled_by(&rs.metadata, &uid))
+                    .collect();
+                owned.sort_by(|a, b| {
+                    a.metadata
+                        .creation_timestamp
+                        .cmp(&b.metadata.creation_timestamp)
+                        .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+                });
+                let s = d.status.clone().unwrap_or_default();
+                DeploymentSummary {
+                    key: key_of(&**d),
+                    replicas: sync::deployment_replicas(d),
+                    updated: s.updated_replicas.unwrap_or(0),
+                    ready: s.ready_replicas.unwrap_or(0),
+                    available: s.available_replicas.unwrap_or(0),
+                    generation: d.metadata.generation.unwrap_or(0),
+                    observed_generation: s.observed_generation.unwrap_or(0),
+                    complete: sync::rollout_complete(d),
+                    image: d
+                        .spec
+                        .template
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.containers.first())
+                        .and_then(|c| c.image.clone())
+                        .unwrap_or_default(),
+                    replica_sets: owned
+                        .iter()
+                        .map(|rs| {
+                            (
+                                rs.name_any(),
+                                sync::rs_replicas(rs),
+                                rs.status
+                                    .as_ref()
+                                    .and_then(|s| s.ready_replicas)
+                                    .unwrap_or(0),
+                            )
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+}
+
+fn key_of<K: kube::Resource>(obj: &K) -> String {
+    kinformer::meta_namespace_key(obj)
+        .map(|k| k.to_string())
+        .unwrap_or_else(|_| "<no name>".into())
+}
+
+/// One worker: take a key, reconcile it, tell the queue how it went (client-go's
+/// `processNextWorkItem` + `handleErr`).
+async fn worker(inner: Arc<Inner>) {
+    while let Some(key) = inner.queue.get().await {
+        let result = inner
+            .sync(&key)
+            .instrument(tracing::debug_span!("sync", deployment = %key))
+            .await;
+        inner.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => inner.queue.forget(&key),
+            Err(SyncError::Invalid(e)) => {
+                inner.counters.invalid.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(deployment = %key, error = %e, "skipping malformed Deployment until it changes");
+                inner.queue.forget(&key);
+            }
+            Err(e) => {
+                let requeues = inner.queue.num_requeues(&key);
+                if matches!(e, SyncError::Conflict(_) | SyncError::Collision(_)) {
+                    inner.counters.conflicts.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(deployment = %key, error = %e, requeues, "conflict; retrying from the cache");
+                } else {
+                    inner.counters.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(deployment = %key, error = %e, requeues, "reconcile failed; retrying");
+                }
+                if requeues < MAX_RETRIES {
+                    inner.counters.requeues.fetch_add(1, Ordering::Relaxed);
+                    inner.queue.add_rate_limited(key.clone());
+                } else {
+                    inner.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(deployment = %key, error = %e, "dropping Deployment out of the queue after {MAX_RETRIES} retries");
+                    inner.queue.forget(&key);
+                }
+            }
+        }
+        inner.queue.done(&key);
+    }
+}
+
+impl Inner {
+    /// Reconciles one Deployment (client-go's `syncDeployment`).
+    async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
+        let (Some(ns), name) = key.split() else {
+            return Err(SyncError::BadKey(key.to_string()));
+        };
+        let Some(d) = self.deployments.lister().get(ns, name) else {
+            // Deleted: its ReplicaSets (and their pods) carry ownerReferences with
+            // blockOwnerDeletion; the garbage collector removes them, not us.
+            self.counters.gone.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(deployment = %key, "deployment is gone; its ReplicaSets are left to the garbage collector");
+            return Ok(());
+        };
+        let rss = self.replica_sets.lister().namespaced(ns).list();
+        let pods = self.pods.lister().namespaced(ns).list();
+        let plan = sync::plan(&d, &rss, &pods, &Time(Timestamp::now()))?;
+        tracing::debug!(deployment = %key, hash = %plan.hash, actions = plan.actions.len(), status = plan.status.is_some(), "planned");
+
+        let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        for action in &plan.actions {
+            match action {
+                Action::Create(rs) => self.create_replica_set(&rs_api, &d, rs).await?,
+                Action::Scale { rs, from, to } => {
+                    let rs_name = rs.name_any();
+                    match rs_api.replace(&rs_name, &PostParams::default(), rs).await {
+                        Ok(_) => {
+                            self.counters.rs_scaled.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(deployment = %key, replicaset = %rs_name, from, to, "scaled ReplicaSet");
+                        }
+                        Err(e) if api_code(&e) == Some(409) => {
+                            return Err(SyncError::Conflict(format!("replicasets/{rs_name}")));
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Action::Delete { name: rs_name, uid } => {
+                    let dp = DeleteParams {
+                        preconditions: Some(Preconditions {
+                            uid: uid.clone(),
+                            resource_version: None,
+                        }),
+                        ..DeleteParams::default()
+                    };
+                    match rs_api.delete(rs_name, &dp).await {
+                        Ok(_) => {
+                            self.counters.rs_deleted.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(deployment = %key, replicaset = %rs_name, "deleted old ReplicaSet (revision history limit)");
+                        }
+                        // Already gone, or replaced by another object of that name.
+                        Err(e) if matches!(api_code(&e), Some(404 | 409)) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+
+        if let Some(status) = plan.status {
+            let mut updated = (*d).clone();
+            updated.status = Some(status);
+            let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+            match d_api
+                .replace_status(name, &PostParams::default(), &updated)
+                .await
+            {
+                Ok(_) => {
+                    self.counters.status_updates.fetch_add(1, Ordering::Relaxed);
+                    let s = updated.status.unwrap_or_default();
+                    tracing::debug!(deployment = %key, replicas = ?s.replicas, updated = ?s.updated_replicas,
+                        available = ?s.available_replicas, "status updated");
+                }
+                Err(e) if api_code(&e) == Some(409) => {
+                    return Err(SyncError::Conflict(format!("deployments/{name}/status")));
+                }
+                Err(e) if api_code(&e) == Some(404) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(after) = plan.requeue_after {
+            self.queue.add_after(key.clone(), after);
+        }
+        Ok(())
+    }
+
+    /// Creates the new ReplicaSet; on AlreadyExists tells "ours, not cached yet" from a hash
+    /// collision (then raises `status.collisionCount`, as client-go does).
+    async fn create_replica_set(
+        &self,
+        api: &Api<ReplicaSet>,
+        d: &Deployment,
+        rs: &ReplicaSet,
+    ) -> Result<(), SyncError> {
+        let rs_name = rs.name_any();
+        let key = key_of(d);
+        let err = match api.create(&PostParams::default(), rs).await {
+            Ok(_) => {
+                self.counters.rs_created.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(deployment = %key, replicaset = %rs_name, replicas = sync::rs_replicas(rs), "created ReplicaSet");
+                return Ok(());
+            }
+            Err(e) if api_code(&e) == Some(409) => e,
+            Err(e) => return Err(e.into()),
+        };
+        let uid = d.metadata.uid.clone().unwrap_or_default();
+        let template = &d.spec.template;
+        match api.get_opt(&rs_name).await? {
+            Some(existing)
+                if sync::is_controlled_by(&existing.metadata, &uid)
+                    && existing
+                        .spec
+                        .template
+                        .as_ref()
+                        .is_some_and(|t| sync::equal_ignore_hash(t, template)) =>
+            {
+                // Ours: the cache had not seen it yet. The next sync will.
+                Err(SyncError::Conflict(format!(
+                    "replicasets/{rs_name} (not cached yet)"
+                )))
+            }
+            Some(_) => {
+                let mut updated = d.clone();
+                let status = updated.status.get_or_insert_with(Default::default);
+                status.collision_count =
+                    Some(status.collision_count.unwrap_or(0).saturating_add(1));
+                let d_api: Api<Deployment> = Api::namespaced(
+                    self.client.clone(),
+                    d.metadata.namespace.as_deref().unwrap_or_default(),
+                );
+                match d_api
+                    .replace_status(&d.name_any(), &PostParams::default(), &updated)
+                    .await
+                {
+                    Ok(_) | Err(kube::Error::Api(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                tracing::warn!(deployment = %key, replicaset = %rs_name, "pod-template hash collision; collisionCount raised");
+                Err(SyncError::Collision(rs_name))
+            }
+            // Gone again (or the 409 was not about existence): retry.
+            None => Err(SyncError::Conflict(format!("replicasets/{rs_name}: {err}"))),
+        }
+    }
+}
