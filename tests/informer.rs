@@ -418,8 +418,18 @@ async fn x1_x3_factory_shares_one_list_and_one_watch() {
         va.seen() == 3 && vb.seen() == 3
     })
     .await;
+    // Sync comes after the LIST and before the WATCH opens: wait for both watches (pods, configmaps).
+    eventually("both informers watching", || {
+        sim.requests().open_watches() == 2
+    })
+    .await;
     assert_eq!(sim.requests().count("pods", Verb::List), 1, "one LIST");
-    assert_eq!(sim.requests().count("pods", Verb::Watch), 1, "one WATCH");
+    assert_eq!(
+        sim.requests().count("pods", Verb::Watch),
+        1,
+        "one WATCH: {:?}",
+        a.health()
+    );
     assert!(cms.has_synced());
     factory.shutdown().await;
     assert!(!a.is_running());

@@ -52,7 +52,8 @@ pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 pub struct ReflectorConfig {
     /// How the first LIST reads (R1). Default: from the watch cache (`resourceVersion=0`).
     pub initial_list: InitialList,
-    /// Page size for LIST (`limit`); the server ignores it for `resourceVersion=0`. Default 500.
+    /// Page size for LIST (`limit`) when listing at a resourceVersion other than `"0"` (a
+    /// `resourceVersion=0` list is served whole from the watch cache, as in client-go). Default 500.
     pub page_size: Option<u32>,
     /// Use a watch-list (`sendInitialEvents=true`) instead of LIST (R7). Default false.
     pub watch_list: bool,
@@ -251,7 +252,9 @@ async fn list<K: InformerObject>(cx: &ReflectorContext<K>) -> Result<(), Reflect
                 field_selector: cx.config.field_selector.clone(),
                 ..ListParams::default()
             };
-            if paged {
+            // R1: resourceVersion=0 is served whole from the watch cache; kube drops RV "0"
+            // when a limit is set (turning it into a consistent, paged read), so no limit then.
+            if paged && rv != "0" {
                 lp.limit = cx.config.page_size;
             }
             match &continue_token {
