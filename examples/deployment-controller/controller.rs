@@ -268,7 +268,7 @@ impl DeploymentController {
             .add_key_sink(
                 queue.clone(),
                 None,
-                ListenerConfig::default().name("deployments→queue"),
+                ListenerConfig::default().name("deployments-to-queue"),
             )
             .await?;
         deployments
@@ -298,7 +298,7 @@ impl DeploymentController {
             .add_key_sink(
                 queue.clone(),
                 Some(rs_mapper),
-                ListenerConfig::default().name("replicasets→queue"),
+                ListenerConfig::default().name("replicasets-to-queue"),
             )
             .await?;
 
@@ -308,7 +308,7 @@ impl DeploymentController {
         pods.add_key_sink(
             queue.clone(),
             Some(pod_mapper),
-            ListenerConfig::default().name("pods→queue"),
+            ListenerConfig::default().name("pods-to-queue"),
         )
         .await?;
 
