@@ -19,6 +19,7 @@ pub mod fifo;
 pub mod handler;
 pub mod indexer;
 pub mod informer;
+pub mod list_decode;
 pub mod listener;
 pub mod lister_watcher;
 pub mod messages;

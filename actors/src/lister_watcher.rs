@@ -5,7 +5,7 @@
 //! decoding are kube's. The trait exists so one reflector serves typed, dynamic and
 //! metadata-only informers; it is not a test seam (tests run against the simulated API server).
 
-use std::fmt::Debug;
+use std::{fmt::Debug, sync::Arc};
 
 use futures::{StreamExt, stream::BoxStream};
 use kube::{
@@ -14,6 +14,8 @@ use kube::{
     core::{ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope},
 };
 use serde::de::DeserializeOwned;
+
+use crate::list_decode::{DecodedList, decode_list};
 
 /// A boxed stream of watch events as kube decodes them.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
@@ -33,6 +35,27 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>>;
     /// The resource's plural (for logs, traces and metrics).
     fn resource_name(&self) -> String;
+
+    /// One LIST request, its items each in an `Arc`. The default calls [`list`](Self::list);
+    /// [`KubeListerWatcher`] decodes the response as it streams in instead, so the whole
+    /// response is never held in memory.
+    fn list_items(
+        &self,
+        params: ListParams,
+    ) -> futures::future::BoxFuture<'static, Result<DecodedList<K>, kube::Error>>
+    where
+        K: Send + Sync + 'static,
+    {
+        let list = self.list(params);
+        Box::pin(async move {
+            let l = list.await?;
+            Ok(DecodedList {
+                types: l.types,
+                metadata: l.metadata,
+                items: l.items.into_iter().map(Arc::new).collect(),
+            })
+        })
+    }
 }
 
 /// Builds an `Api<K>` for an optional namespace whatever the resource's scope: kube offers a
@@ -134,6 +157,21 @@ where
 
     fn resource_name(&self) -> String {
         self.plural.clone()
+    }
+
+    fn list_items(
+        &self,
+        params: ListParams,
+    ) -> futures::future::BoxFuture<'static, Result<DecodedList<K>, kube::Error>> {
+        let api = self.api.clone();
+        Box::pin(async move {
+            let mut req = kube::core::Request::new(api.resource_url())
+                .list(&params)
+                .map_err(kube::Error::BuildRequest)?;
+            req.extensions_mut().insert("list");
+            let body = api.into_client().request_stream(req).await?;
+            decode_list::<K, _>(Box::pin(body)).await
+        })
     }
 }
 

@@ -100,31 +100,58 @@ pub struct ReflectorContext<K: InformerObject> {
 }
 
 impl<K: InformerObject> ReflectorContext<K> {
-    /// Validates, transforms and wraps one decoded object; `None` when dropped (R5).
+    /// R5: false (and reported) when the object is not of the informer's type/GVK.
+    fn accept(&self, obj: &K, list_type: Option<&TypeMeta>) -> bool {
+        let Some(Err(detail)) = self.validate.as_ref().map(|v| v(obj, list_type)) else {
+            return true;
+        };
+        self.warn(WatchWarning::UnexpectedObject {
+            resource: self.resource.clone(),
+            detail,
+        });
+        self.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
+    /// Validates, transforms and wraps one decoded watch object; `None` when dropped (R5).
     fn admit(
         &self,
         obj: K,
         what: &'static str,
         list_type: Option<&TypeMeta>,
     ) -> Option<(Arc<K>, TraceId)> {
-        if let Some(v) = &self.validate
-            && let Err(detail) = v(&obj, list_type)
-        {
-            self.warn(WatchWarning::UnexpectedObject {
-                resource: self.resource.clone(),
-                detail,
-            });
-            self.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
+        if !self.accept(&obj, list_type) {
             return None;
         }
         let obj = match &self.transform {
             Some(t) => t(obj),
             None => obj,
         };
-        let obj = Arc::new(obj);
+        Some(self.traced(Arc::new(obj), what))
+    }
+
+    fn traced(&self, obj: Arc<K>, what: &'static str) -> (Arc<K>, TraceId) {
         let id = self.trace_ids.next();
         trace::hop(Hop::Reflector, id, &self.kind, None, &*obj, what);
-        Some((obj, id))
+        (obj, id)
+    }
+
+    /// [`admit`](Self::admit) for a listed object, already in an `Arc`.
+    fn admit_shared(
+        &self,
+        obj: Arc<K>,
+        what: &'static str,
+        list_type: Option<&TypeMeta>,
+    ) -> Option<(Arc<K>, TraceId)> {
+        if !self.accept(&obj, list_type) {
+            return None;
+        }
+        let obj = match &self.transform {
+            // The list item's Arc is unique here, so this moves rather than clones.
+            Some(t) => Arc::new(t(Arc::unwrap_or_clone(obj))),
+            None => obj,
+        };
+        Some(self.traced(obj, what))
     }
 
     fn warn(&self, w: WatchWarning) {
@@ -268,7 +295,7 @@ async fn list<K: InformerObject>(cx: &ReflectorContext<K>) -> Result<(), Reflect
                 None => {}
             }
             cx.status.lists.fetch_add(1, Ordering::Relaxed);
-            match cx.lw.list(lp).await {
+            match cx.lw.list_items(lp).await {
                 Ok(page) => {
                     items.reserve(page.items.len());
                     let item_type = page.types.kind.strip_suffix("List").map(|k| TypeMeta {
@@ -276,7 +303,7 @@ async fn list<K: InformerObject>(cx: &ReflectorContext<K>) -> Result<(), Reflect
                         kind: k.to_string(),
                     });
                     for o in page.items {
-                        if let Some(item) = cx.admit(o, "listed", item_type.as_ref()) {
+                        if let Some(item) = cx.admit_shared(o, "listed", item_type.as_ref()) {
                             items.push(item);
                         }
                     }

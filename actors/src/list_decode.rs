@@ -1,0 +1,238 @@
+//! Streaming decode of a LIST response (issue: "never hold a whole LIST response").
+//!
+//! kube's `Api::list` reads the whole body into one string and then decodes it into a
+//! `Vec<K>`: for 50,000 pods that is ~240 MB of text plus a vector of large inline structs,
+//! on top of the objects themselves. Here kube still makes the request (auth, TLS, errors:
+//! [`kube::Client::request_stream`]); the body's chunks are handed over a small bounded
+//! channel to a blocking thread where serde decodes the list one item at a time, straight
+//! into an `Arc<K>`. Peak memory is the decoded objects plus a few chunks.
+
+use std::{io, sync::Arc};
+
+use futures::{AsyncBufReadExt, io::AsyncBufRead};
+use kube::api::{ListMeta, TypeMeta};
+use serde::{
+    Deserialize, Deserializer,
+    de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
+};
+use tokio::sync::mpsc;
+
+/// A decoded list: its type, its metadata (resourceVersion, continue) and its items.
+pub struct DecodedList<K> {
+    /// `apiVersion`/`kind` of the list (e.g. `v1`, `PodList`).
+    pub types: TypeMeta,
+    /// The list's metadata.
+    pub metadata: ListMeta,
+    /// The items, each decoded once into its own allocation.
+    pub items: Vec<Arc<K>>,
+}
+
+/// Reads `body` and decodes it as a Kubernetes list of `K`, item by item.
+pub(crate) async fn decode_list<K, R>(body: R) -> Result<DecodedList<K>, kube::Error>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+    R: AsyncBufRead + Unpin,
+{
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(8);
+    let decoder = tokio::task::spawn_blocking(move || {
+        let reader = ChunkReader {
+            rx,
+            chunk: Vec::new(),
+            pos: 0,
+        };
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        let mut out = DecodedList {
+            types: TypeMeta::default(),
+            metadata: ListMeta::default(),
+            items: Vec::new(),
+        };
+        ListSeed { out: &mut out }.deserialize(&mut de)?;
+        de.end()?;
+        Ok::<_, serde_json::Error>(out)
+    });
+    let mut body = body;
+    let mut read_error = None;
+    loop {
+        let chunk = match body.fill_buf().await {
+            Ok([]) => break,
+            Ok(buf) => buf.to_vec(),
+            Err(e) => {
+                read_error = Some(e);
+                break;
+            }
+        };
+        let n = chunk.len();
+        body.consume_unpin(n);
+        if tx.send(chunk).await.is_err() {
+            // The decoder stopped early (malformed body): its error is the one to report.
+            break;
+        }
+    }
+    drop(tx);
+    let decoded = decoder
+        .await
+        .map_err(|e| kube::Error::Service(Box::new(e)))?;
+    match (decoded, read_error) {
+        (Ok(list), None) => Ok(list),
+        (_, Some(e)) => Err(kube::Error::ReadEvents(e)),
+        (Err(e), None) => Err(kube::Error::SerdeError(e)),
+    }
+}
+
+/// A blocking `io::Read` over chunks sent from the async side.
+struct ChunkReader {
+    rx: mpsc::Receiver<Vec<u8>>,
+    chunk: Vec<u8>,
+    pos: usize,
+}
+
+impl io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.pos >= self.chunk.len() {
+            match self.rx.blocking_recv() {
+                Some(c) => {
+                    self.chunk = c;
+                    self.pos = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.chunk.len() - self.pos);
+        buf[..n].copy_from_slice(&self.chunk[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+struct ListSeed<'a, K> {
+    out: &'a mut DecodedList<K>,
+}
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ListSeed<'_, K> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Kubernetes list object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "items" => map.next_value_seed(ItemsSeed {
+                    items: &mut self.out.items,
+                })?,
+                "metadata" => self.out.metadata = map.next_value()?,
+                "apiVersion" => self.out.types.api_version = map.next_value()?,
+                "kind" => self.out.types.kind = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+struct ItemsSeed<'a, K> {
+    items: &'a mut Vec<Arc<K>>,
+}
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<'_, K> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        // `"items": null` is what some servers send for an empty list.
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<'_, K> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of objects or null")
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(Item(obj)) = seq.next_element::<Item<K>>()? {
+            self.items.push(Arc::new(obj));
+        }
+        Ok(())
+    }
+}
+
+/// One list item, decoded in place (no intermediate `Vec<K>`).
+struct Item<K>(K);
+
+impl<'de, K: DeserializeOwned> Deserialize<'de> for Item<K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        K::deserialize(d).map(Item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn decode(json: &str) -> Result<DecodedList<ConfigMap>, kube::Error> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        // Feed in small pieces so items straddle chunk boundaries.
+        let bytes = json.as_bytes().to_vec();
+        rt.block_on(async move {
+            let chunks: Vec<Result<Vec<u8>, io::Error>> =
+                bytes.chunks(7).map(|c| Ok(c.to_vec())).collect();
+            let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
+            decode_list::<ConfigMap, _>(reader).await
+        })
+    }
+
+    #[test]
+    fn r1_streaming_list_decodes_items_metadata_and_kind() {
+        let l = decode(
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42","continue":"c1"},
+               "items":[{"metadata":{"name":"a","namespace":"n"}},{"metadata":{"name":"b","namespace":"n"},"data":{"k":"v"}}],
+               "extra":{"ignored":[1,2,3]}}"#,
+        )
+        .expect("decodes");
+        assert_eq!(l.types.kind, "ConfigMapList");
+        assert_eq!(l.metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(l.metadata.continue_.as_deref(), Some("c1"));
+        assert_eq!(l.items.len(), 2);
+        assert_eq!(l.items[1].metadata.name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn r1_streaming_list_accepts_null_items() {
+        let l = decode(r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":null}"#)
+            .expect("decodes");
+        assert!(l.items.is_empty());
+    }
+
+    #[test]
+    fn r1_streaming_list_rejects_malformed_bodies_with_a_typed_error() {
+        for bad in [
+            r#"{"items":[{"metadata":{"name":"a"}}"#,
+            r#"{"items":[{"metadata":"#,
+            "not json",
+            r#"{"items":[1]}"#,
+        ] {
+            assert!(
+                matches!(decode(bad), Err(kube::Error::SerdeError(_))),
+                "{bad}"
+            );
+        }
+    }
+}
