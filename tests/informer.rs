@@ -603,3 +603,31 @@ async fn r8_a_failed_list_waits_the_default_backoff() {
     assert_eq!(informer.health().restarts, 1);
     informer.shutdown().await;
 }
+
+#[actix::test]
+async fn p9_shutting_down_one_informer_leaves_a_shared_clients_connections_alone() {
+    let sim = sim().await;
+    let client = sim.client();
+    create_pods(&client, "a", 2).await;
+    let cms = SharedIndexInformer::<ConfigMap>::with_config(client.clone(), None, fast_config());
+    let view = View::default();
+    let pods = started(&sim, &view).await;
+    cms.start().unwrap();
+    tokio::time::timeout(DEADLINE, cms.wait_for_sync())
+        .await
+        .unwrap();
+    eventually("both watching", || sim.requests().open_watches() == 2).await;
+    // Stopping one informer must not cut pooled connections the other reuses.
+    cms.shutdown().await;
+    for round in 0..3 {
+        sim.faults().drop_watches();
+        touch_pod(&client, "a", "pod-0", &round.to_string()).await;
+        let truth = server_pods(&client).await;
+        eventually("the other informer carries on", || {
+            cache_pods(&pods) == truth
+        })
+        .await;
+    }
+    assert_eq!(pods.health().restarts, 0, "{:?}", pods.health());
+    pods.shutdown().await;
+}

@@ -140,7 +140,9 @@ where
         params: ListParams,
     ) -> futures::future::BoxFuture<'static, Result<ObjectList<K>, kube::Error>> {
         let api = self.api.clone();
-        Box::pin(async move { api.list(&params).await })
+        Box::pin(crate::runtime::on_io(
+            async move { api.list(&params).await },
+        ))
     }
 
     fn watch(
@@ -149,10 +151,10 @@ where
         resource_version: String,
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
         let api = self.api.clone();
-        Box::pin(async move {
+        Box::pin(crate::runtime::on_io(async move {
             let s = api.watch(&params, &resource_version).await?;
             Ok(s.boxed())
-        })
+        }))
     }
 
     fn resource_name(&self) -> String {
@@ -169,8 +171,13 @@ where
                 .list(&params)
                 .map_err(kube::Error::BuildRequest)?;
             req.extensions_mut().insert("list");
-            let body = api.into_client().request_stream(req).await?;
-            decode_list::<K, _>(Box::pin(body)).await
+            let client = api.into_client();
+            let body = crate::runtime::on_io(async move {
+                let body = client.request_stream(req).await?;
+                Ok(Box::pin(body) as std::pin::Pin<Box<dyn futures::io::AsyncBufRead + Send>>)
+            })
+            .await?;
+            decode_list::<K, _>(body).await
         })
     }
 }
@@ -209,7 +216,9 @@ where
     ) -> futures::future::BoxFuture<'static, Result<ObjectList<PartialObjectMeta<K>>, kube::Error>>
     {
         let api = self.api.clone();
-        Box::pin(async move { api.list_metadata(&params).await })
+        Box::pin(crate::runtime::on_io(async move {
+            api.list_metadata(&params).await
+        }))
     }
 
     fn watch(
@@ -219,10 +228,10 @@ where
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<PartialObjectMeta<K>>, kube::Error>>
     {
         let api = self.api.clone();
-        Box::pin(async move {
+        Box::pin(crate::runtime::on_io(async move {
             let s = api.watch_metadata(&params, &resource_version).await?;
             Ok(s.boxed())
-        })
+        }))
     }
 
     fn resource_name(&self) -> String {

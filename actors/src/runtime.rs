@@ -73,3 +73,39 @@ pub(crate) async fn join_arbiters(arbiters: Vec<Arbiter>) {
         let _ = rx.await;
     }
 }
+
+static IO: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+
+/// The process-wide runtime on which informers open their kube requests.
+///
+/// kube's `Client` clones share one connection pool, and hyper drives each connection on the
+/// runtime of the task that opened it. If a reflector opened connections on its own arbiter,
+/// stopping that informer would cut pooled connections that other informers (or the user's
+/// code) reuse. Requests are therefore started here, on a small runtime that lives as long as
+/// the process; the response streams are still read by the reflectors.
+pub(crate) fn io() -> Option<tokio::runtime::Handle> {
+    IO.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("kinformer-io")
+            .enable_all()
+            .build()
+            .map_err(|e| tracing::error!(error = %e, "cannot start kinformer's I/O runtime"))
+            .ok()
+    })
+    .as_ref()
+    .map(|rt| rt.handle().clone())
+}
+
+/// Runs `fut` on the I/O runtime (or in place if it could not be started).
+pub(crate) async fn on_io<T: Send + 'static>(
+    fut: impl std::future::Future<Output = Result<T, kube::Error>> + Send + 'static,
+) -> Result<T, kube::Error> {
+    match io() {
+        Some(h) => h
+            .spawn(fut)
+            .await
+            .map_err(|e| kube::Error::Service(Box::new(e)))?,
+        None => fut.await,
+    }
+}
