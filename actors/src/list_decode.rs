@@ -28,54 +28,90 @@ pub struct DecodedList<K> {
 }
 
 /// Reads `body` and decodes it as a Kubernetes list of `K`, item by item.
-pub(crate) async fn decode_list<K, R>(body: R) -> Result<DecodedList<K>, kube::Error>
+///
+/// The body is read on kinformer's I/O runtime while the decoding runs right here, on the
+/// calling (reflector) thread, blocking it for the duration of the list. That is deliberate:
+/// the reflector's arbiter does nothing else meanwhile, and objects decoded on the same thread
+/// as later watch events come from the same malloc arena, so memory freed when the watch
+/// replaces listed objects is reused. Decoding on another thread left that memory stranded
+/// (the benchmark's peak RSS went from 1.9 GB to 3.4 GB).
+pub(crate) async fn decode_list<K>(
+    body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+) -> Result<DecodedList<K>, kube::Error>
 where
     K: DeserializeOwned + Send + Sync + 'static,
-    R: AsyncBufRead + Unpin,
 {
     let (tx, rx) = mpsc::channel::<Vec<u8>>(8);
-    let decoder = tokio::task::spawn_blocking(move || {
-        let reader = ChunkReader {
-            rx,
-            chunk: Vec::new(),
-            pos: 0,
-        };
-        let mut de = serde_json::Deserializer::from_reader(reader);
-        let mut out = DecodedList {
-            types: TypeMeta::default(),
-            metadata: ListMeta::default(),
-            items: Vec::new(),
-        };
-        ListSeed { out: &mut out }.deserialize(&mut de)?;
-        de.end()?;
-        Ok::<_, serde_json::Error>(out)
-    });
-    let mut body = body;
-    let mut read_error = None;
-    loop {
-        let chunk = match body.fill_buf().await {
-            Ok([]) => break,
-            Ok(buf) => buf.to_vec(),
-            Err(e) => {
-                read_error = Some(e);
-                break;
-            }
-        };
-        let n = chunk.len();
-        body.consume_unpin(n);
-        if tx.send(chunk).await.is_err() {
-            // The decoder stopped early (malformed body): its error is the one to report.
-            break;
+    let read = pump(body, tx);
+    match crate::runtime::io() {
+        Some(io) => {
+            let reader = io.spawn(read);
+            let decoded = decode_chunks(rx);
+            let read_result = reader
+                .await
+                .map_err(|e| kube::Error::Service(Box::new(e)))?;
+            combine(decoded, read_result)
+        }
+        None => {
+            let decoder = tokio::task::spawn_blocking(move || decode_chunks(rx));
+            let read_result = read.await;
+            let decoded = decoder
+                .await
+                .map_err(|e| kube::Error::Service(Box::new(e)))?;
+            combine(decoded, read_result)
         }
     }
-    drop(tx);
-    let decoded = decoder
-        .await
-        .map_err(|e| kube::Error::Service(Box::new(e)))?;
-    match (decoded, read_error) {
-        (Ok(list), None) => Ok(list),
-        (_, Some(e)) => Err(kube::Error::ReadEvents(e)),
-        (Err(e), None) => Err(kube::Error::SerdeError(e)),
+}
+
+/// Moves the body's chunks into the channel until the end, a read error, or the decoder stops.
+async fn pump(
+    mut body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+    tx: mpsc::Sender<Vec<u8>>,
+) -> Result<(), io::Error> {
+    loop {
+        let chunk = match body.fill_buf().await {
+            Ok([]) => return Ok(()),
+            Ok(buf) => buf.to_vec(),
+            Err(e) => return Err(e),
+        };
+        let n = chunk.len();
+        body.as_mut().consume(n);
+        if tx.send(chunk).await.is_err() {
+            // The decoder stopped early (malformed body): its error is the one to report.
+            return Ok(());
+        }
+    }
+}
+
+fn decode_chunks<K: DeserializeOwned>(
+    rx: mpsc::Receiver<Vec<u8>>,
+) -> Result<DecodedList<K>, serde_json::Error> {
+    let reader = ChunkReader {
+        rx,
+        chunk: Vec::new(),
+        pos: 0,
+    };
+    // serde_json reads byte by byte; std's byte reads are fast only through a BufReader.
+    let mut de =
+        serde_json::Deserializer::from_reader(io::BufReader::with_capacity(64 * 1024, reader));
+    let mut out = DecodedList {
+        types: TypeMeta::default(),
+        metadata: ListMeta::default(),
+        items: Vec::new(),
+    };
+    ListSeed { out: &mut out }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(out)
+}
+
+fn combine<K>(
+    decoded: Result<DecodedList<K>, serde_json::Error>,
+    read: Result<(), io::Error>,
+) -> Result<DecodedList<K>, kube::Error> {
+    match (decoded, read) {
+        (Ok(list), Ok(())) => Ok(list),
+        (_, Err(e)) => Err(kube::Error::ReadEvents(e)),
+        (Err(e), Ok(())) => Err(kube::Error::SerdeError(e)),
     }
 }
 
@@ -89,7 +125,11 @@ struct ChunkReader {
 impl io::Read for ChunkReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.pos >= self.chunk.len() {
-            match self.rx.blocking_recv() {
+            // futures' block_on, not tokio's blocking_recv: this runs on the reflector's
+            // runtime thread by design (see `decode_list`), where tokio would refuse to block.
+            // `unconstrained`: the enclosing tokio task's cooperative budget would otherwise run
+            // out after a few hundred chunks and `recv` would return Pending for good.
+            match futures::executor::block_on(tokio::task::unconstrained(self.rx.recv())) {
                 Some(c) => {
                     self.chunk = c;
                     self.pos = 0;
@@ -195,7 +235,7 @@ mod tests {
             let chunks: Vec<Result<Vec<u8>, io::Error>> =
                 bytes.chunks(7).map(|c| Ok(c.to_vec())).collect();
             let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
-            decode_list::<ConfigMap, _>(reader).await
+            decode_list::<ConfigMap>(Box::pin(reader)).await
         })
     }
 

@@ -177,7 +177,7 @@ where
                 Ok(Box::pin(body) as std::pin::Pin<Box<dyn futures::io::AsyncBufRead + Send>>)
             })
             .await?;
-            decode_list::<K, _>(body).await
+            decode_list::<K>(body).await
         })
     }
 }
