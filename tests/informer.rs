@@ -633,3 +633,24 @@ async fn p9_shutting_down_one_informer_leaves_a_shared_clients_connections_alone
     assert_eq!(pods.health().restarts, 0, "{:?}", pods.health());
     pods.shutdown().await;
 }
+
+/// From a plain tokio runtime (no actix System on the thread) informers run on kinformer's
+/// background actix System.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_informer_works_from_plain_tokio() {
+    let sim = sim().await;
+    let client = sim.client();
+    create_pods(&client, "a", 3).await;
+    let view = View::default();
+    let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
+    informer.add_event_handler(view.handler()).await.unwrap();
+    informer.start().unwrap();
+    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
+        .await
+        .expect("synced on the background System");
+    create_pods(&client, "b", 1).await;
+    let truth = server_pods(&client).await;
+    eventually("events flow", || view.snapshot() == truth).await;
+    informer.shutdown().await;
+    assert!(!informer.is_running());
+}
