@@ -117,9 +117,6 @@ pub enum InformerError {
     /// The store rejected an indexer change.
     #[error(transparent)]
     Store(#[from] kinformer::store::StoreError),
-    /// `wait_for_cache_sync` gave up.
-    #[error("timed out waiting for caches to sync: {0}")]
-    SyncTimeout(String),
     /// No actix System is running on this thread and none was given.
     #[error(
         "no actix System on this thread: run inside actix (#[actix::main]) or use kinformer_actors::runtime::ActixRuntime"

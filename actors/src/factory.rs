@@ -352,20 +352,23 @@ impl SharedInformerFactory {
         })
     }
 
+    /// Every informer with its resource name (a copy, so no lock is held while awaiting).
+    fn entries(&self) -> Vec<(String, Arc<dyn AnyInformer>)> {
+        self.inner
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, e)| (e.name.clone(), Arc::clone(&e.informer)))
+            .collect()
+    }
+
     /// Starts every informer not started yet (idempotent, X3).
     pub fn start(&self) -> Result<(), InformerError> {
         if let Ok(mut s) = self.inner.started.lock() {
             *s = true;
         }
-        let informers: Vec<Arc<dyn AnyInformer>> = self
-            .inner
-            .informers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(_, e)| Arc::clone(&e.informer))
-            .collect();
-        for i in informers {
+        for (_, i) in self.entries() {
             i.start()?;
         }
         Ok(())
@@ -373,14 +376,7 @@ impl SharedInformerFactory {
 
     /// Waits until every started informer synced or `timeout` passed; reports per resource (X3).
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> BTreeMap<String, bool> {
-        let informers: Vec<(String, Arc<dyn AnyInformer>)> = self
-            .inner
-            .informers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(_, e)| (e.name.clone(), Arc::clone(&e.informer)))
-            .collect();
+        let informers = self.entries();
         let waits = informers.iter().map(|(_, i)| {
             let w = i.wait();
             async move {
@@ -396,15 +392,7 @@ impl SharedInformerFactory {
 
     /// Shuts every informer down and waits for them (X3, P9).
     pub async fn shutdown(&self) {
-        let informers: Vec<Arc<dyn AnyInformer>> = self
-            .inner
-            .informers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(_, e)| Arc::clone(&e.informer))
-            .collect();
-        join_all(informers.iter().map(|i| i.shutdown())).await;
+        join_all(self.entries().iter().map(|(_, i)| i.shutdown())).await;
     }
 
     /// How many distinct informers the factory holds.

@@ -39,7 +39,6 @@ use crate::{
 pub struct IndexerStatus {
     pub(crate) batches: AtomicU64,
     pub(crate) applied: AtomicU64,
-    pub(crate) failed: AtomicU64,
     pub(crate) resyncs: AtomicU64,
 }
 
@@ -51,10 +50,6 @@ impl IndexerStatus {
     /// Deltas applied.
     pub fn applied(&self) -> u64 {
         self.applied.load(Ordering::Relaxed)
-    }
-    /// Deltas that could not be applied (F6).
-    pub fn failed(&self) -> u64 {
-        self.failed.load(Ordering::Relaxed)
     }
     /// Resyncs requested from the FIFO.
     pub fn resyncs(&self) -> u64 {
@@ -189,7 +184,6 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
 
     fn handle(&mut self, msg: ProcessDeltas<K>, _: &mut Context<Self>) -> Self::Result {
         let tracing_on = trace::enabled();
-        let mut failed = 0usize;
         let mut applied = 0u64;
         // (notification, is_sync): sync notifications go only to syncing listeners (P3).
         let mut out: Vec<(Pending<K>, bool)> = Vec::with_capacity(msg.batch.len());
@@ -215,8 +209,9 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
                         | DeltaType::Added
                         | DeltaType::Updated => {
                             let new = Arc::clone(d.object.object());
-                            match batch.update(Arc::clone(&new)) {
-                                Ok(Some(old)) => {
+                            // The FIFO keyed the object with the same key function.
+                            match batch.put_keyed(key.clone(), Arc::clone(&new)) {
+                                Some(old) => {
                                     let is_sync = d.delta_type == DeltaType::Sync
                                         || (d.delta_type == DeltaType::Replaced
                                             && same_version(&*old, &*new));
@@ -230,7 +225,7 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
                                         is_sync,
                                     ));
                                 }
-                                Ok(None) => out.push((
+                                None => out.push((
                                     Pending {
                                         key: key.clone(),
                                         notification: Event::Add {
@@ -242,10 +237,6 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
                                     },
                                     false,
                                 )),
-                                Err(e) => {
-                                    failed += 1;
-                                    tracing::warn!(kind = %self.kind, key = %key, error = %e, "delta not applied");
-                                }
                             }
                         }
                         DeltaType::Deleted => {
@@ -267,11 +258,6 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
         }
         self.status.batches.fetch_add(1, Ordering::Relaxed);
         self.status.applied.fetch_add(applied, Ordering::Relaxed);
-        if failed > 0 {
-            self.status
-                .failed
-                .fetch_add(failed as u64, Ordering::Relaxed);
-        }
         let sends: Vec<_> = self
             .listeners
             .iter()
@@ -288,7 +274,9 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
             async move {
                 // A listener that stopped (removed) simply no longer receives.
                 join_all(sends).await;
-                ProcessReport { failed }
+                // Applying a keyed delta cannot fail; a batch fails only if this actor stops
+                // first (the FIFO then counts it, F6).
+                ProcessReport { failed: 0 }
             }
             .into_actor(self),
         ))

@@ -419,13 +419,7 @@ impl<K: InformerObject> ProcessorListener<K> {
 
     fn sink_gone(&mut self) {
         tracing::warn!(handler = %self.name, "handler sink closed; dropping its buffered notifications");
-        match &mut self.buffer {
-            Buffer::Queue(q) => q.clear(),
-            Buffer::Coalesce { c, initial_keys } => {
-                while c.pop().is_some() {}
-                initial_keys.clear();
-            }
-        }
+        self.clear_buffer();
     }
 
     /// Publishes gauges, releases a waiting indexer, finishes a drain.
@@ -531,7 +525,7 @@ impl<K: InformerObject> Handler<Stop> for ProcessorListener<K> {
         if let Sink::Thread { abort, .. } = &self.sink {
             abort.store(true, Ordering::Release);
         }
-        self.sink_gone_quiet();
+        self.clear_buffer();
         for w in self.blocked_indexer.drain(..) {
             let _ = w.send(());
         }
@@ -547,7 +541,7 @@ impl<K: InformerObject> Handler<Stop> for ProcessorListener<K> {
 }
 
 impl<K: InformerObject> ProcessorListener<K> {
-    fn sink_gone_quiet(&mut self) {
+    fn clear_buffer(&mut self) {
         match &mut self.buffer {
             Buffer::Queue(q) => q.clear(),
             Buffer::Coalesce { c, initial_keys } => {

@@ -382,6 +382,14 @@ impl<K> Batch<'_, K> {
         self.add(obj)
     }
 
+    /// Stores `obj` under a key the caller already computed with this store's key function
+    /// (the Indexer actor gets it with the FIFO's deltas): no second key computation, and the
+    /// store shares the FIFO's key allocation. Returns the previous object; published at commit.
+    pub fn put_keyed(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
+        self.dirty = true;
+        self.store.working.put(key, obj)
+    }
+
     /// Like [`Store::delete`], published at commit.
     ///
     /// # Errors

@@ -867,3 +867,37 @@ fn i5_i6_replace_is_atomic_for_readers_under_concurrent_writes() {
         assert!(seen >= 1);
     }
 }
+
+#[test]
+fn i2_put_keyed_maintains_indices_like_update() {
+    let mut store = Store::new(
+        default_key_func::<Pod>(),
+        indexers(vec![("by_user", users_index())]),
+    );
+    let lister = store.lister();
+    let key = ObjectKey::new(Some("ns"), "a");
+    let mut batch = store.batch();
+    assert!(
+        batch
+            .put_keyed(key.clone(), users_pod("a", "alice"))
+            .is_none()
+    );
+    let old = batch.put_keyed(key.clone(), users_pod("a", "bob"));
+    assert_eq!(
+        old.and_then(|o| o.metadata.name.clone()).as_deref(),
+        Some("a")
+    );
+    batch.commit();
+    assert!(
+        lister.index_keys("by_user", "alice").unwrap().is_empty(),
+        "stale value dropped"
+    );
+    assert_eq!(
+        sorted_keys(lister.index_keys("by_user", "bob").unwrap()),
+        vec!["ns/a"]
+    );
+    assert_eq!(
+        lister.get("ns", "a").map(|p| p.metadata.name.clone()),
+        Some(Some("a".into()))
+    );
+}
