@@ -1,8 +1,12 @@
-//! Per-(resource, verb) request counters and open-watch gauges.
+//! Per-(resource, verb) request counters, arrival times, and open-watch gauges.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// How many arrival times are kept per (resource, verb); older ones are forgotten.
+pub const MAX_ARRIVALS: usize = 10_000;
 
 /// A request verb, as Kubernetes RBAC names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,8 +61,14 @@ impl Verb {
 }
 
 #[derive(Debug, Default)]
+struct PerKey {
+    count: u64,
+    arrivals: VecDeque<Instant>,
+}
+
+#[derive(Debug, Default)]
 struct Inner {
-    counts: Mutex<BTreeMap<(String, Verb), u64>>,
+    counts: Mutex<BTreeMap<(String, Verb), PerKey>>,
     open: Mutex<BTreeMap<String, u64>>,
     watches_opened: AtomicU64,
 }
@@ -66,7 +76,9 @@ struct Inner {
 /// Counts every resource request the server received, by resource and verb (cheap to clone;
 /// all clones share the counts). Subresource requests count under `plural/sub` (`pods/status`,
 /// `deployments/scale`). Requests failed by an injected fault are counted too; discovery and
-/// `/sim/...` control requests are not.
+/// `/sim/...` control requests are not. The arrival time of each request is kept too (the
+/// last [`MAX_ARRIVALS`] per resource and verb), so a test can measure the gaps between a
+/// client's requests (backoff, `Retry-After`).
 #[derive(Debug, Clone, Default)]
 pub struct RequestCounters {
     inner: Arc<Inner>,
@@ -74,14 +86,49 @@ pub struct RequestCounters {
 
 impl RequestCounters {
     pub(crate) fn record(&self, resource: &str, verb: Verb) {
+        let now = Instant::now();
         let mut m = self.inner.counts.lock().unwrap_or_else(|e| e.into_inner());
-        *m.entry((resource.to_string(), verb)).or_insert(0) += 1;
+        let e = m.entry((resource.to_string(), verb)).or_default();
+        e.count += 1;
+        if e.arrivals.len() == MAX_ARRIVALS {
+            e.arrivals.pop_front();
+        }
+        e.arrivals.push_back(now);
     }
 
     /// Requests of `verb` on `resource` (plural, e.g. `pods`, or `pods/status`) so far.
     pub fn count(&self, resource: &str, verb: Verb) -> u64 {
         let m = self.inner.counts.lock().unwrap_or_else(|e| e.into_inner());
-        m.get(&(resource.to_string(), verb)).copied().unwrap_or(0)
+        m.get(&(resource.to_string(), verb)).map_or(0, |e| e.count)
+    }
+
+    /// Requests of `verb` on any resource so far.
+    pub fn count_verb(&self, verb: Verb) -> u64 {
+        let m = self.inner.counts.lock().unwrap_or_else(|e| e.into_inner());
+        m.iter()
+            .filter(|((_, v), _)| *v == verb)
+            .map(|(_, e)| e.count)
+            .sum()
+    }
+
+    /// When the requests of `verb` on `resource` arrived, oldest first (the last
+    /// [`MAX_ARRIVALS`]; taken as the server parsed each request, before any injected fault).
+    pub fn arrivals(&self, resource: &str, verb: Verb) -> Vec<Instant> {
+        let m = self.inner.counts.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&(resource.to_string(), verb))
+            .map(|e| e.arrivals.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// When the requests of any of `verbs` on `resource` arrived, oldest first, merged (e.g.
+    /// LIST and WATCH: every request a reflector makes).
+    pub fn arrivals_of(&self, resource: &str, verbs: &[Verb]) -> Vec<Instant> {
+        let mut all: Vec<Instant> = verbs
+            .iter()
+            .flat_map(|v| self.arrivals(resource, *v))
+            .collect();
+        all.sort();
+        all
     }
 
     /// All counts so far.
@@ -90,7 +137,9 @@ impl RequestCounters {
             .counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .iter()
+            .map(|(k, e)| (k.clone(), e.count))
+            .collect()
     }
 
     /// Total requests of any resource and verb.
@@ -100,10 +149,11 @@ impl RequestCounters {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
+            .map(|e| e.count)
             .sum()
     }
 
-    /// Forgets all counts (open watches are a gauge and stay).
+    /// Forgets all counts and arrival times (open watches are a gauge and stay).
     pub fn reset(&self) {
         self.inner
             .counts

@@ -1,7 +1,7 @@
 //! Fault injection: failed requests, dropped/expired/corrupted/slow watch streams, compaction.
 //! Every fault that takes effect is counted, so tests can assert it really happened.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,6 +41,21 @@ pub struct FaultCounters {
     pub too_old_watches: u64,
     /// Lists that got 410 for a continue token older than the window.
     pub expired_continues: u64,
+    /// Watch requests answered 200 with a stream that ended at once, by
+    /// [`Faults::end_watches_at_once`].
+    pub watches_ended_at_once: u64,
+    /// Watch requests answered with 410 (HTTP status or first ERROR event), by
+    /// [`Faults::expire_every_watch`].
+    pub watches_refused_expired: u64,
+    /// Watch-list requests answered 422, by [`Faults::reject_watch_list`].
+    pub watch_lists_rejected: u64,
+    /// Watch-list requests served as plain watches, by [`Faults::ignore_watch_list`].
+    pub watch_lists_ignored: u64,
+    /// Objects served (list items, watch events) without `metadata.resourceVersion`, by
+    /// [`Faults::strip_resource_versions`].
+    pub objects_without_resource_version: u64,
+    /// Requests answered `429 TooManyRequests` by [`Faults::throttle`] or a 429 [`Faults::fail_next`].
+    pub throttled: u64,
 }
 
 #[derive(Debug, Default)]
@@ -57,6 +72,12 @@ struct Counts {
     stalled_watches: AtomicU64,
     too_old_watches: AtomicU64,
     expired_continues: AtomicU64,
+    watches_ended_at_once: AtomicU64,
+    watches_refused_expired: AtomicU64,
+    watch_lists_rejected: AtomicU64,
+    watch_lists_ignored: AtomicU64,
+    objects_without_resource_version: AtomicU64,
+    throttled: AtomicU64,
 }
 
 /// A counter kind, for internal increments.
@@ -70,15 +91,74 @@ pub(crate) enum Count {
     StalledWatches,
     TooOldWatches,
     ExpiredContinues,
+    WatchesEndedAtOnce,
+    WatchesRefusedExpired,
+    WatchListsRejected,
+    WatchListsIgnored,
+}
+
+/// How [`Faults::expire_every_watch`] answers a watch request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpireMode {
+    /// An HTTP `410 Gone` response with an `Expired` Status body (no stream).
+    Http,
+    /// A `200` stream whose first and only event is an ERROR carrying a `410 Expired` Status.
+    ErrorEvent,
+}
+
+impl ExpireMode {
+    /// Parses `http` or `event` (the control endpoint's `mode`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "http" => Some(Self::Http),
+            "event" => Some(Self::ErrorEvent),
+            _ => None,
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Self::Http => 1,
+            Self::ErrorEvent => 2,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Self> {
+        match c {
+            1 => Some(Self::Http),
+            2 => Some(Self::ErrorEvent),
+            _ => None,
+        }
+    }
+}
+
+/// A switchable fault on every watch request (see [`Faults::end_watches_at_once`],
+/// [`Faults::expire_every_watch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchFault {
+    /// Answer 200 and end the stream with no event.
+    EndAtOnce,
+    /// Answer 410.
+    Expire(ExpireMode),
 }
 
 #[derive(Debug, Clone)]
 struct FailRule {
     resource: Option<String>,
-    verb: Verb,
-    remaining: u32,
+    /// The verbs it applies to; empty means every verb.
+    verbs: Vec<Verb>,
+    /// Requests left to fail; `None` fails every matching request until [`Faults::clear`].
+    remaining: Option<u32>,
     code: u16,
     retry_after: u64,
+}
+
+impl FailRule {
+    fn matches(&self, resource: &str, verb: Verb) -> bool {
+        (self.verbs.is_empty() || self.verbs.contains(&verb))
+            && self.remaining != Some(0)
+            && self.resource.as_deref().is_none_or(|x| x == resource)
+    }
 }
 
 /// A one-shot fault applied to the next event a watch stream writes.
@@ -99,6 +179,11 @@ pub(crate) struct FaultState {
     pub(crate) drop_tx: watch::Sender<u64>,
     pub(crate) expire_tx: watch::Sender<u64>,
     pub(crate) stall_tx: watch::Sender<bool>,
+    /// 0: off, 1: end at once, 2: 410 over HTTP, 3: 410 as the first ERROR event.
+    watch_fault: AtomicU8,
+    reject_watch_list: AtomicBool,
+    ignore_watch_list: AtomicBool,
+    strip_rv: AtomicBool,
     counts: Counts,
 }
 
@@ -112,6 +197,10 @@ impl FaultState {
             drop_tx: watch::channel(0).0,
             expire_tx: watch::channel(0).0,
             stall_tx: watch::channel(false).0,
+            watch_fault: AtomicU8::new(0),
+            reject_watch_list: AtomicBool::new(false),
+            ignore_watch_list: AtomicBool::new(false),
+            strip_rv: AtomicBool::new(false),
             counts: Counts::default(),
         }
     }
@@ -126,21 +215,59 @@ impl FaultState {
             Count::StalledWatches => &self.counts.stalled_watches,
             Count::TooOldWatches => &self.counts.too_old_watches,
             Count::ExpiredContinues => &self.counts.expired_continues,
+            Count::WatchesEndedAtOnce => &self.counts.watches_ended_at_once,
+            Count::WatchesRefusedExpired => &self.counts.watches_refused_expired,
+            Count::WatchListsRejected => &self.counts.watch_lists_rejected,
+            Count::WatchListsIgnored => &self.counts.watch_lists_ignored,
         };
         a.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The fault every watch request gets now, if any.
+    pub(crate) fn watch_fault(&self) -> Option<WatchFault> {
+        match self.watch_fault.load(Ordering::Relaxed) {
+            0 => None,
+            1 => Some(WatchFault::EndAtOnce),
+            c => ExpireMode::from_code(c - 1).map(WatchFault::Expire),
+        }
+    }
+
+    /// Whether watch-list requests are answered 422.
+    pub(crate) fn rejects_watch_list(&self) -> bool {
+        self.reject_watch_list.load(Ordering::Relaxed)
+    }
+
+    /// Whether `sendInitialEvents` is ignored (served as a plain watch).
+    pub(crate) fn ignores_watch_list(&self) -> bool {
+        self.ignore_watch_list.load(Ordering::Relaxed)
+    }
+
+    /// Whether objects are served without `metadata.resourceVersion`.
+    pub(crate) fn strips_resource_versions(&self) -> bool {
+        self.strip_rv.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` objects served without their resourceVersion.
+    pub(crate) fn stripped(&self, n: usize) {
+        self.counts
+            .objects_without_resource_version
+            .fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// If a failure rule matches this request, consumes one and returns the error to send.
     pub(crate) fn take_failure(&self, resource: &str, verb: Verb) -> Option<ApiError> {
         let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        let i = rules.iter().position(|r| {
-            r.verb == verb && r.remaining > 0 && r.resource.as_deref().is_none_or(|x| x == resource)
-        })?;
+        let i = rules.iter().position(|r| r.matches(resource, verb))?;
         let rule = &mut rules[i];
-        rule.remaining -= 1;
         let err = ApiError::injected(rule.code, rule.retry_after);
-        if rule.remaining == 0 {
-            rules.remove(i);
+        if let Some(n) = rule.remaining.as_mut() {
+            *n -= 1;
+            if *n == 0 {
+                rules.remove(i);
+            }
+        }
+        if err.code == 429 {
+            self.counts.throttled.fetch_add(1, Ordering::Relaxed);
         }
         let c = match verb {
             Verb::List => &self.counts.lists_failed,
@@ -189,6 +316,12 @@ impl FaultState {
             stalled_watches: l(&c.stalled_watches),
             too_old_watches: l(&c.too_old_watches),
             expired_continues: l(&c.expired_continues),
+            watches_ended_at_once: l(&c.watches_ended_at_once),
+            watches_refused_expired: l(&c.watches_refused_expired),
+            watch_lists_rejected: l(&c.watch_lists_rejected),
+            watch_lists_ignored: l(&c.watch_lists_ignored),
+            objects_without_resource_version: l(&c.objects_without_resource_version),
+            throttled: l(&c.throttled),
         }
     }
 }
@@ -239,17 +372,90 @@ impl Faults {
         if n == 0 {
             return;
         }
+        self.push_rule(FailRule {
+            resource: resource.map(str::to_string),
+            verbs: vec![verb],
+            remaining: Some(n),
+            code,
+            retry_after: retry_after_secs,
+        });
+    }
+
+    fn push_rule(&self, rule: FailRule) {
         self.state
             .rules
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(FailRule {
-                resource: resource.map(str::to_string),
-                verb,
-                remaining: n,
-                code,
-                retry_after: retry_after_secs,
-            });
+            .push(rule);
+    }
+
+    /// Answers requests `429 TooManyRequests` with `Retry-After: retry_after_secs` and a
+    /// `TooManyRequests` Status (details `retryAfterSeconds`), as kube-apiserver's priority and
+    /// fairness does: requests of any of `verbs` (every verb when empty) on `resource` (any when
+    /// `None`); the next `n` of them, or every one until [`Faults::clear`] when `n` is `None`.
+    /// Counted in `throttled` (and in `lists_failed` / `watches_failed` / `others_failed`).
+    pub fn throttle(
+        &self,
+        resource: Option<&str>,
+        verbs: &[Verb],
+        n: Option<u32>,
+        retry_after_secs: u64,
+    ) {
+        if n == Some(0) {
+            return;
+        }
+        self.push_rule(FailRule {
+            resource: resource.map(str::to_string),
+            verbs: verbs.to_vec(),
+            remaining: n,
+            code: 429,
+            retry_after: retry_after_secs,
+        });
+    }
+
+    /// While on, every watch request (any resource) is answered `200` with a stream that ends at
+    /// once, without any event: a server (or proxy) that ends every watch immediately. Checked
+    /// after request validation; injected failures ([`Faults::fail_next`],
+    /// [`Faults::throttle`]) come first. Such watches never count as started or open.
+    /// Counted in `watches_ended_at_once`. Replaces [`Faults::expire_every_watch`].
+    pub fn end_watches_at_once(&self, on: bool) {
+        self.state
+            .watch_fault
+            .store(if on { 1 } else { 0 }, Ordering::Relaxed);
+    }
+
+    /// While `Some`, every watch request is answered with `410 Expired` (a watch RV that is
+    /// always too old): an HTTP 410 response ([`ExpireMode::Http`]) or a 200 stream whose only
+    /// event is an ERROR with a 410 Status ([`ExpireMode::ErrorEvent`]). Lists keep working.
+    /// Counted in `watches_refused_expired`. `None` turns it off; replaces
+    /// [`Faults::end_watches_at_once`].
+    pub fn expire_every_watch(&self, mode: Option<ExpireMode>) {
+        let c = mode.map_or(0, |m| m.code() + 1);
+        self.state.watch_fault.store(c, Ordering::Relaxed);
+    }
+
+    /// While on, a watch with `sendInitialEvents=true` (watch-list) is answered `422 Invalid`
+    /// with the Status a server without the WatchList feature sends (a `FieldValueForbidden`
+    /// cause on `sendInitialEvents`); other watches work. Counted in `watch_lists_rejected`.
+    pub fn reject_watch_list(&self, on: bool) {
+        self.state.reject_watch_list.store(on, Ordering::Relaxed);
+    }
+
+    /// While on, `sendInitialEvents` and `resourceVersionMatch` of a watch are ignored, like a
+    /// server that predates watch-list: the watch is served as if they were absent (a watch from
+    /// RV unset or `0` starts with synthetic ADDED events for every object, as for any watch),
+    /// and no BOOKMARK annotated `k8s.io/initial-events-end` is ever sent. Counted in
+    /// `watch_lists_ignored`.
+    pub fn ignore_watch_list(&self, on: bool) {
+        self.state.ignore_watch_list.store(on, Ordering::Relaxed);
+    }
+
+    /// While on, objects in list responses and watch events (ADDED, MODIFIED, DELETED) carry no
+    /// `metadata.resourceVersion` (the field is removed from the JSON); the list's own
+    /// `metadata.resourceVersion` and BOOKMARKs keep theirs. Stored objects are unchanged. Table
+    /// output is not affected. Counted per object in `objects_without_resource_version`.
+    pub fn strip_resource_versions(&self, on: bool) {
+        self.state.strip_rv.store(on, Ordering::Relaxed);
     }
 
     /// Ends every open watch stream with an ERROR event carrying a `410 Expired` Status (as
@@ -317,9 +523,15 @@ impl Faults {
         self.state.stall_tx.send_replace(stalled);
     }
 
-    /// Disarms every pending failure and stream fault, the slowdown and the stall (counters stay).
+    /// Disarms every pending failure (throttling included) and stream fault, the slowdown, the
+    /// stall and every switch (watch faults, watch-list faults, stripped resourceVersions);
+    /// counters stay.
     pub fn clear(&self) {
         self.state.stall_tx.send_replace(false);
+        self.state.watch_fault.store(0, Ordering::Relaxed);
+        self.state.reject_watch_list.store(false, Ordering::Relaxed);
+        self.state.ignore_watch_list.store(false, Ordering::Relaxed);
+        self.state.strip_rv.store(false, Ordering::Relaxed);
         self.state
             .rules
             .lock()

@@ -44,6 +44,10 @@
 //! `POST /sim/faults/expire-watches`, `POST /sim/faults/compact`,
 //! `POST /sim/faults/malformed-next-event[?resource=R]`, `POST /sim/faults/close-mid-object-next[?resource=R]`,
 //! `POST /sim/faults/slow-watches?perEventMs=MS` (0 = off), `POST /sim/faults/stall-watches[?on=false]`,
+//! `POST /sim/faults/throttle?[verbs=list,watch][&n=N|all][&retryAfter=S][&resource=R]`,
+//! `POST /sim/faults/end-watches[?on=false]`, `POST /sim/faults/expire-every-watch?mode=http|event|off`,
+//! `POST /sim/faults/reject-watch-list[?on=false]`, `POST /sim/faults/ignore-watch-list[?on=false]`,
+//! `POST /sim/faults/strip-resource-versions[?on=false]`,
 //! `POST /sim/faults/clear`,
 //! `GET /sim/faults` (counters), `GET /sim/requests` (request counts, open watches),
 //! `GET /sim/state` (resourceVersion), `POST /sim/churn/start?rate=N&namespaces=a,b&kinds=pods,configmaps&seed=S`,
@@ -83,8 +87,8 @@ use tokio::task::JoinHandle;
 
 pub use churn::{ChurnConfig, ChurnCounts, ChurnHandle, ChurnKind, parse_rate};
 pub use config::{CustomResource, Scope, SimConfig};
-pub use counters::{RequestCounters, Verb};
-pub use faults::{FaultCounters, Faults};
+pub use counters::{MAX_ARRIVALS, RequestCounters, Verb};
+pub use faults::{ExpireMode, FaultCounters, Faults};
 
 use kubeconfig::KubeconfigFile;
 use ops::{DeleteOptions, Part, PatchKind};

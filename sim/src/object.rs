@@ -141,6 +141,27 @@ impl StoredObject {
         }
     }
 
+    /// Appends the object without `metadata.resourceVersion` (see
+    /// `Faults::strip_resource_versions`): the full object, or as a list item when `list_item`.
+    /// Slow path: parses and re-serializes.
+    pub(crate) fn write_without_rv(&self, def: &ResourceDef, list_item: bool, out: &mut BytesMut) {
+        let Ok(mut v) = serde_json::from_slice::<Value>(&self.full_bytes(def)) else {
+            // Our own serialization always parses; keep the object rather than lose it.
+            self.write_full(def, out);
+            return;
+        };
+        strip_rv(&mut v);
+        if list_item
+            && def.builtin
+            && let Some(m) = v.as_object_mut()
+        {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        // Serializing a Value cannot fail (string keys only).
+        out.put_slice(&serde_json::to_vec(&v).unwrap_or_default());
+    }
+
     /// The full object as bytes.
     pub(crate) fn full_bytes(&self, def: &ResourceDef) -> Bytes {
         let mut out = BytesMut::with_capacity(self.rest.len() + def.typemeta_prefix.len() + 1);
@@ -164,6 +185,13 @@ impl StoredObject {
                 .find(|(p, _)| *p == path)
                 .map(|(_, v)| v.as_str()),
         }
+    }
+}
+
+/// Removes `metadata.resourceVersion` from an object (a no-op if it has none).
+pub(crate) fn strip_rv(v: &mut Value) {
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
     }
 }
 

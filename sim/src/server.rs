@@ -21,9 +21,9 @@ use tokio::task::JoinSet;
 
 use crate::churn::{ChurnConfig, ChurnHandle};
 use crate::counters::{RequestCounters, Verb};
-use crate::faults::{Count, FaultState, Faults};
+use crate::faults::{Count, ExpireMode, FaultState, Faults, WatchFault};
 use crate::http::{self as resp, Body, BodyError};
-use crate::object::StoredObject;
+use crate::object::{StoredObject, strip_rv};
 use crate::ops::{self, DeleteOptions, Part, PatchKind};
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -491,7 +491,7 @@ async fn resource(
                 }
             }
             let rv = store.resource_version();
-            Ok(render_list_full(&def, deleted, rv, None, None))
+            Ok(render_list_full(&def, deleted, rv, None, None, false))
         }
     }
 }
@@ -696,6 +696,11 @@ fn list(
             }
         }
     }
+    // Tables (kubectl's output) are left alone.
+    let strip = shared.faults.strips_resource_versions() && !matches!(repr, Repr::Table(_));
+    if strip {
+        shared.faults.stripped(items.len());
+    }
     match repr {
         Repr::Object => Ok(render_list_full(
             def,
@@ -703,11 +708,20 @@ fn list(
             list_rv,
             continue_token,
             remaining,
+            strip,
         )),
         Repr::Metadata => {
             let items: Vec<Value> = items
                 .iter()
-                .map(|o| o.to_value(def).map(|v| table::partial_metadata(&v)))
+                .map(|o| {
+                    o.to_value(def).map(|v| {
+                        let mut m = table::partial_metadata(&v);
+                        if strip {
+                            strip_rv(&mut m);
+                        }
+                        m
+                    })
+                })
                 .collect::<Result<_, _>>()?;
             let mut meta = json!({"resourceVersion": list_rv.to_string()});
             if let (Some(c), Some(m)) = (&continue_token, meta.as_object_mut()) {
@@ -733,13 +747,24 @@ fn list(
 
 const LIST_CHUNK: usize = 256 * 1024;
 
-/// A list response streamed in chunks from pre-serialized items.
+/// Appends a list item, without its resourceVersion when `strip`.
+fn write_item(def: &ResourceDef, o: &StoredObject, strip: bool, out: &mut BytesMut) {
+    if strip {
+        o.write_without_rv(def, true, out);
+    } else {
+        o.write_list_item(def, out);
+    }
+}
+
+/// A list response streamed in chunks from pre-serialized items (items without their
+/// resourceVersion when `strip`).
 fn render_list_full(
     def: &Arc<ResourceDef>,
     items: Vec<Arc<StoredObject>>,
     rv: u64,
     cont: Option<String>,
     remaining: Option<usize>,
+    strip: bool,
 ) -> Response<Body> {
     let mut meta = serde_json::Map::new();
     meta.insert("resourceVersion".into(), json!(rv.to_string()));
@@ -764,7 +789,7 @@ fn render_list_full(
             if i > 0 {
                 out.put_u8(b',');
             }
-            o.write_list_item(&def, &mut out);
+            write_item(&def, o, strip, &mut out);
         }
         out.put_slice(b"]}");
         return resp::json_bytes(200, out.freeze());
@@ -775,6 +800,7 @@ fn render_list_full(
         pos: usize,
         header: Option<String>,
         done: bool,
+        strip: bool,
     }
     let st = St {
         def,
@@ -782,6 +808,7 @@ fn render_list_full(
         pos: 0,
         header: Some(header),
         done: false,
+        strip,
     };
     let s = futures::stream::unfold(st, |mut st| async move {
         if st.done {
@@ -795,7 +822,7 @@ fn render_list_full(
             if st.pos > 0 {
                 out.put_u8(b',');
             }
-            st.items[st.pos].write_list_item(&st.def, &mut out);
+            write_item(&st.def, &st.items[st.pos], st.strip, &mut out);
             st.pos += 1;
         }
         if st.pos >= st.items.len() {
@@ -821,11 +848,23 @@ fn watch(
         fields = fields.and_name(name);
     }
     let rv = query.get("resourceVersion").unwrap_or("");
-    let rvm = query.get("resourceVersionMatch").unwrap_or("");
+    let mut rvm = query.get("resourceVersionMatch").unwrap_or("");
     let bookmarks = query.flag("allowWatchBookmarks");
-    let send_initial = query
+    let mut send_initial = query
         .get("sendInitialEvents")
         .map(|v| matches!(v, "true" | "1" | "True"));
+    if send_initial == Some(true) && shared.faults.rejects_watch_list() {
+        shared.faults.bump(Count::WatchListsRejected);
+        return Err(ApiError::watch_list_forbidden());
+    }
+    if shared.faults.ignores_watch_list() {
+        // A server that predates watch-list knows neither parameter.
+        if send_initial == Some(true) {
+            shared.faults.bump(Count::WatchListsIgnored);
+        }
+        send_initial = None;
+        rvm = "";
+    }
     let invalid = |m: &str| {
         ApiError::new(
             422,
@@ -881,6 +920,29 @@ fn watch(
             }
         }
     };
+    match shared.faults.watch_fault() {
+        None => {}
+        Some(WatchFault::EndAtOnce) => {
+            shared.faults.bump(Count::WatchesEndedAtOnce);
+            return Ok(resp::stream(
+                200,
+                futures::stream::empty::<Result<Bytes, BodyError>>(),
+            ));
+        }
+        Some(WatchFault::Expire(mode)) => {
+            shared.faults.bump(Count::WatchesRefusedExpired);
+            let e = ApiError::expired(format!(
+                "too old resource version: {rv} (injected by kinformer-sim)"
+            ));
+            return match mode {
+                ExpireMode::Http => Err(e),
+                ExpireMode::ErrorEvent => Ok(resp::stream(
+                    200,
+                    futures::stream::iter([Ok::<Bytes, BodyError>(watchstream::error_line(&e))]),
+                )),
+            };
+        }
+    }
     let params = WatchParams {
         def,
         namespace: t.namespace.clone(),
@@ -923,6 +985,7 @@ fn control(
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or(1)
     };
+    let on = || !matches!(query.get("on"), Some("false" | "0"));
     let r: Vec<&str> = rest.iter().map(String::as_str).collect();
     let post = *method == Method::POST;
     let get = *method == Method::GET;
@@ -991,7 +1054,52 @@ fn control(
             ok(json!({"ok": true}))
         }
         ["faults", "stall-watches"] if post => {
-            faults.stall_watches(!matches!(query.get("on"), Some("false" | "0")));
+            faults.stall_watches(on());
+            ok(json!({"ok": true}))
+        }
+        ["faults", "throttle"] if post => {
+            let verbs = match query.non_empty("verbs") {
+                None => Vec::new(),
+                Some(list) => list
+                    .split(',')
+                    .map(|v| Verb::parse(v.trim()))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| ApiError::bad_request("verbs must be a comma-separated list of list, watch, get, create, update, patch, delete, deletecollection"))?,
+            };
+            let count = match query.get("n") {
+                None | Some("all") => None,
+                Some(v) => Some(
+                    v.parse::<u32>()
+                        .map_err(|_| ApiError::bad_request("n must be a number or all"))?,
+                ),
+            };
+            faults.throttle(query.non_empty("resource"), &verbs, count, retry());
+            ok(json!({"ok": true}))
+        }
+        ["faults", "end-watches"] if post => {
+            faults.end_watches_at_once(on());
+            ok(json!({"ok": true}))
+        }
+        ["faults", "expire-every-watch"] if post => {
+            let mode = match query.get("mode").unwrap_or("http") {
+                "off" => None,
+                m => Some(ExpireMode::parse(m).ok_or_else(|| {
+                    ApiError::bad_request("mode must be one of http, event, off")
+                })?),
+            };
+            faults.expire_every_watch(mode);
+            ok(json!({"ok": true}))
+        }
+        ["faults", "reject-watch-list"] if post => {
+            faults.reject_watch_list(on());
+            ok(json!({"ok": true}))
+        }
+        ["faults", "ignore-watch-list"] if post => {
+            faults.ignore_watch_list(on());
+            ok(json!({"ok": true}))
+        }
+        ["faults", "strip-resource-versions"] if post => {
+            faults.strip_resource_versions(on());
             ok(json!({"ok": true}))
         }
         ["faults", "clear"] if post => {

@@ -132,6 +132,23 @@ impl ApiError {
         )
     }
 
+    /// 422 for a watch-list request to a server without the WatchList feature (what
+    /// kube-apiserver's ListOptions validation answers when the feature gate is off).
+    pub(crate) fn watch_list_forbidden() -> Self {
+        let why =
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled";
+        Self::new(
+            422,
+            "Invalid",
+            format!("ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: {why}"),
+        )
+        .with_details(json!({
+            "group": "meta.k8s.io",
+            "kind": "ListOptions",
+            "causes": [{"reason": "FieldValueForbidden", "message": format!("Forbidden: {why}"), "field": "sendInitialEvents"}]
+        }))
+    }
+
     /// 405 MethodNotAllowed.
     pub(crate) fn method_not_allowed() -> Self {
         Self::new(

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::counters::OpenWatchGuard;
 use crate::faults::{Count, StreamFault};
 use crate::http::BodyError;
-use crate::object::{StoredObject, meta_mut};
+use crate::object::{StoredObject, meta_mut, strip_rv};
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::{Repr, Shared, matches};
@@ -155,7 +155,7 @@ pub(crate) fn stream(
 }
 
 /// `{"type":"ERROR","object":<Status>}`.
-fn error_line(e: &ApiError) -> Bytes {
+pub(crate) fn error_line(e: &ApiError) -> Bytes {
     let v = json!({"type": "ERROR", "object": e.to_status()});
     let mut s = v.to_string();
     s.push('\n');
@@ -188,19 +188,38 @@ impl WatchStream {
         Bytes::from(s)
     }
 
-    /// Writes an event with `obj` of type `etype` in the negotiated representation.
+    /// Writes an event with `obj` of type `etype` in the negotiated representation (without
+    /// the object's resourceVersion under `Faults::strip_resource_versions`, except in Tables).
     fn write_event(&self, etype: &str, obj: &StoredObject, out: &mut BytesMut) {
+        let strip =
+            self.shared.faults.strips_resource_versions() && !matches!(self.p.repr, Repr::Table(_));
+        if strip {
+            self.shared.faults.stripped(1);
+        }
         match self.p.repr {
             // The object was serialized once at commit; each watcher copies those bytes
             // into its chunk (no per-watcher serialization or allocation per event).
-            Repr::Object => write_event_line(&self.p.def, etype, obj, out),
+            Repr::Object if !strip => write_event_line(&self.p.def, etype, obj, out),
+            Repr::Object => {
+                out.put_slice(b"{\"type\":\"");
+                out.put_slice(etype.as_bytes());
+                out.put_slice(b"\",\"object\":");
+                obj.write_without_rv(&self.p.def, false, out);
+                out.put_slice(b"}\n");
+            }
             Repr::Metadata | Repr::Table(_) => {
                 let Ok(v) = obj.to_value(&self.p.def) else {
                     return;
                 };
                 let o = match self.p.repr {
                     Repr::Table(inc) => table::table(&self.p.def, &[v], obj.rv, None, inc),
-                    _ => table::partial_metadata(&v),
+                    _ => {
+                        let mut m = table::partial_metadata(&v);
+                        if strip {
+                            strip_rv(&mut m);
+                        }
+                        m
+                    }
                 };
                 let line = json!({"type": etype, "object": o});
                 out.put_slice(line.to_string().as_bytes());
