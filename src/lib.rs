@@ -27,6 +27,7 @@ pub mod fifo;
 pub mod key;
 pub mod known;
 pub mod notification;
+pub mod processor;
 pub mod reflector;
 pub mod selector;
 pub mod store;
