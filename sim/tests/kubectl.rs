@@ -316,3 +316,97 @@ fn kubectl_drives_the_sim() {
     }
     sim.shutdown();
 }
+
+/// kubectl (client-go) against the misbehaving-server faults: `get` keeps working while a
+/// watch-only fault is on, client-go honours the sim's 429 `Retry-After`, and it accepts lists
+/// whose items carry no resourceVersion.
+#[test]
+fn kubectl_under_the_misbehaving_server_faults() {
+    if !kubectl_available() {
+        let _ = std::io::stderr().write_all(
+            b"\n!! kubectl is not on PATH: kubectl_under_the_misbehaving_server_faults is SKIPPED\n\n",
+        );
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "kubectl is required when CI=true"
+        );
+        return;
+    }
+    let sim = Sim::start_background(SimConfig::default()).expect("sim starts");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let k = Kubectl {
+        sim: &sim,
+        cache: tmp.path(),
+    };
+    sim.create_object(
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "settings"}, "data": {"color": "blue"}}),
+    )
+    .unwrap();
+    let names = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let f = sim.faults();
+    let watch_faults: [(&str, &dyn Fn(bool)); 4] = [
+        ("end watches at once", &|on| f.end_watches_at_once(on)),
+        ("410 on every watch", &|on| {
+            f.expire_every_watch(on.then_some(kinformer_sim::ExpireMode::Http))
+        }),
+        ("watch-list rejected", &|on| f.reject_watch_list(on)),
+        ("watch-list ignored", &|on| f.ignore_watch_list(on)),
+    ];
+    for (what, set) in watch_faults {
+        set(true);
+        assert_eq!(
+            names(&k.json(&["get", "configmaps"])),
+            ["settings"],
+            "{what}"
+        );
+        assert!(k.run(&["get", "cm"]).contains("settings"), "{what}: table");
+        set(false);
+    }
+    // 410 on every watch, seen by kubectl get --watch: it reports the error and exits.
+    f.expire_every_watch(Some(kinformer_sim::ExpireMode::Http));
+    let out = k
+        .cmd(&["get", "configmaps", "--watch", "--watch-only"])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        !out.status.success(),
+        "a watch answered 410 ends kubectl's watch"
+    );
+    assert!(sim.faults().counters().watches_refused_expired >= 1);
+    f.clear();
+
+    // Objects without resourceVersion: kubectl lists them as they are.
+    f.strip_resource_versions(true);
+    let l = k.json(&["get", "configmaps"]);
+    assert_eq!(names(&l), ["settings"]);
+    assert!(
+        l["items"][0]["metadata"].get("resourceVersion").is_none(),
+        "{l}"
+    );
+    f.clear();
+
+    // 429 with Retry-After: 1 on the next LIST: client-go waits and retries by itself.
+    let before = sim.requests().count("configmaps", Verb::List);
+    f.throttle(Some("configmaps"), &[Verb::List], Some(1), 1);
+    assert_eq!(names(&k.json(&["get", "configmaps"])), ["settings"]);
+    let t = sim.requests().arrivals("configmaps", Verb::List);
+    assert_eq!(t.len() as u64, before + 2, "one throttled LIST, one retry");
+    let gap = t[t.len() - 1] - t[t.len() - 2];
+    assert!(
+        gap >= Duration::from_millis(900),
+        "client-go retried after {gap:?}, before Retry-After: 1"
+    );
+    assert_eq!(sim.faults().counters().throttled, 1);
+    sim.shutdown();
+}
