@@ -1,4 +1,5 @@
-//! The `DeltaFifo` state machine: client-go's `DeltaFIFO` as a plain struct (DESIGN.md F1–F9).
+//! The `DeltaFifo` state machine: client-go's `DeltaFIFO` as a plain struct (F1–F9 of
+//! `docs/semantics.md`).
 //!
 //! The reflector feeds it (`add`/`update`/`delete` for watch events, `replace` for a relist,
 //! `resync` on the resync period); the consumer (the indexer actor) pulls [`PopBatch`]es out of
@@ -8,7 +9,7 @@
 //! [`DeltaFifo::pop`] never blocks (it returns `None` when nothing is queued; the actor pops
 //! again when the next event arrives).
 //!
-//! # Semantics (DESIGN.md ids)
+//! # Semantics (ids of `docs/semantics.md`)
 //!
 //! - **F1** A map key → [`Deltas`] (oldest first) plus a queue of keys. A key is in the queue at
 //!   most once; new deltas for a queued key are appended to it and the key keeps its position.
@@ -28,8 +29,36 @@
 //! - **F8** [`DeltaFifo::close`] refuses new input; what was queued before still pops.
 //! - **F9** [`FifoMode::InOrder`] (client-go's `RealFIFO`): one queue entry per event, strict
 //!   order across keys, one delta per popped [`Deltas`]; F2–F8 unchanged. The default
-//!   [`FifoMode::PerKey`] is the `DeltaFIFO` above. (The atomic-relist half of F9, one
-//!   `ReplacedAll` entry, is not offered: a relist queues one entry per object in both modes.)
+//!   [`FifoMode::PerKey`] is the `DeltaFIFO` above. With
+//!   [`DeltaFifoOptions::with_atomic_replace`] (client-go's `AtomicFIFO`, its `ReplacedAll`
+//!   delta) a relist is queued as one *group* that pops as one [`PopBatch`] flagged
+//!   [`PopBatch::replace_all`], so a consumer that applies a batch in one store batch never
+//!   shows a reader half a relist. See [Atomic relist](#atomic-relist-f9).
+//!
+//! # Atomic relist (F9)
+//!
+//! client-go's `RealFIFO` with atomic events queues a relist as a single `ReplacedAll` delta
+//! carrying the list, and its consumer diffs it against the store. Our group carries what
+//! [`DeltaFifo::replace`] queues anyway (F4: `Replaced`/`Sync` per listed object, a tombstone
+//! per known object missing from the list), so the consumer keeps one code path and the FIFO's
+//! F2–F8 bookkeeping (in-flight state, F5 counts) is unchanged.
+//!
+//! - A group pops as one batch whatever `max_keys` says: never split, never merged with
+//!   entries outside it. `pop` returns it whole too.
+//! - [`FifoMode::InOrder`]: the group is exactly the entries the relist appended, after
+//!   everything queued before it and before everything queued after it. A relist tombstone
+//!   for a key whose newest queued delta is already a delete collapses into that delete (F2),
+//!   so the deletion is applied ahead of the group: the store state after the group is the same.
+//! - [`FifoMode::PerKey`]: a per-key relist appends to every queued key, so the group is the
+//!   whole queue at the time of the relist (the relist's deltas together with what those keys
+//!   had queued before). Events after it open new entries behind the group, even for keys in
+//!   it; a key can then be queued twice (once in the group), and F1's "at most once" holds per
+//!   group and for the rest of the queue.
+//! - In both modes a watch delete arriving after the relist for a key the group tombstones
+//!   takes the tombstone's place inside the group (F2: the real object wins over a tombstone).
+//!   The group's membership and the store state it leads to are unchanged.
+//! - Resync is not atomic (client-go's `SyncAll` is not offered): it queues one `Sync` entry
+//!   per key as without the option.
 //!
 //! # In-flight tracking: why the FIFO remembers what it handed out
 //!
@@ -105,6 +134,9 @@ pub struct DeltaFifoOptions<K> {
     pub emit_delta_type_replaced: bool,
     /// Per-key queue (default) or in-order queue (F9).
     pub mode: FifoMode,
+    /// When true, a relist is queued and popped as one group, an atomic relist (F9); default
+    /// false. Works in both modes; see the [module docs](self#atomic-relist-f9).
+    pub atomic_replace: bool,
 }
 
 impl<K> DeltaFifoOptions<K> {
@@ -116,6 +148,7 @@ impl<K> DeltaFifoOptions<K> {
             known_objects: None,
             emit_delta_type_replaced: true,
             mode: FifoMode::PerKey,
+            atomic_replace: false,
         }
     }
 
@@ -136,6 +169,13 @@ impl<K> DeltaFifoOptions<K> {
         self.emit_delta_type_replaced = emit;
         self
     }
+
+    /// Sets [`atomic_replace`](Self::atomic_replace): each relist pops as one
+    /// [`PopBatch`] flagged [`PopBatch::replace_all`] (F9).
+    pub fn with_atomic_replace(mut self, atomic: bool) -> Self {
+        self.atomic_replace = atomic;
+        self
+    }
 }
 
 impl<K: Resource + 'static> Default for DeltaFifoOptions<K> {
@@ -152,6 +192,7 @@ impl<K> Clone for DeltaFifoOptions<K> {
             known_objects: self.known_objects.clone(),
             emit_delta_type_replaced: self.emit_delta_type_replaced,
             mode: self.mode,
+            atomic_replace: self.atomic_replace,
         }
     }
 }
@@ -162,6 +203,7 @@ impl<K> fmt::Debug for DeltaFifoOptions<K> {
             .field("known_objects", &self.known_objects.is_some())
             .field("emit_delta_type_replaced", &self.emit_delta_type_replaced)
             .field("mode", &self.mode)
+            .field("atomic_replace", &self.atomic_replace)
             .finish_non_exhaustive()
     }
 }
@@ -244,6 +286,17 @@ pub struct PopBatch<K> {
     pub items: Vec<Deltas<K>>,
     /// Return it to [`DeltaFifo::done`] once the items were applied to the store.
     pub token: PopToken,
+    /// `Some(resource version given to the relist)` when the batch is one whole atomic relist
+    /// (F9, [`DeltaFifoOptions::atomic_replace`]): apply it in one store batch, so readers see
+    /// the store before or after the relist, never half of it. `None` for other batches.
+    pub replace_all: Option<String>,
+}
+
+impl<K> PopBatch<K> {
+    /// True when the batch is one whole atomic relist (see [`replace_all`](Self::replace_all)).
+    pub fn is_replace_all(&self) -> bool {
+        self.replace_all.is_some()
+    }
 }
 
 impl<K> fmt::Debug for PopBatch<K> {
@@ -251,6 +304,7 @@ impl<K> fmt::Debug for PopBatch<K> {
         f.debug_struct("PopBatch")
             .field("items", &self.items)
             .field("token", &self.token)
+            .field("replace_all", &self.replace_all)
             .finish()
     }
 }
@@ -330,6 +384,8 @@ pub struct DeltaFifo<K> {
     emit_delta_type_replaced: bool,
 
     mode: FifoMode,
+    /// F9: each relist is queued as one group.
+    atomic_replace: bool,
     /// The queued deltas, per key or in order.
     queue: Queue<K>,
 
@@ -356,6 +412,7 @@ impl<K> fmt::Debug for DeltaFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeltaFifo")
             .field("mode", &self.mode)
+            .field("atomic_replace", &self.atomic_replace)
             .field("queued", &self.queue.len())
             .field("pending_deltas", &self.queue.pending())
             .field("in_flight", &self.in_flight_items)
@@ -378,6 +435,7 @@ impl<K> DeltaFifo<K> {
             known_objects: opts.known_objects,
             emit_delta_type_replaced: opts.emit_delta_type_replaced,
             mode: opts.mode,
+            atomic_replace: opts.atomic_replace,
             queue: match opts.mode {
                 FifoMode::PerKey => Queue::PerKey(PerKeyQueue::new()),
                 FifoMode::InOrder => Queue::InOrder(InOrderQueue::new()),
@@ -454,6 +512,10 @@ impl<K> DeltaFifo<K> {
     /// would have replaced is missing from the list and gets a tombstone like any other.
     ///
     /// The first replace of an unpopulated FIFO sets the initial population (F5).
+    ///
+    /// With [`DeltaFifoOptions::atomic_replace`] all of it is queued as one group that pops as
+    /// one [`PopBatch`] with [`PopBatch::replace_all`] set (F9, see the
+    /// [module docs](self#atomic-relist-f9)).
     pub fn replace(
         &mut self,
         list: Vec<(Arc<K>, TraceId)>,
@@ -471,6 +533,9 @@ impl<K> DeltaFifo<K> {
             DeltaType::Sync
         };
 
+        if self.atomic_replace {
+            self.queue.begin_group();
+        }
         let mut summary = ReplaceSummary::default();
         let mut listed = std::mem::take(&mut self.scratch_keys);
         listed.clear();
@@ -529,7 +594,9 @@ impl<K> DeltaFifo<K> {
                 }
             }
         }
-        // Deterministic order for the newly queued keys (queued ones keep their position).
+        // Deterministic order: key order within each part (per key, queued keys keep their
+        // position anyway; in order, and behind an atomic relist's group, they do not).
+        tombstones[..queued_missing].sort_unstable_by(|a, b| a.0.cmp(&b.0));
         tombstones[queued_missing..].sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
         summary.tombstoned = tombstones.len();
@@ -549,6 +616,9 @@ impl<K> DeltaFifo<K> {
 
         listed.clear();
         self.scratch_keys = listed;
+        if self.atomic_replace {
+            self.queue.end_group(resource_version);
+        }
         if initial {
             summary.initial_population = Some(self.queue.initial());
         }
@@ -603,15 +673,18 @@ impl<K> DeltaFifo<K> {
     }
 
     /// Pops the oldest queue entry (F6): one key's [`Deltas`], or one event in
-    /// [`FifoMode::InOrder`]; `None` when nothing is queued.
+    /// [`FifoMode::InOrder`], or a whole atomic relist (F9); `None` when nothing is queued.
     pub fn pop(&mut self) -> Option<PopBatch<K>> {
         self.pop_batch(1)
     }
 
     /// Pops up to `max_keys` queue entries (at least one) in queue order: keys with all their
     /// deltas, or single events in [`FifoMode::InOrder`] (then a key may appear more than once
-    /// in a batch, oldest first); `None` when nothing is queued. After [`close`](Self::close) it keeps draining what was
-    /// queued before (F8).
+    /// in a batch, oldest first); `None` when nothing is queued. After [`close`](Self::close)
+    /// it keeps draining what was queued before (F8).
+    ///
+    /// An atomic relist (F9) pops alone and whole, whatever `max_keys`, with
+    /// [`PopBatch::replace_all`] set; a batch of other entries stops in front of it.
     ///
     /// The batch is in flight until its token is returned to [`done`](Self::done).
     pub fn pop_batch(&mut self, max_keys: usize) -> Option<PopBatch<K>> {
@@ -622,10 +695,8 @@ impl<K> DeltaFifo<K> {
         let mut items = Vec::with_capacity(n);
         let mut keys = Vec::with_capacity(n);
         let mut initial = 0;
-        while items.len() < n {
-            let Some(slot) = self.queue.pop_front() else {
-                break;
-            };
+        let in_flight = &mut self.in_flight;
+        let replace_all = self.queue.pop_into(n, |slot| {
             initial += usize::from(slot.initial);
             let state = match slot.deltas.newest() {
                 Some(d) if d.delta_type != DeltaType::Deleted => {
@@ -633,7 +704,7 @@ impl<K> DeltaFifo<K> {
                 }
                 _ => None,
             };
-            match self.in_flight.entry(slot.deltas.key.clone()) {
+            match in_flight.entry(slot.deltas.key.clone()) {
                 Entry::Occupied(mut e) => {
                     let flight = e.get_mut();
                     flight.state = state;
@@ -646,7 +717,7 @@ impl<K> DeltaFifo<K> {
                 }
             }
             items.push(slot.deltas);
-        }
+        });
         if items.is_empty() {
             return None;
         }
@@ -659,6 +730,7 @@ impl<K> DeltaFifo<K> {
         Some(PopBatch {
             items,
             token: PopToken { id, keys, initial },
+            replace_all,
         })
     }
 
@@ -744,6 +816,11 @@ impl<K> DeltaFifo<K> {
     /// The queue layout this FIFO was built with.
     pub fn mode(&self) -> FifoMode {
         self.mode
+    }
+
+    /// True when relists are queued as one group (F9, [`DeltaFifoOptions::atomic_replace`]).
+    pub fn atomic_replace(&self) -> bool {
+        self.atomic_replace
     }
 
     /// The resource version given to the last [`replace`](Self::replace).

@@ -6,6 +6,9 @@
 //! acknowledges them). Whatever the interleaving, once the reflector has relisted after its
 //! last missed change and the consumer has drained the FIFO, the consumer's store must equal
 //! the server.
+//!
+//! With atomic relists (F9) the consumer also checks, when it applies a relist's batch, that
+//! its store then equals the server as listed: a reader never sees half a relist.
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
@@ -116,6 +119,8 @@ fn op(missed: bool) -> impl Strategy<Value = Op> {
 struct Batch {
     batch: PopBatch<Cm>,
     initial: usize,
+    /// For an atomic relist: the server's contents it listed.
+    listed: Option<BTreeMap<String, u64>>,
 }
 
 struct Harness {
@@ -139,12 +144,20 @@ struct Harness {
     // order checks: newest popped trace per key, and overall (F9)
     last_trace: HashMap<ObjectKey, TraceId>,
     last_trace_overall: TraceId,
+    /// Atomic relists (F9): the server's contents listed, by the resource version given.
+    relists: HashMap<String, BTreeMap<String, u64>>,
 }
 
 impl Harness {
     fn new(with_known: bool, mode: FifoMode) -> Self {
+        Harness::with_options(with_known, mode, false)
+    }
+
+    fn with_options(with_known: bool, mode: FifoMode, atomic: bool) -> Self {
         let store = Store::default();
-        let mut opts = DeltaFifoOptions::<Cm>::default().with_mode(mode);
+        let mut opts = DeltaFifoOptions::<Cm>::default()
+            .with_mode(mode)
+            .with_atomic_replace(atomic);
         if with_known {
             opts = opts.with_known_objects(Arc::new(store.clone()));
         }
@@ -164,6 +177,7 @@ impl Harness {
             popped_at: HashMap::new(),
             last_trace: HashMap::new(),
             last_trace_overall: TraceId::NONE,
+            relists: HashMap::new(),
         }
     }
 
@@ -274,7 +288,10 @@ impl Harness {
         let listed = list.len();
         self.call();
         let first = !self.populated;
-        let sum = self.fifo.replace(list, &self.next_rv.to_string()).unwrap();
+        // A distinct resource version per relist names its listing.
+        let rv = format!("{}.{}", self.next_rv, self.relists.len());
+        self.relists.insert(rv.clone(), self.server.clone());
+        let sum = self.fifo.replace(list, &rv).unwrap();
         assert_eq!(sum.listed, listed);
         assert!(sum.rejected.is_empty());
         if first {
@@ -298,7 +315,20 @@ impl Harness {
             assert!(self.fifo.is_empty());
             return;
         };
-        assert!(!batch.items.is_empty() && batch.items.len() <= n);
+        assert!(!batch.items.is_empty());
+        let listed = match &batch.replace_all {
+            Some(rv) => {
+                assert!(
+                    self.fifo.atomic_replace(),
+                    "F9: a group without atomic relists"
+                );
+                Some(self.relists[rv].clone())
+            }
+            None => {
+                assert!(batch.items.len() <= n, "F6: batch over its bound");
+                None
+            }
+        };
         let in_order = self.fifo.mode() == FifoMode::InOrder;
         let mut initial = 0;
         for item in &batch.items {
@@ -330,22 +360,45 @@ impl Harness {
             }
         }
         assert_eq!(batch.token.initial_items(), initial);
-        self.in_flight.push_back(Batch { batch, initial });
+        self.in_flight.push_back(Batch {
+            batch,
+            initial,
+            listed,
+        });
     }
 
     fn ack(&mut self) {
-        let Some(Batch { batch, .. }) = self.in_flight.pop_front() else {
+        let Some(Batch { batch, listed, .. }) = self.in_flight.pop_front() else {
             return;
         };
         for item in &batch.items {
             self.store.apply(item);
         }
+        if let Some(listed) = listed {
+            // F9: everything queued before the relist was applied before it, and the relist
+            // as a whole now: the store is the server as listed.
+            assert_eq!(
+                self.consumer_view(&listed),
+                listed,
+                "F9: store after an atomic relist differs from the list"
+            );
+        }
         self.fifo.done(batch.token, 0);
+    }
+
+    /// The consumer's store, less the objects it may keep because their delete was ignored
+    /// without known objects (F3), unless `server` has them.
+    fn consumer_view(&self, server: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+        let mut store = self.store.contents();
+        if !self.with_known {
+            store.retain(|name, _| server.contains_key(name) || !self.ghosts.contains(name));
+        }
+        store
     }
 
     fn check(&self) {
         self.fifo.check_invariants();
-        if self.fifo.mode() == FifoMode::PerKey {
+        if self.fifo.mode() == FifoMode::PerKey && !self.fifo.atomic_replace() {
             // B2: bounded by keys, and a key holds at most one delta per FIFO call since its
             // pop.
             assert!(self.fifo.len() <= NAMES as usize);
@@ -354,8 +407,11 @@ impl Harness {
                 let n = self.fifo.get_by_key(key.as_str()).unwrap().deltas.len();
                 assert!(n <= since, "{key}: {n} deltas after {since} calls");
             }
-        } else {
+        } else if self.fifo.mode() == FifoMode::InOrder {
             assert_eq!(self.fifo.pending_deltas(), self.fifo.len());
+            assert!(self.fifo.list_keys().len() <= NAMES as usize);
+        } else {
+            // Per key with atomic relists, a key may be queued in a relist and after it.
             assert!(self.fifo.list_keys().len() <= NAMES as usize);
         }
         let in_flight: usize = self.in_flight.iter().map(|b| b.batch.items.len()).sum();
@@ -385,12 +441,9 @@ impl Harness {
         assert_eq!(self.fifo.in_flight(), 0);
         assert!(self.fifo.in_flight.is_empty(), "in-flight state leaked");
         assert_eq!(self.fifo.pending_deltas(), 0);
-        let mut store = self.store.contents();
-        if !self.with_known {
-            // client-go without knownObjects: a delete of an object that is no longer queued
-            // is dropped, so the consumer keeps it. Those are the only extra objects allowed.
-            store.retain(|name, _| self.server.contains_key(name) || !self.ghosts.contains(name));
-        }
+        // client-go without knownObjects: a delete of an object that is no longer queued is
+        // dropped, so the consumer keeps it. Those are the only extra objects allowed.
+        let store = self.consumer_view(&self.server);
         assert_eq!(
             store,
             self.server
@@ -406,7 +459,10 @@ impl Harness {
 }
 
 fn run_all(with_known: bool, mode: FifoMode, ops: &[Op]) {
-    let mut h = Harness::new(with_known, mode);
+    run_with(Harness::new(with_known, mode), ops);
+}
+
+fn run_with(mut h: Harness, ops: &[Op]) {
     for op in ops {
         h.run(op);
         h.check();
@@ -473,5 +529,30 @@ proptest! {
             h.check();
         }
         h.finish();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// F9 atomic relist, both modes, with known objects: the model above, and after each
+    /// relist's batch the store equals what was listed.
+    #[test]
+    fn f9_model_atomic_replace_with_known_objects(
+        ops in prop::collection::vec(op(true), 1..80),
+        in_order in any::<bool>(),
+    ) {
+        let mode = if in_order { FifoMode::InOrder } else { FifoMode::PerKey };
+        run_with(Harness::with_options(true, mode, true), &ops);
+    }
+
+    /// F9 atomic relist without known objects.
+    #[test]
+    fn f9_model_atomic_replace_without_known_objects(
+        ops in prop::collection::vec(op(false), 1..80),
+        in_order in any::<bool>(),
+    ) {
+        let mode = if in_order { FifoMode::InOrder } else { FifoMode::PerKey };
+        run_with(Harness::with_options(false, mode, true), &ops);
     }
 }

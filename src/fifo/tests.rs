@@ -1,5 +1,5 @@
-//! Deterministic tests of the DeltaFifo, named after the DESIGN.md ids (F1–F8) and, in spirit,
-//! after client-go's `delta_fifo_test.go`.
+//! Deterministic tests of the DeltaFifo, named after the ids of `docs/semantics.md` (F1–F9)
+//! and, in spirit, after client-go's `delta_fifo_test.go`.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -1414,4 +1414,317 @@ fn f9_in_order_close_drains() {
     assert_eq!(f.add(cm("b", 1), t(3)), Err(FifoError::Closed));
     assert_eq!(drain(&mut f).len(), 2);
     assert!(f.pop().is_none());
+}
+
+// ---------------------------------------------------------------- F9: atomic relist
+
+fn atomic(mode: FifoMode, store: &TestStore) -> DeltaFifo<Cm> {
+    DeltaFifo::new(
+        DeltaFifoOptions::default()
+            .with_mode(mode)
+            .with_atomic_replace(true)
+            .with_known_objects(Arc::new(store.clone())),
+    )
+}
+
+const MODES: [FifoMode; 2] = [FifoMode::PerKey, FifoMode::InOrder];
+
+/// Pops one batch (up to `max`), acknowledges it; returns its relist RV and described items.
+fn pop_described(f: &mut DeltaFifo<Cm>, max: usize) -> (Option<String>, Vec<Vec<String>>) {
+    let b = f.pop_batch(max).expect("something queued");
+    assert_eq!(b.is_replace_all(), b.replace_all.is_some());
+    let items = b.items.iter().map(describe_all).collect();
+    f.done(b.token, 0);
+    f.check_invariants();
+    (b.replace_all, items)
+}
+
+#[test]
+fn f9_atomic_replace_is_off_by_default() {
+    assert!(!DeltaFifoOptions::<Cm>::default().atomic_replace);
+    let store = TestStore::default();
+    let mut f = in_order_with(&store);
+    assert!(!f.atomic_replace());
+    f.replace(vec![(cm("a", 1), t(1)), (cm("b", 1), t(2))], "1")
+        .unwrap();
+    let (rv, items) = pop_described(&mut f, 1);
+    assert_eq!((rv, items), (None, vec![s(&["Replaced a@1"])]));
+}
+
+#[test]
+fn f9_atomic_in_order_relist_pops_as_one_batch_between_its_neighbours() {
+    let store = TestStore::with(&[cm("k", 1)]);
+    let mut f = atomic(FifoMode::InOrder, &store);
+    assert!(f.atomic_replace());
+    f.add(cm("x1", 1), t(1)).unwrap();
+    f.add(cm("x2", 1), t(2)).unwrap();
+    let sum = f
+        .replace(
+            vec![(cm("a", 1), t(3)), (cm("b", 1), t(4)), (cm("c", 1), t(5))],
+            "7",
+        )
+        .unwrap();
+    assert_eq!(
+        (sum.listed, sum.tombstoned),
+        (3, 3),
+        "x1, x2 and k are not listed"
+    );
+    f.add(cm("y", 1), t(6)).unwrap();
+    f.check_invariants();
+    assert_eq!(f.len(), 9);
+
+    // The batch before the group stops in front of it, whatever the bound.
+    assert_eq!(
+        pop_described(&mut f, 10),
+        (None, vec![s(&["Added x1@1"]), s(&["Added x2@1"])])
+    );
+    // The group pops whole, whatever the bound.
+    assert_eq!(
+        pop_described(&mut f, 1),
+        (
+            Some("7".to_string()),
+            vec![
+                s(&["Replaced a@1"]),
+                s(&["Replaced b@1"]),
+                s(&["Replaced c@1"]),
+                s(&["Deleted ~x1@1"]),
+                s(&["Deleted ~x2@1"]),
+                s(&["Deleted ~k@1"]),
+            ]
+        )
+    );
+    assert_eq!(pop_described(&mut f, 10), (None, vec![s(&["Added y@1"])]));
+    assert!(f.pop().is_none());
+}
+
+#[test]
+fn f9_atomic_per_key_relist_seals_the_whole_queue() {
+    let store = TestStore::with(&[cm("k", 1)]);
+    let mut f = atomic(FifoMode::PerKey, &store);
+    f.add(cm("a", 1), t(1)).unwrap();
+    f.add(cm("x", 1), t(2)).unwrap();
+    f.replace(vec![(cm("a", 2), t(3))], "9").unwrap();
+    // After the relist: a new entry behind the group, even for a key in it.
+    f.update(cm("a", 3), t(4)).unwrap();
+    f.add(cm("z", 1), t(5)).unwrap();
+    f.check_invariants();
+    assert_eq!(f.len(), 5, "a counts twice: in the group and after it");
+    assert_eq!(f.list_keys(), vec![key("a"), key("x"), key("k"), key("z")]);
+    assert_eq!(
+        describe_all(f.get_by_key("ns/a").unwrap()),
+        s(&["Updated a@3"]),
+        "the newest entry"
+    );
+    assert_eq!(
+        describe_all(f.get_by_key("ns/x").unwrap()),
+        s(&["Added x@1", "Deleted ~x@1"])
+    );
+    assert_eq!(
+        pop_described(&mut f, 1),
+        (
+            Some("9".to_string()),
+            vec![
+                s(&["Added a@1", "Replaced a@2"]),
+                s(&["Added x@1", "Deleted ~x@1"]),
+                s(&["Deleted ~k@1"]),
+            ]
+        )
+    );
+    assert_eq!(
+        pop_described(&mut f, 10),
+        (None, vec![s(&["Updated a@3"]), s(&["Added z@1"])])
+    );
+}
+
+#[test]
+fn f9_atomic_back_to_back_relists_are_two_groups() {
+    for mode in MODES {
+        let store = TestStore::default();
+        let mut f = atomic(mode, &store);
+        f.replace(vec![(cm("a", 1), t(1))], "1").unwrap();
+        f.replace(vec![(cm("a", 2), t(2)), (cm("b", 2), t(3))], "2")
+            .unwrap();
+        f.check_invariants();
+        assert_eq!(
+            describe_all(f.get_by_key("ns/a").unwrap()),
+            s(&["Replaced a@2"]),
+            "{mode:?}"
+        );
+        assert_eq!(
+            pop_described(&mut f, 10),
+            (Some("1".to_string()), vec![s(&["Replaced a@1"])]),
+            "{mode:?}"
+        );
+        assert_eq!(
+            pop_described(&mut f, 10),
+            (
+                Some("2".to_string()),
+                vec![s(&["Replaced a@2"]), s(&["Replaced b@2"])]
+            ),
+            "{mode:?}"
+        );
+        assert!(f.pop().is_none());
+    }
+}
+
+#[test]
+fn f9_atomic_watch_delete_takes_the_group_tombstone_place() {
+    for mode in MODES {
+        let store = TestStore::with(&[cm("k", 1), cm("j", 1)]);
+        let mut f = atomic(mode, &store);
+        f.replace(vec![(cm("j", 1), t(1))], "3").unwrap();
+        f.delete(cm("k", 2), t(2)).unwrap();
+        f.add(cm("n", 1), t(3)).unwrap();
+        f.check_invariants();
+        assert_eq!(f.stats().deduped_deletes, 1, "{mode:?}");
+        assert_eq!(
+            pop_described(&mut f, 10),
+            (
+                Some("3".to_string()),
+                vec![s(&["Replaced j@1"]), s(&["Deleted k@2"])]
+            ),
+            "{mode:?}: F2 inside the group, the group unchanged otherwise"
+        );
+        assert_eq!(pop_described(&mut f, 10), (None, vec![s(&["Added n@1"])]));
+    }
+}
+
+#[test]
+fn f9_atomic_in_order_tombstone_of_a_queued_delete_collapses_ahead_of_the_group() {
+    let store = TestStore::with(&[cm("foo", 1), cm("bar", 1)]);
+    let mut f = atomic(FifoMode::InOrder, &store);
+    f.delete(cm("foo", 2), t(1)).unwrap();
+    f.replace(vec![(cm("bar", 1), t(2))], "4").unwrap();
+    assert_eq!(f.stats().deduped_deletes, 1);
+    assert_eq!(
+        pop_described(&mut f, 10),
+        (None, vec![s(&["Deleted foo@2"])])
+    );
+    assert_eq!(
+        pop_described(&mut f, 10),
+        (Some("4".to_string()), vec![s(&["Replaced bar@1"])])
+    );
+}
+
+#[test]
+fn f9_atomic_store_jumps_from_before_to_after_the_relist() {
+    // The consumer applies each batch at once: after the group it equals the list.
+    for mode in MODES {
+        let store = TestStore::with(&[cm("a", 1), cm("b", 1), cm("c", 1)]);
+        let mut f = atomic(mode, &store);
+        f.update(cm("a", 2), t(1)).unwrap();
+        let list = vec![(cm("a", 3), t(2)), (cm("d", 1), t(3))];
+        f.replace(list, "8").unwrap();
+        f.add(cm("e", 1), t(4)).unwrap();
+        let mut seen = Vec::new();
+        while let Some(b) = f.pop_batch(1) {
+            for item in &b.items {
+                store.apply(item);
+            }
+            seen.push((b.replace_all.clone(), store.contents()));
+            f.done(b.token, 0);
+        }
+        let after_relist: BTreeMap<String, String> = [("ns/a", "a@3"), ("ns/d", "d@1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let group = seen
+            .iter()
+            .find(|(rv, _)| rv.as_deref() == Some("8"))
+            .expect("the relist popped as a group");
+        assert_eq!(group.1, after_relist, "{mode:?}");
+        assert_eq!(seen.iter().filter(|(rv, _)| rv.is_some()).count(), 1);
+        assert_eq!(seen.last().unwrap().1.len(), 3, "{mode:?}: plus e");
+    }
+}
+
+#[test]
+fn f9_atomic_initial_list_syncs_when_its_group_is_acknowledged() {
+    for mode in MODES {
+        let store = TestStore::default();
+        let mut f = atomic(mode, &store);
+        let sum = f
+            .replace(vec![(cm("a", 1), t(1)), (cm("b", 1), t(2))], "1")
+            .unwrap();
+        assert_eq!(sum.initial_population, Some(2));
+        f.add(cm("c", 1), t(3)).unwrap();
+        let b = f.pop().unwrap();
+        assert!(b.is_replace_all());
+        assert_eq!((b.token.len(), b.token.initial_items()), (2, 2));
+        assert!(!f.has_synced(), "{mode:?}: popped, not acknowledged");
+        f.done(b.token, 0);
+        assert!(f.has_synced(), "{mode:?}");
+        assert!(!f.pop().unwrap().is_replace_all());
+    }
+}
+
+#[test]
+fn f9_atomic_empty_relist_queues_no_group() {
+    for mode in MODES {
+        let store = TestStore::default();
+        let mut f = atomic(mode, &store);
+        f.replace(vec![], "1").unwrap();
+        f.check_invariants();
+        assert!(f.pop().is_none());
+        assert!(f.has_synced(), "{mode:?}");
+    }
+}
+
+#[test]
+fn f9_atomic_relist_racing_in_flight_add_tombstones_it() {
+    for mode in MODES {
+        let store = TestStore::default();
+        let mut f = atomic(mode, &store);
+        f.add(cm("foo", 1), t(1)).unwrap();
+        let b = f.pop().unwrap();
+        f.replace(vec![(cm("bar", 1), t(2))], "2").unwrap();
+        store.apply(&b.items[0]);
+        f.done(b.token, 0);
+        let (rv, items) = pop_described(&mut f, 10);
+        assert_eq!(rv.as_deref(), Some("2"));
+        assert_eq!(items, vec![s(&["Replaced bar@1"]), s(&["Deleted ~foo@1"])]);
+        assert!(f.in_flight.is_empty());
+    }
+}
+
+#[test]
+fn f9_atomic_relist_with_sync_deltas_and_resync_stays_per_key() {
+    for mode in MODES {
+        let store = TestStore::with(&[cm("a", 1), cm("b", 1)]);
+        let mut f = DeltaFifo::new(
+            DeltaFifoOptions::default()
+                .with_mode(mode)
+                .with_atomic_replace(true)
+                .with_emit_delta_type_replaced(false)
+                .with_known_objects(Arc::new(store.clone())),
+        );
+        f.replace(vec![(cm("a", 2), t(1))], "5").unwrap();
+        assert_eq!(
+            pop_described(&mut f, 10),
+            (
+                Some("5".to_string()),
+                vec![s(&["Sync a@2"]), s(&["Deleted ~b@1"])]
+            )
+        );
+        // Resync is not atomic: one entry per key, popped in ordinary batches.
+        assert_eq!(f.resync().unwrap(), 2);
+        assert_eq!(
+            pop_described(&mut f, 1),
+            (None, vec![s(&["Sync a@1"])]),
+            "{mode:?}"
+        );
+    }
+}
+
+#[test]
+fn f9_atomic_group_drains_after_close() {
+    for mode in MODES {
+        let store = TestStore::default();
+        let mut f = atomic(mode, &store);
+        f.replace(vec![(cm("a", 1), t(1)), (cm("b", 1), t(2))], "1")
+            .unwrap();
+        assert_eq!(f.close(), 2);
+        let (rv, items) = pop_described(&mut f, 1);
+        assert_eq!((rv.as_deref(), items.len()), (Some("1"), 2), "{mode:?}");
+    }
 }
