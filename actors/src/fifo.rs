@@ -1,5 +1,10 @@
-//! The DeltaFifo actor (DESIGN.md F1–F8, B1, B2, B4): owns the core
+//! The DeltaFifo actor (F1–F9, B1, B2, B4 of `docs/semantics.md`): owns the core
 //! [`kinformer::fifo::DeltaFifo`] and pushes popped batches to the indexer, one or two at a time.
+//!
+//! Each popped batch is one [`ProcessDeltas`] message. An atomic relist (F9,
+//! [`FifoConfig::atomic_replace`]) pops as one batch whatever [`FifoConfig::batch_size`], so it
+//! reaches the indexer as one message, which the indexer applies as one store batch (one
+//! publish): listers see the store before or after the relist, never in between.
 //!
 //! Flow control runs both ways:
 //! - downstream, at most `max_in_flight` batches are outstanding at the indexer; the indexer's
@@ -16,7 +21,7 @@ use std::sync::{
 
 use actix::prelude::*;
 use kinformer::{
-    fifo::{DeltaFifo as CoreFifo, FifoError},
+    fifo::{DeltaFifo as CoreFifo, DeltaFifoOptions, FifoError, FifoMode},
     trace::TraceId,
 };
 use tokio::sync::oneshot;
@@ -31,6 +36,7 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct FifoConfig {
     /// Most keys handed to the indexer in one `ProcessDeltas` message (F6). Default 256.
+    /// An atomic relist is sent whole, whatever this says.
     pub batch_size: usize,
     /// Batches outstanding at the indexer at once (pipelining). Default 2.
     pub max_in_flight: usize,
@@ -38,6 +44,15 @@ pub struct FifoConfig {
     pub capacity: usize,
     /// Mailbox capacity (B1). Default 64.
     pub mailbox: usize,
+    /// Queue layout (F9): [`FifoMode::PerKey`], client-go's `DeltaFIFO` (the default), or
+    /// [`FifoMode::InOrder`], client-go's `RealFIFO` (one entry per event, strict order).
+    pub mode: FifoMode,
+    /// Atomic relist (F9, client-go's `AtomicFIFO`): each relist reaches the indexer as one
+    /// batch, applied in one store batch. Default false. Works with both modes.
+    pub atomic_replace: bool,
+    /// A relist queues `Replaced` deltas (true, the default, as current client-go and kube-rs)
+    /// or `Sync` deltas (false, as client-go before `Replaced` existed).
+    pub emit_delta_type_replaced: bool,
 }
 
 impl Default for FifoConfig {
@@ -47,7 +62,22 @@ impl Default for FifoConfig {
             max_in_flight: 2,
             capacity: 10_000,
             mailbox: 64,
+            mode: FifoMode::PerKey,
+            atomic_replace: false,
+            emit_delta_type_replaced: true,
         }
+    }
+}
+
+impl FifoConfig {
+    /// Applies this config's queue options ([`mode`](Self::mode),
+    /// [`atomic_replace`](Self::atomic_replace),
+    /// [`emit_delta_type_replaced`](Self::emit_delta_type_replaced)) to `base`, the core FIFO's
+    /// options carrying the key function and known objects.
+    pub fn fifo_options<K>(&self, base: DeltaFifoOptions<K>) -> DeltaFifoOptions<K> {
+        base.with_mode(self.mode)
+            .with_atomic_replace(self.atomic_replace)
+            .with_emit_delta_type_replaced(self.emit_delta_type_replaced)
     }
 }
 
@@ -154,7 +184,8 @@ impl<K: InformerObject> DeltaFifo<K> {
         }
     }
 
-    /// Pops batches while fewer than `max_in_flight` are at the indexer.
+    /// Pops batches while fewer than `max_in_flight` are at the indexer. Every batch, an
+    /// atomic relist included (the core pops it whole), is one `ProcessDeltas` message.
     fn pump(&mut self, ctx: &mut Context<Self>) {
         while self.in_flight < self.config.max_in_flight.max(1) {
             let is_in_initial_list = !self.fifo.has_synced();
@@ -305,5 +336,116 @@ impl<K: InformerObject> Handler<Stop> for DeltaFifo<K> {
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         self.waiting_writers.clear();
         ctx.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::messages::ProcessReport;
+
+    /// A stand-in indexer that reports the size of every `ProcessDeltas` it receives.
+    struct Recorder(mpsc::UnboundedSender<usize>);
+
+    impl Actor for Recorder {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<ProcessDeltas<ConfigMap>> for Recorder {
+        type Result = MessageResult<ProcessDeltas<ConfigMap>>;
+
+        fn handle(&mut self, msg: ProcessDeltas<ConfigMap>, _: &mut Context<Self>) -> Self::Result {
+            let _ = self.0.send(msg.batch.len());
+            MessageResult(ProcessReport::default())
+        }
+    }
+
+    fn cm(name: &str) -> Arc<ConfigMap> {
+        let mut c = ConfigMap::default();
+        c.metadata.namespace = Some("ns".into());
+        c.metadata.name = Some(name.into());
+        c.metadata.resource_version = Some("1".into());
+        Arc::new(c)
+    }
+
+    /// Starts a FIFO actor with `config` in front of a recorder, sends one relist of `n`
+    /// objects and returns the sizes of the `ProcessDeltas` messages that carried them.
+    async fn relist_batches(config: FifoConfig, n: usize) -> Vec<usize> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let indexer = Recorder(tx).start();
+        let core = CoreFifo::new(config.fifo_options(DeltaFifoOptions::default()));
+        let status = Arc::new(FifoStatus::default());
+        let fifo = DeltaFifo::new(
+            core,
+            indexer.recipient(),
+            config,
+            status,
+            "ConfigMap".into(),
+        );
+        let fifo = fifo.start();
+        let items = (0..n)
+            .map(|i| (cm(&format!("o{i}")), TraceId(i as u64 + 1)))
+            .collect();
+        fifo.send(Replace {
+            items,
+            resource_version: "1".into(),
+        })
+        .await
+        .expect("FIFO running")
+        .expect("FIFO open");
+        let mut sizes = Vec::new();
+        while sizes.iter().sum::<usize>() < n {
+            let size = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("every listed object reaches the indexer within the deadline")
+                .expect("recorder running");
+            sizes.push(size);
+        }
+        sizes
+    }
+
+    #[test]
+    fn f9_fifo_config_defaults_and_options() {
+        let c = FifoConfig::default();
+        assert_eq!(c.mode, FifoMode::PerKey);
+        assert!(!c.atomic_replace);
+        assert!(c.emit_delta_type_replaced);
+        let opts = FifoConfig {
+            mode: FifoMode::InOrder,
+            atomic_replace: true,
+            emit_delta_type_replaced: false,
+            ..FifoConfig::default()
+        }
+        .fifo_options(DeltaFifoOptions::<ConfigMap>::default());
+        assert_eq!(opts.mode, FifoMode::InOrder);
+        assert!(opts.atomic_replace);
+        assert!(!opts.emit_delta_type_replaced);
+    }
+
+    #[actix::test]
+    async fn f9_atomic_relist_reaches_the_indexer_as_one_message() {
+        for mode in [FifoMode::PerKey, FifoMode::InOrder] {
+            let config = FifoConfig {
+                batch_size: 2,
+                mode,
+                atomic_replace: true,
+                ..FifoConfig::default()
+            };
+            assert_eq!(relist_batches(config, 5).await, [5], "{mode:?}");
+        }
+    }
+
+    #[actix::test]
+    async fn f6_relist_without_atomic_replace_is_cut_at_batch_size() {
+        let config = FifoConfig {
+            batch_size: 2,
+            ..FifoConfig::default()
+        };
+        assert_eq!(relist_batches(config, 5).await, [2, 2, 1]);
     }
 }
