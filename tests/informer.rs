@@ -134,11 +134,10 @@ async fn r4_dropped_watch_resumes_from_last_rv_without_relist() {
         "R4: no relist (one LIST by the informer, one by this test): {:?}",
         informer.health()
     );
-    assert_eq!(
-        informer.health().restarts,
-        0,
-        "a clean end is not a failure"
-    );
+    // A clean end is not a failure, except client-go's "very short watch" (ended in under a
+    // second with no event), which this test can provoke: it backs off, it does not relist.
+    let h = informer.health();
+    assert_eq!(h.failures, h.very_short_watches, "{h:?}");
     informer.shutdown().await;
 }
 
@@ -305,23 +304,29 @@ async fn p6_p3_resync_reaches_only_handlers_that_asked() {
     let sim = sim().await;
     let client = sim.client();
     create_pods(&client, "a", 2).await;
-    let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
+    let mut config = fast_config();
+    config.resync = Some(Duration::from_secs(1));
+    let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, config);
     let resyncing = View::default();
     let quiet = View::default();
     informer
         .add_event_handler_with(
             resyncing.handler(),
+            // Below the 1 s minimum: raised to it (P6).
             ListenerConfig::default().resync(Duration::from_millis(10)),
         )
         .await
         .unwrap();
-    informer.add_event_handler(quiet.handler()).await.unwrap();
+    informer
+        .add_event_handler_with(quiet.handler(), ListenerConfig::default().never_resync())
+        .await
+        .unwrap();
     informer.start().unwrap();
     eventually("resync notifications arrive", || resyncing.resyncs() >= 4).await;
     assert_eq!(
         quiet.resyncs(),
         0,
-        "P3: no resync for a handler without a period"
+        "P3: no resync for a handler that asked for none"
     );
     assert!(resyncing.anomalies().is_empty());
     informer.shutdown().await;
@@ -543,8 +548,7 @@ async fn r4_silent_watch_is_dropped_client_side_and_reopened() {
     let client = sim.client();
     create_pods(&client, "a", 3).await;
     let mut config = fast_config();
-    config.reflector.min_watch_timeout = Duration::from_secs(1);
-    config.reflector.stall_grace = Duration::from_millis(200);
+    config.reflector.idle_timeout = Duration::from_secs(1);
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, config);
     informer.start().unwrap();
     tokio::time::timeout(DEADLINE, informer.wait_for_sync())
@@ -564,7 +568,10 @@ async fn r4_silent_watch_is_dropped_client_side_and_reopened() {
     })
     .await;
     let h = informer.health();
-    assert_eq!(h.restarts, 0, "a stall is not a failure: {h:?}");
+    assert!(
+        h.restarts >= 1 && h.failures >= 1,
+        "R8: an idle watch is reopened after the backoff: {h:?}"
+    );
     assert_eq!(
         h.lists, 1,
         "R4: reopened from the last RV, no relist: {h:?}"
@@ -630,7 +637,11 @@ async fn p9_shutting_down_one_informer_leaves_a_shared_clients_connections_alone
         })
         .await;
     }
-    assert_eq!(pods.health().restarts, 0, "{:?}", pods.health());
+    // No cut connection: the only failures are very short watches (watches this test dropped
+    // within a second of opening; R4 backs off from those).
+    let h = pods.health();
+    assert_eq!(h.failures, h.very_short_watches, "{h:?}");
+    assert_eq!(h.lists, 1, "{h:?}");
     pods.shutdown().await;
 }
 

@@ -53,6 +53,44 @@ pub enum ReflectorError {
         #[source]
         source: kube::Error,
     },
+    /// The watch ended in under a second with no event (client-go's "very short watch", R4):
+    /// the server is ending watches at once; reopening is backed off.
+    #[error("watch {resource}: very short watch: ended in under a second with no event")]
+    VeryShortWatch {
+        /// The resource's plural.
+        resource: String,
+    },
+    /// No event or bookmark for the idle timeout: dropped client-side, reopened (R4).
+    #[error("watch {resource}: idle for {after:?} (no event or bookmark); reopening")]
+    Idle {
+        /// The resource's plural.
+        resource: String,
+        /// The idle timeout.
+        after: std::time::Duration,
+    },
+    /// The server said our resourceVersion is too old (410): relisting after the backoff.
+    #[error("{resource}: resourceVersion expired (410); relisting")]
+    Expired {
+        /// The resource's plural.
+        resource: String,
+    },
+    /// A server failure the machine reported without a kube error at hand.
+    #[error("{resource}: {message}")]
+    Server {
+        /// The resource's plural.
+        resource: String,
+        /// What the server said.
+        message: String,
+    },
+    /// The reflector panicked (in a transform or validator): restarted from a relist.
+    #[error("{resource}: the reflector panicked (transform or validator)")]
+    Panicked {
+        /// The resource's plural.
+        resource: String,
+    },
+    /// The reflector had neither a request nor a timer (a bug): restarted after backoff.
+    #[error("the reflector machine had nothing to do")]
+    Stuck,
     /// The DeltaFifo actor is gone (the informer is shutting down).
     #[error("the DeltaFifo actor stopped")]
     FifoStopped,
@@ -67,6 +105,12 @@ impl ReflectorError {
             ReflectorError::WatchErrorEvent { .. } => "watch_error_event",
             ReflectorError::Decode { .. } => "decode",
             ReflectorError::Stream { .. } => "stream",
+            ReflectorError::VeryShortWatch { .. } => "very_short_watch",
+            ReflectorError::Idle { .. } => "idle_watch",
+            ReflectorError::Expired { .. } => "expired",
+            ReflectorError::Server { .. } => "server",
+            ReflectorError::Panicked { .. } => "panicked",
+            ReflectorError::Stuck => "stuck",
             ReflectorError::FifoStopped => "fifo_stopped",
         }
     }
@@ -84,9 +128,9 @@ pub enum WatchWarning {
         /// What was wrong.
         detail: String,
     },
-    /// No event or bookmark arrived within the watch timeout plus grace: dropped client-side
-    /// and reopened from the last RV (R4).
-    #[error("{resource}: watch went silent past its timeout; reopened")]
+    /// No event or bookmark arrived within the idle timeout: dropped client-side and reopened
+    /// from the last RV after the backoff (R4).
+    #[error("{resource}: watch went silent past its idle timeout; reopening")]
     Stalled {
         /// The resource's plural.
         resource: String,
@@ -96,6 +140,14 @@ pub enum WatchWarning {
     Expired {
         /// The resource's plural.
         resource: String,
+    },
+    /// The server rejected or ignored a watch-list (R7): listing instead.
+    #[error("{resource}: watch-list not served ({reason}); falling back to LIST+WATCH")]
+    WatchListFallback {
+        /// The resource's plural.
+        resource: String,
+        /// Why.
+        reason: String,
     },
 }
 
@@ -124,10 +176,4 @@ pub enum InformerError {
     NoSystem,
 }
 
-/// Display helper for a `kube::Error` that is an API `Status` (code, reason).
-pub(crate) fn api_status(e: &kube::Error) -> Option<(u16, &str)> {
-    match e {
-        kube::Error::Api(s) => Some((s.code, s.reason.as_str())),
-        _ => None,
-    }
-}
+

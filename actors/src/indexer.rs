@@ -1,29 +1,35 @@
-//! The Indexer actor (DESIGN.md P1–P4, I*): the single writer of the store and the processor
-//! that distributes notifications to every [`ProcessorListener`].
+//! The Indexer actor: client-go's `sharedIndexInformer.HandleDeltas` plus its `sharedProcessor`,
+//! as a thin driver of the core's [`Processor`] machine (P1–P6 in `docs/semantics.md`).
 //!
-//! It applies each popped batch to the [`Store`] inside one store batch (readers see the whole
-//! batch or none of it, and the publish cost is paid once), turns each delta into a
-//! notification (client-go's `HandleDeltas`, P1), and sends every listener the notifications it
-//! should see (P3: resync notifications only to listeners whose resync is due) as one message.
+//! The actor owns the machine, which owns the [`Store`](kinformer::store::Store) (its single
+//! writer) and the listener registry; the actor owns only what the machine cannot: the
+//! listeners' addresses, the FIFO's address and the resync timer. It
+//! - hands each popped batch to [`Processor::handle_deltas`] (one store publish per batch) and
+//!   sends each listener its notifications as one message;
+//! - registers listeners with [`Processor::add_listener`] and sends a late listener its replay
+//!   of the cache before anything else (P4);
+//! - arms one timer at [`Processor::poll_timeout`] (re-armed after every check and every
+//!   registration change, so the schedule never drifts), runs
+//!   [`Processor::handle_resync_check`] when it fires, and asks the FIFO for a resync when a
+//!   listener is due (R6, F7).
 //!
-//! Batches are handled atomically with respect to the actor's other messages: a handler added
-//! while a batch is in progress is registered only after that batch reached every listener, and
-//! gets the store's contents as they are at that point (P4: no gap, no duplicate).
+//! Batches are atomic with respect to the actor's other messages: a listener added while a
+//! batch is being delivered is registered after that batch reached every listener (client-go's
+//! `blockDeltas` lock), so its replay has no gap and no duplicate (P4).
 
 use std::{
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use actix::prelude::*;
 use futures::future::join_all;
 use kinformer::{
-    DeltaType,
-    notification::Notification as Event,
-    store::{Indexers, Store, StoreError},
+    processor::{Delivery, Processor, ResyncPeriod},
+    store::{Indexers, StoreError},
 };
 
 use crate::{
@@ -57,22 +63,14 @@ impl IndexerStatus {
     }
 }
 
-struct ListenerEntry<K: InformerObject> {
-    id: u64,
-    addr: Addr<ProcessorListener<K>>,
-    resync: Option<Duration>,
-    next_resync: Option<Instant>,
-    syncing: bool,
-}
-
 /// Registers a listener; it first receives an Add (`is_in_initial_list`) per cached object (P4).
 pub struct AddListener<K: InformerObject> {
     /// The registration id.
     pub id: u64,
     /// The listener.
     pub addr: Addr<ProcessorListener<K>>,
-    /// Its resync period (P6), already reconciled with the check period.
-    pub resync: Option<Duration>,
+    /// The resync period it asks for; the processor decides the one it gets (P6).
+    pub resync: ResyncPeriod,
 }
 
 impl<K: InformerObject> Message for AddListener<K> {
@@ -105,50 +103,71 @@ impl<K: InformerObject> Message for AddIndexers<K> {
 
 /// The Indexer actor.
 pub struct Indexer<K: InformerObject> {
-    store: Store<K>,
+    processor: Processor<K>,
+    /// The address of every listener the processor knows, by registration id.
+    listeners: Vec<(u64, Addr<ProcessorListener<K>>)>,
     fifo: Option<Addr<DeltaFifo<K>>>,
-    listeners: Vec<ListenerEntry<K>>,
-    resync_check: Option<Duration>,
+    /// The armed resync check: when, and the timer.
+    timer: Option<(Instant, SpawnHandle)>,
     status: Arc<IndexerStatus>,
     kind: Arc<str>,
     mailbox: usize,
 }
 
+fn pending<K>(d: Delivery<K>) -> Pending<K> {
+    Pending {
+        key: d.key,
+        notification: d.notification,
+        trace: d.trace,
+        initial: d.initial,
+    }
+}
+
 impl<K: InformerObject> Indexer<K> {
-    /// An indexer that owns `store`; `resync_check` is the informer's resync check period.
+    /// An indexer driving `processor`, with the listeners registered with it before start
+    /// (their addresses). The processor's resync schedule starts when the actor starts.
     pub fn new(
-        store: Store<K>,
-        resync_check: Option<Duration>,
+        processor: Processor<K>,
+        listeners: Vec<(u64, Addr<ProcessorListener<K>>)>,
         status: Arc<IndexerStatus>,
         kind: Arc<str>,
         mailbox: usize,
     ) -> Self {
         Indexer {
-            store,
+            processor,
+            listeners,
             fifo: None,
-            listeners: Vec::new(),
-            resync_check,
+            timer: None,
             status,
             kind,
             mailbox,
         }
     }
 
-    /// P3/P6: marks the listeners whose resync is due; asks the FIFO for Sync deltas if any is.
-    fn resync_tick(&mut self, ctx: &mut Context<Self>) {
-        let now = Instant::now();
-        let mut any = false;
-        for l in &mut self.listeners {
-            l.syncing = match (l.resync, l.next_resync) {
-                (Some(period), Some(next)) if now >= next => {
-                    l.next_resync = Some(now + period);
-                    true
-                }
-                _ => false,
-            };
-            any |= l.syncing;
+    /// Arms the timer at the processor's next check time, if it changed.
+    fn rearm(&mut self, ctx: &mut Context<Self>) {
+        let next = self.processor.poll_timeout();
+        if self.timer.as_ref().map(|(at, _)| *at) == next {
+            return;
         }
-        if any && let Some(fifo) = self.fifo.clone() {
+        if let Some((_, handle)) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        if let Some(at) = next {
+            let delay = at.saturating_duration_since(Instant::now());
+            let handle = ctx.run_later(delay, |act, ctx| {
+                act.timer = None;
+                act.resync_check(ctx);
+            });
+            self.timer = Some((at, handle));
+        }
+    }
+
+    /// P3/P6: client-go's `shouldResync`; asks the FIFO for Sync deltas if a listener is due.
+    fn resync_check(&mut self, ctx: &mut Context<Self>) {
+        if self.processor.handle_resync_check(Instant::now())
+            && let Some(fifo) = self.fifo.clone()
+        {
             self.status.resyncs.fetch_add(1, Ordering::Relaxed);
             ctx.spawn(
                 async move {
@@ -157,6 +176,7 @@ impl<K: InformerObject> Indexer<K> {
                 .into_actor(self),
             );
         }
+        self.rearm(ctx);
     }
 }
 
@@ -165,17 +185,8 @@ impl<K: InformerObject> Actor for Indexer<K> {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(self.mailbox.max(1));
-        if let Some(period) = self.resync_check {
-            ctx.run_interval(period, |act, ctx| act.resync_tick(ctx));
-        }
-    }
-}
-
-/// Same resourceVersion: a relist that found the object unchanged counts as a sync (P1).
-fn same_version<K: InformerObject>(a: &K, b: &K) -> bool {
-    match (&a.meta().resource_version, &b.meta().resource_version) {
-        (Some(x), Some(y)) => x == y,
-        _ => false,
+        self.processor.start(Instant::now());
+        self.rearm(ctx);
     }
 }
 
@@ -183,91 +194,34 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
     type Result = AtomicResponse<Self, ProcessReport>;
 
     fn handle(&mut self, msg: ProcessDeltas<K>, _: &mut Context<Self>) -> Self::Result {
-        let tracing_on = trace::enabled();
-        let mut applied = 0u64;
-        // (notification, is_sync): sync notifications go only to syncing listeners (P3).
-        let mut out: Vec<(Pending<K>, bool)> = Vec::with_capacity(msg.batch.len());
-        {
-            let mut batch = self.store.batch();
-            for deltas in msg.batch {
-                let key = deltas.key;
-                for d in deltas.deltas {
-                    applied += 1;
-                    if tracing_on {
-                        trace::hop(
-                            Hop::Indexer,
-                            d.trace,
-                            &self.kind,
-                            Some(&key),
-                            &**d.object.object(),
-                            trace::delta_name(d.delta_type),
-                        );
-                    }
-                    match d.delta_type {
-                        DeltaType::Sync
-                        | DeltaType::Replaced
-                        | DeltaType::Added
-                        | DeltaType::Updated => {
-                            let new = Arc::clone(d.object.object());
-                            // The FIFO keyed the object with the same key function.
-                            match batch.put_keyed(key.clone(), Arc::clone(&new)) {
-                                Some(old) => {
-                                    let is_sync = d.delta_type == DeltaType::Sync
-                                        || (d.delta_type == DeltaType::Replaced
-                                            && same_version(&*old, &*new));
-                                    out.push((
-                                        Pending {
-                                            key: key.clone(),
-                                            notification: Event::Update { old, new },
-                                            trace: d.trace,
-                                            initial: false,
-                                        },
-                                        is_sync,
-                                    ));
-                                }
-                                None => out.push((
-                                    Pending {
-                                        key: key.clone(),
-                                        notification: Event::Add {
-                                            obj: new,
-                                            is_in_initial_list: msg.is_in_initial_list,
-                                        },
-                                        trace: d.trace,
-                                        initial: msg.is_in_initial_list,
-                                    },
-                                    false,
-                                )),
-                            }
-                        }
-                        DeltaType::Deleted => {
-                            batch.delete_key(key.as_str());
-                            out.push((
-                                Pending {
-                                    key: key.clone(),
-                                    notification: Event::Delete { obj: d.object },
-                                    trace: d.trace,
-                                    initial: false,
-                                },
-                                false,
-                            ));
-                        }
-                    }
+        if trace::enabled() {
+            for deltas in &msg.batch {
+                for d in &deltas.deltas {
+                    trace::hop(
+                        Hop::Indexer,
+                        d.trace,
+                        &self.kind,
+                        Some(&deltas.key),
+                        &**d.object.object(),
+                        trace::delta_name(d.delta_type),
+                    );
                 }
             }
-            batch.commit();
         }
+        let dispatch = self
+            .processor
+            .handle_deltas(msg.batch, msg.is_in_initial_list);
         self.status.batches.fetch_add(1, Ordering::Relaxed);
-        self.status.applied.fetch_add(applied, Ordering::Relaxed);
-        let sends: Vec<_> = self
-            .listeners
-            .iter()
-            .filter_map(|l| {
-                let items: Vec<Pending<K>> = out
-                    .iter()
-                    .filter(|(_, is_sync)| !is_sync || l.syncing)
-                    .map(|(p, _)| p.clone())
-                    .collect();
-                (!items.is_empty()).then(|| l.addr.send(Notifications { items }))
+        self.status
+            .applied
+            .fetch_add(dispatch.applied, Ordering::Relaxed);
+        let sends: Vec<_> = dispatch
+            .per_listener
+            .into_iter()
+            .filter_map(|(id, items)| {
+                let (_, addr) = self.listeners.iter().find(|(l, _)| *l == id)?;
+                let items = items.into_iter().map(pending).collect();
+                Some(addr.send(Notifications { items }))
             })
             .collect();
         AtomicResponse::new(Box::pin(
@@ -286,33 +240,21 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
 impl<K: InformerObject> Handler<AddListener<K>> for Indexer<K> {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, msg: AddListener<K>, _: &mut Context<Self>) -> Self::Result {
-        // P4: replay the cache as it is now, before any later batch reaches this listener.
-        let snapshot = self.store.snapshot();
-        let items: Vec<Pending<K>> = snapshot
-            .list_keys()
-            .into_iter()
-            .filter_map(|key| {
-                let obj = snapshot.get_by_key(key.as_str())?;
-                Some(Pending {
-                    key,
-                    notification: Event::Add {
-                        obj,
-                        is_in_initial_list: true,
-                    },
-                    trace: kinformer::TraceId::NONE,
-                    initial: true,
-                })
-            })
-            .collect();
-        let addr = msg.addr.clone();
-        self.listeners.push(ListenerEntry {
-            id: msg.id,
-            addr: msg.addr,
-            resync: msg.resync,
-            next_resync: msg.resync.map(|p| Instant::now() + p),
-            syncing: false,
-        });
+    fn handle(&mut self, msg: AddListener<K>, ctx: &mut Context<Self>) -> Self::Result {
+        let registered = self
+            .processor
+            .add_listener(msg.id, msg.resync, Instant::now());
+        if registered.resync != registered.requested {
+            tracing::warn!(kind = %self.kind, requested = ?registered.requested,
+                used = ?registered.resync, check = ?self.processor.check_period(),
+                "handler resync period adjusted to the informer's resync check period (P6)");
+        }
+        self.listeners.retain(|(id, _)| *id != msg.id);
+        self.listeners.push((msg.id, msg.addr.clone()));
+        self.rearm(ctx);
+        // P4: the replay goes out before any later batch reaches this listener.
+        let items: Vec<Pending<K>> = registered.replay.into_iter().map(pending).collect();
+        let addr = msg.addr;
         AtomicResponse::new(Box::pin(
             async move {
                 if !items.is_empty() {
@@ -327,14 +269,16 @@ impl<K: InformerObject> Handler<AddListener<K>> for Indexer<K> {
 impl<K: InformerObject> Handler<RemoveListener> for Indexer<K> {
     type Result = AtomicResponse<Self, bool>;
 
-    fn handle(&mut self, msg: RemoveListener, _: &mut Context<Self>) -> Self::Result {
-        let pos = self.listeners.iter().position(|l| l.id == msg.id);
-        let entry = pos.map(|i| self.listeners.remove(i));
+    fn handle(&mut self, msg: RemoveListener, ctx: &mut Context<Self>) -> Self::Result {
+        self.processor.remove_listener(msg.id);
+        self.rearm(ctx);
+        let pos = self.listeners.iter().position(|(id, _)| *id == msg.id);
+        let addr = pos.map(|i| self.listeners.remove(i).1);
         AtomicResponse::new(Box::pin(
             async move {
-                match entry {
-                    Some(e) => {
-                        let _ = e.addr.send(crate::listener::Drain).await;
+                match addr {
+                    Some(a) => {
+                        let _ = a.send(crate::listener::Drain).await;
                         true
                     }
                     None => false,
@@ -357,15 +301,21 @@ impl<K: InformerObject> Handler<AddIndexers<K>> for Indexer<K> {
     type Result = Result<(), StoreError>;
 
     fn handle(&mut self, msg: AddIndexers<K>, _: &mut Context<Self>) -> Self::Result {
-        self.store.add_indexers(msg.0)
+        self.processor.store_mut().add_indexers(msg.0)
     }
 }
 
 impl<K: InformerObject> Handler<Stop> for Indexer<K> {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, _: Stop, _: &mut Context<Self>) -> Self::Result {
-        let listeners: Vec<_> = self.listeners.drain(..).map(|l| l.addr).collect();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some((_, handle)) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        for (id, _) in &self.listeners {
+            self.processor.remove_listener(*id);
+        }
+        let listeners: Vec<_> = self.listeners.drain(..).map(|(_, a)| a).collect();
         AtomicResponse::new(Box::pin(
             async move {
                 join_all(listeners.iter().map(|l| l.send(Stop))).await;

@@ -11,7 +11,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use actix::prelude::*;
@@ -20,7 +20,8 @@ use kinformer::{
     backoff::BackoffConfig,
     fifo::{DeltaFifo as CoreFifo, DeltaFifoOptions},
     known::KnownObjects,
-    reflector::ReflectorState,
+    processor::Processor,
+    reflector::ReflectorMachine,
     store::{Indexers, Lister, Store},
 };
 use kube::{Api, Client};
@@ -33,7 +34,7 @@ use crate::{
     indexer::{AddIndexers, AddListener, AttachFifo, Indexer, IndexerStatus, RemoveListener},
     listener::{HandlerKind, ListenerConfig, ListenerStats, ProcessorListener},
     lister_watcher::{KubeListerWatcher, ListerWatcher},
-    messages::{Notification, Stop},
+    messages::{FifoRecipients, Notification, Stop},
     reflector::{ReflectorConfig, ReflectorContext, Transform, Validate, WatchErrorHandler},
     runtime,
     supervisor::{ReflectorHealth, ReflectorStatus, Supervisor},
@@ -41,7 +42,7 @@ use crate::{
 };
 
 /// client-go's minimum handler resync period (P6).
-pub const MIN_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+pub use kinformer::processor::MIN_RESYNC_PERIOD;
 
 /// Options of one informer.
 #[derive(Clone, Debug)]
@@ -50,7 +51,10 @@ pub struct InformerConfig {
     pub reflector: ReflectorConfig,
     /// FIFO options (batching, capacity: B1, B2, B4).
     pub fifo: FifoConfig,
-    /// Default resync period of handlers that do not set one (None: no resync).
+    /// client-go's `defaultEventHandlerResyncPeriod`: the resync period of handlers registered
+    /// without one ([`ResyncPeriod::Default`](kinformer::processor::ResyncPeriod::Default)),
+    /// and the initial resync check period (P6). None or zero: this informer never resyncs,
+    /// not even handlers that ask for a period.
     pub resync: Option<Duration>,
     /// Indexer mailbox capacity (B1).
     pub indexer_mailbox: usize,
@@ -78,7 +82,8 @@ struct PendingHandler<K: InformerObject> {
 }
 
 struct Idle<K: InformerObject> {
-    store: Store<K>,
+    /// The processor machine (it owns the store); moves into the Indexer actor at start.
+    processor: Processor<K>,
     key_func: KeyFunc<K>,
     handlers: Vec<PendingHandler<K>>,
     transform: Option<Transform<K>>,
@@ -92,7 +97,6 @@ struct Running<K: InformerObject> {
     supervisor: Addr<Supervisor<K>>,
     fifo: Addr<DeltaFifo<K>>,
     indexer: Addr<Indexer<K>>,
-    check_period: Option<Duration>,
 }
 
 enum State<K: InformerObject> {
@@ -205,19 +209,19 @@ impl<K: InformerObject> SharedIndexInformer<K> {
     ) -> Self {
         let store = Store::new(Arc::clone(&key_func), Indexers::new());
         let lister = store.lister();
+        let processor = Processor::new(store, config.resync);
         let kind: Arc<str> = lw.resource_name().into();
-        let state = ReflectorState::new(config.reflector.initial_list);
         SharedIndexInformer {
             inner: Arc::new(Inner {
                 kind,
                 lw: Arc::new(lw),
                 config,
                 lister,
-                reflector: Arc::new(ReflectorStatus::new(state)),
+                reflector: Arc::new(ReflectorStatus::default()),
                 fifo: Arc::new(FifoStatus::default()),
                 indexer: Arc::new(IndexerStatus::default()),
                 state: Mutex::new(State::Idle(Box::new(Idle {
-                    store,
+                    processor,
                     key_func,
                     handlers: Vec::new(),
                     transform: None,
@@ -322,7 +326,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
     /// Adds indices; on a running informer the objects already cached are indexed (I4).
     pub async fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
         let indexer = match &mut *self.state() {
-            State::Idle(idle) => return Ok(idle.store.add_indexers(indexers)?),
+            State::Idle(idle) => return Ok(idle.processor.store_mut().add_indexers(indexers)?),
             State::Running(r) => r.indexer.clone(),
             State::Stopped => return Err(InformerError::ShutDown),
         };
@@ -373,23 +377,26 @@ impl<K: InformerObject> SharedIndexInformer<K> {
     async fn register(
         &self,
         handler: HandlerKind<K>,
-        mut config: ListenerConfig,
+        config: ListenerConfig,
     ) -> Result<HandlerRegistration<K>, InformerError> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let stats = Arc::new(ListenerStats::default());
-        config.resync = config
-            .resync
-            .or(self.inner.config.resync)
-            .map(|p| p.max(MIN_RESYNC_PERIOD));
+        let resync = config.resync;
         let registration = HandlerRegistration {
             id,
             informer: self.clone(),
             stats: Arc::clone(&stats),
         };
-        let (indexer, listener, resync) = {
+        let (indexer, listener) = {
             let mut state = self.state();
             match &mut *state {
                 State::Idle(idle) => {
+                    // P6: the processor decides the period (and may shrink its check period).
+                    let r = idle.processor.add_listener(id, resync, Instant::now());
+                    if r.resync != r.requested {
+                        tracing::warn!(kind = %self.inner.kind, requested = ?r.requested,
+                            used = ?r.resync, "handler resync period adjusted (P6)");
+                    }
                     idle.handlers.push(PendingHandler {
                         id,
                         handler,
@@ -400,20 +407,6 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 }
                 State::Stopped => return Err(InformerError::ShutDown),
                 State::Running(r) => {
-                    // P6: a running informer cannot check more often than it was started with.
-                    let resync = match (config.resync, r.check_period) {
-                        (Some(p), Some(check)) if p < check => {
-                            tracing::warn!(kind = %self.inner.kind, requested = ?p, used = ?check,
-                                "handler resync period raised to the informer's check period");
-                            Some(check)
-                        }
-                        (Some(_), None) => {
-                            tracing::warn!(kind = %self.inner.kind,
-                                "informer started without resync; handler resync disabled");
-                            None
-                        }
-                        (p, _) => p,
-                    };
                     let listener = ProcessorListener::new(
                         handler,
                         config,
@@ -426,7 +419,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                         ProcessorListener::start_in_arbiter(&r.pipeline.handle(), move |_| {
                             listener
                         });
-                    (r.indexer.clone(), addr, resync)
+                    (r.indexer.clone(), addr)
                 }
             }
         };
@@ -447,6 +440,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 State::Idle(idle) => {
                     let before = idle.handlers.len();
                     idle.handlers.retain(|h| h.id != id);
+                    idle.processor.remove_listener(id);
                     return Ok(idle.handlers.len() != before);
                 }
                 State::Stopped => return Ok(false),
@@ -474,7 +468,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
             }
         };
         let Idle {
-            store,
+            mut processor,
             key_func,
             handlers,
             transform,
@@ -483,15 +477,34 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         } = *idle;
         let (pipeline, reflector_arbiter) = runtime::new_arbiters(&self.inner.kind)?;
         let inner = &self.inner;
-        let check_period = handlers.iter().filter_map(|h| h.config.resync).min();
 
+        // The listeners registered before start (the processor already knows their periods).
+        let mut listeners = Vec::with_capacity(handlers.len());
+        for h in handlers {
+            match ProcessorListener::new(
+                h.handler,
+                h.config,
+                h.stats,
+                Arc::clone(&inner.kind),
+                h.id,
+            ) {
+                Ok(listener) => listeners.push((
+                    h.id,
+                    ProcessorListener::start_in_arbiter(&pipeline.handle(), move |_| listener),
+                )),
+                Err(e) => {
+                    processor.remove_listener(h.id);
+                    tracing::error!(kind = %inner.kind, error = %e, "cannot start handler thread; handler not registered")
+                }
+            }
+        }
         let (status, kind, mailbox) = (
             Arc::clone(&inner.indexer),
             Arc::clone(&inner.kind),
             inner.config.indexer_mailbox,
         );
         let indexer = Indexer::start_in_arbiter(&pipeline.handle(), move |_| {
-            Indexer::new(store, check_period, status, kind, mailbox)
+            Indexer::new(processor, listeners, status, kind, mailbox)
         });
 
         let known: Arc<dyn KnownObjects<K>> = Arc::new(inner.lister.clone());
@@ -507,45 +520,35 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         });
         indexer.do_send(AttachFifo(fifo.clone()));
 
-        for h in handlers {
-            let resync = h.config.resync;
-            match ProcessorListener::new(
-                h.handler,
-                h.config,
-                h.stats,
-                Arc::clone(&inner.kind),
-                h.id,
-            ) {
-                Ok(listener) => {
-                    let addr =
-                        ProcessorListener::start_in_arbiter(&pipeline.handle(), move |_| listener);
-                    indexer.do_send(AddListener {
-                        id: h.id,
-                        addr,
-                        resync,
-                    });
-                }
-                Err(e) => {
-                    tracing::error!(kind = %inner.kind, error = %e, "cannot start handler thread; handler not registered")
-                }
-            }
-        }
-
         let cx = Arc::new(ReflectorContext {
             resource: inner.lw.resource_name(),
             kind: Arc::clone(&inner.kind),
             lw: Arc::clone(&inner.lw),
-            fifo: fifo.clone(),
+            fifo: FifoRecipients {
+                replace: fifo.clone().recipient(),
+                events: fifo.clone().recipient(),
+                bookmark: fifo.clone().recipient(),
+            },
             status: Arc::clone(&inner.reflector),
-            config: inner.config.reflector.clone(),
             trace_ids: TraceIds::new(),
             transform,
             validate,
             on_error,
         });
-        let backoff = inner.config.backoff.clone();
+        let (reflector_config, backoff) =
+            (inner.config.reflector.clone(), inner.config.backoff.clone());
+        // The supervisor owns the machine across restarts; `fresh` builds one (seeded from the
+        // OS) at start, and again only if a reflector panicked and lost its own.
+        let fresh_backoff = backoff.clone();
+        let fresh = Box::new(move || {
+            ReflectorMachine::new(
+                reflector_config.clone(),
+                fresh_backoff.clone(),
+                rand::random(),
+            )
+        });
         let supervisor = Supervisor::start_in_arbiter(&reflector_arbiter.handle(), move |_| {
-            Supervisor::new(cx, backoff)
+            Supervisor::new(cx, fresh, backoff)
         });
         *state = State::Running(Box::new(Running {
             pipeline,
@@ -553,7 +556,6 @@ impl<K: InformerObject> SharedIndexInformer<K> {
             supervisor,
             fifo,
             indexer,
-            check_period,
         }));
         Ok(())
     }
@@ -606,9 +608,12 @@ impl<K: InformerObject> HandlerRegistration<K> {
         self.id
     }
 
-    /// True once the informer synced and this handler handled every initial-list notification.
+    /// client-go's registration `HasSynced` (P5): true once the informer synced and this
+    /// handler returned from every initial-list notification without panicking; sticky. A
+    /// handler that panicked on one never reports synced.
     pub fn has_synced(&self) -> bool {
-        self.informer.has_synced() && self.stats.initial_pending() <= 0
+        let upstream = self.informer.has_synced();
+        self.stats.sync.has_synced(upstream)
     }
 
     /// This handler's counters.

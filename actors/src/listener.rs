@@ -15,21 +15,25 @@
 //!
 //! Closure and trait handlers run on a thread of their own, fed through a small bounded channel
 //! (a blocking handler blocks only itself); a panic is caught, counted and logged (P7).
+//!
+//! The buffer is the core's [`ListenerBuffer`], which also keeps the registration's
+//! [`SyncTracker`] exact (P5): initial-list notifications are counted when accepted, finished
+//! when the handler returned (a panic or a vanished recipient means this registration never
+//! syncs, kubernetes#129024), and cancelled when coalescing drops them.
 //! `Recipient` handlers are sent each notification and awaited (the user's actor mailbox gives
 //! backpressure). Key sinks (workqueues) are called inline, since they never block.
 
 use std::{
-    collections::{HashSet, VecDeque},
     panic::{AssertUnwindSafe, catch_unwind},
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
 
 use actix::prelude::*;
-use kinformer::{ObjectKey, coalesce::Coalescer, notification::Notification as Event};
+use kinformer::processor::{Delivery, ListenerBuffer, ResyncPeriod, SyncTracker};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
@@ -58,8 +62,11 @@ pub struct ListenerConfig {
     pub policy: OverflowPolicy,
     /// Under `Block`, notifications buffered before the indexer waits. Default 1024.
     pub capacity: usize,
-    /// This handler's resync period (P6); at least 1 s; None: never.
-    pub resync: Option<Duration>,
+    /// The resync period this handler asks for (P6): [`ResyncPeriod::Default`] (the default:
+    /// the informer's [`InformerConfig::resync`](crate::InformerConfig::resync)),
+    /// [`ResyncPeriod::Never`], or [`ResyncPeriod::Every`] (at least 1 s; raised to the
+    /// informer's check period when added after start; never if the informer does not resync).
+    pub resync: ResyncPeriod,
     /// A name for logs, traces and the handler thread.
     pub name: Option<String>,
 }
@@ -69,7 +76,7 @@ impl Default for ListenerConfig {
         ListenerConfig {
             policy: OverflowPolicy::default(),
             capacity: 1024,
-            resync: None,
+            resync: ResyncPeriod::Default,
             name: None,
         }
     }
@@ -81,9 +88,14 @@ impl ListenerConfig {
         self.policy = policy;
         self
     }
-    /// With a resync period (raised to at least 1 s, P6).
+    /// With a resync period (raised to at least 1 s; zero: never; P6).
     pub fn resync(mut self, period: Duration) -> Self {
-        self.resync = Some(period);
+        self.resync = ResyncPeriod::Every(period);
+        self
+    }
+    /// Never resync this handler, whatever the informer's default (P6).
+    pub fn never_resync(mut self) -> Self {
+        self.resync = ResyncPeriod::Never;
         self
     }
     /// With a name.
@@ -106,7 +118,7 @@ pub struct ListenerStats {
     pub(crate) panics: AtomicU64,
     pub(crate) buffered: AtomicU64,
     pub(crate) peak_buffered: AtomicU64,
-    pub(crate) initial_pending: AtomicI64,
+    pub(crate) sync: Arc<SyncTracker>,
     pub(crate) stopped: AtomicBool,
 }
 
@@ -133,7 +145,16 @@ impl ListenerStats {
     }
     /// Initial-list notifications not yet handled (P5).
     pub fn initial_pending(&self) -> i64 {
-        self.initial_pending.load(Ordering::Acquire)
+        self.sync.pending()
+    }
+    /// True when the handler failed (panicked) on an initial-list notification: its
+    /// registration never reports synced (P5).
+    pub fn initial_failed(&self) -> bool {
+        self.sync.failed()
+    }
+    /// The registration's `HasSynced` bookkeeping (P5).
+    pub fn sync_tracker(&self) -> &SyncTracker {
+        &self.sync
     }
     /// True once the listener stopped.
     pub fn stopped(&self) -> bool {
@@ -145,7 +166,7 @@ impl ListenerStats {
 pub(crate) enum Sink<K: InformerObject> {
     /// A handler on its own thread.
     Thread {
-        tx: Option<mpsc::Sender<Pending<K>>>,
+        tx: Option<mpsc::Sender<Delivery<K>>>,
         abort: Arc<AtomicBool>,
         exited: Option<oneshot::Receiver<()>>,
     },
@@ -168,21 +189,12 @@ pub enum HandlerKind<K: InformerObject> {
     Keys(Arc<dyn EnqueueKeys>, Option<KeyMapper<K>>),
 }
 
-enum Buffer<K> {
-    Queue(VecDeque<Pending<K>>),
-    Coalesce {
-        c: Coalescer<K>,
-        /// Keys whose initial Add is still waiting in the coalescer (for exact P5 accounting).
-        initial_keys: HashSet<ObjectKey>,
-    },
-}
-
 /// The ProcessorListener actor.
 pub struct ProcessorListener<K: InformerObject> {
     name: Arc<str>,
     kind: Arc<str>,
     config: ListenerConfig,
-    buffer: Buffer<K>,
+    buffer: ListenerBuffer<K>,
     sink: Sink<K>,
     delivering: bool,
     blocked_indexer: Vec<oneshot::Sender<()>>,
@@ -192,7 +204,7 @@ pub struct ProcessorListener<K: InformerObject> {
 }
 
 fn thread_loop<K: InformerObject>(
-    mut rx: mpsc::Receiver<Pending<K>>,
+    mut rx: mpsc::Receiver<Delivery<K>>,
     mut handler: Box<dyn ResourceEventHandler<K>>,
     stats: Arc<ListenerStats>,
     abort: Arc<AtomicBool>,
@@ -212,7 +224,7 @@ fn thread_loop<K: InformerObject>(
             tracing::error!(handler = %name, key = %p.key, "handler panicked; notification skipped (P7)");
         }
         if p.initial {
-            stats.initial_pending.fetch_sub(1, Ordering::AcqRel);
+            stats.sync.finished(result.is_ok());
         }
         stats.delivered.fetch_add(1, Ordering::Relaxed);
         trace::hop(
@@ -269,12 +281,10 @@ impl<K: InformerObject> ProcessorListener<K> {
             HandlerKind::Recipient(r) => Sink::Recipient(r),
             HandlerKind::Keys(sink, mapper) => Sink::Keys { sink, mapper },
         };
+        let tracker = Arc::clone(&stats.sync);
         let buffer = match config.policy {
-            OverflowPolicy::Coalesce => Buffer::Coalesce {
-                c: Coalescer::new(),
-                initial_keys: HashSet::new(),
-            },
-            _ => Buffer::Queue(VecDeque::new()),
+            OverflowPolicy::Coalesce => ListenerBuffer::coalescing(tracker),
+            _ => ListenerBuffer::queue(tracker),
         };
         Ok(ProcessorListener {
             name,
@@ -291,17 +301,11 @@ impl<K: InformerObject> ProcessorListener<K> {
     }
 
     fn buffered(&self) -> usize {
-        match &self.buffer {
-            Buffer::Queue(q) => q.len(),
-            Buffer::Coalesce { c, .. } => c.len(),
-        }
+        self.buffer.len()
     }
 
     fn accept(&mut self, p: Pending<K>) {
         self.stats.received.fetch_add(1, Ordering::Relaxed);
-        if p.initial {
-            self.stats.initial_pending.fetch_add(1, Ordering::AcqRel);
-        }
         trace::hop(
             Hop::Listener,
             p.trace,
@@ -310,47 +314,17 @@ impl<K: InformerObject> ProcessorListener<K> {
             &**p.notification.object(),
             "buffered",
         );
-        match &mut self.buffer {
-            Buffer::Queue(q) => q.push_back(p),
-            Buffer::Coalesce { c, initial_keys } => {
-                if p.initial {
-                    initial_keys.insert(p.key.clone());
-                } else if matches!(p.notification, Event::Delete { .. })
-                    && initial_keys.remove(&p.key)
-                {
-                    // add+delete cancel out: the initial Add will never be handled.
-                    self.stats.initial_pending.fetch_sub(1, Ordering::AcqRel);
-                }
-                c.push(p.key, p.notification, p.trace);
-            }
-        }
+        self.buffer.push(Delivery {
+            key: p.key,
+            notification: p.notification,
+            trace: p.trace,
+            initial: p.initial,
+        });
     }
 
-    fn pop(&mut self) -> Option<Pending<K>> {
-        match &mut self.buffer {
-            Buffer::Queue(q) => q.pop_front(),
-            Buffer::Coalesce { c, initial_keys } => {
-                let (key, notification, trace) = c.pop()?;
-                let initial = matches!(
-                    notification,
-                    Event::Add {
-                        is_in_initial_list: true,
-                        ..
-                    }
-                ) && initial_keys.remove(&key);
-                Some(Pending {
-                    key,
-                    notification,
-                    trace,
-                    initial,
-                })
-            }
-        }
-    }
-
-    fn delivered_inline(&self, p: &Pending<K>) {
+    fn delivered_inline(&self, p: &Delivery<K>) {
         if p.initial {
-            self.stats.initial_pending.fetch_sub(1, Ordering::AcqRel);
+            self.stats.sync.finished(true);
         }
         self.stats.delivered.fetch_add(1, Ordering::Relaxed);
     }
@@ -358,7 +332,7 @@ impl<K: InformerObject> ProcessorListener<K> {
     /// Moves buffered notifications to the sink as far as it accepts them without waiting.
     fn pump(&mut self, ctx: &mut Context<Self>) {
         while !self.delivering {
-            let Some(p) = self.pop() else { break };
+            let Some(p) = self.buffer.pop() else { break };
             match &mut self.sink {
                 Sink::Keys { sink, mapper } => {
                     match mapper {
@@ -406,7 +380,7 @@ impl<K: InformerObject> ProcessorListener<K> {
                             act.stats.panics.fetch_add(1, Ordering::Relaxed);
                         }
                         if initial {
-                            act.stats.initial_pending.fetch_sub(1, Ordering::AcqRel);
+                            act.stats.sync.finished(res.is_ok());
                         }
                         act.stats.delivered.fetch_add(1, Ordering::Relaxed);
                         act.pump(ctx);
@@ -542,12 +516,6 @@ impl<K: InformerObject> Handler<Stop> for ProcessorListener<K> {
 
 impl<K: InformerObject> ProcessorListener<K> {
     fn clear_buffer(&mut self) {
-        match &mut self.buffer {
-            Buffer::Queue(q) => q.clear(),
-            Buffer::Coalesce { c, initial_keys } => {
-                while c.pop().is_some() {}
-                initial_keys.clear();
-            }
-        }
+        self.buffer.clear();
     }
 }

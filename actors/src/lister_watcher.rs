@@ -10,12 +10,17 @@ use std::{fmt::Debug, sync::Arc};
 use futures::{StreamExt, stream::BoxStream};
 use kube::{
     Api, Client, Resource,
-    api::{ListParams, ObjectList, PartialObjectMeta, WatchEvent, WatchParams},
+    api::{ListParams, ObjectList, PartialObjectMeta, TypeMeta, WatchEvent, WatchParams},
     core::{ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope},
 };
+use kinformer::TraceId;
 use serde::de::DeserializeOwned;
 
 use crate::list_decode::{DecodedList, decode_list};
+
+/// Admits one decoded object (R5 check, transform, trace id) as it is decoded; `None` drops it.
+/// The second argument is the type of the list it came in (`ConfigMapList`'s item type).
+pub type Admit<K> = Box<dyn FnMut(K, Option<&TypeMeta>) -> Option<(Arc<K>, TraceId)> + Send>;
 
 /// A boxed stream of watch events as kube decodes them.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
@@ -36,23 +41,31 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
     /// The resource's plural (for logs, traces and metrics).
     fn resource_name(&self) -> String;
 
-    /// One LIST request, its items each in an `Arc`. The default calls [`list`](Self::list);
-    /// [`KubeListerWatcher`] decodes the response as it streams in instead, so the whole
-    /// response is never held in memory.
+    /// One LIST request, each item passed through `admit` (R5, P2). The default calls
+    /// [`list`](Self::list) and admits the decoded items; [`KubeListerWatcher`] admits each item
+    /// as soon as it is decoded from the streaming response instead, so neither the whole
+    /// response nor untransformed objects are ever held.
     fn list_items(
         &self,
         params: ListParams,
-    ) -> futures::future::BoxFuture<'static, Result<DecodedList<K>, kube::Error>>
+        mut admit: Admit<K>,
+    ) -> futures::future::BoxFuture<'static, Result<DecodedList<(Arc<K>, TraceId)>, kube::Error>>
     where
         K: Send + Sync + 'static,
     {
         let list = self.list(params);
         Box::pin(async move {
             let l = list.await?;
+            let item_type = crate::list_decode::item_type(&l.types);
+            let items = l
+                .items
+                .into_iter()
+                .filter_map(|o| admit(o, item_type.as_ref()))
+                .collect();
             Ok(DecodedList {
                 types: l.types,
                 metadata: l.metadata,
-                items: l.items.into_iter().map(Arc::new).collect(),
+                items,
             })
         })
     }
@@ -164,7 +177,9 @@ where
     fn list_items(
         &self,
         params: ListParams,
-    ) -> futures::future::BoxFuture<'static, Result<DecodedList<K>, kube::Error>> {
+        admit: Admit<K>,
+    ) -> futures::future::BoxFuture<'static, Result<DecodedList<(Arc<K>, TraceId)>, kube::Error>>
+    {
         let api = self.api.clone();
         Box::pin(async move {
             let mut req = kube::core::Request::new(api.resource_url())
@@ -177,7 +192,7 @@ where
                 Ok(Box::pin(body) as std::pin::Pin<Box<dyn futures::io::AsyncBufRead + Send>>)
             })
             .await?;
-            decode_list::<K>(body).await
+            decode_list::<K>(body, admit).await
         })
     }
 }

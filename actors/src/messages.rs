@@ -14,16 +14,7 @@ use kinformer::{Deltas, ObjectKey, TraceId, fifo::FifoError, notification};
 
 use crate::InformerObject;
 
-/// What a watch event did to an object, as the reflector tells the FIFO.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventKind {
-    /// Watch ADDED.
-    Add,
-    /// Watch MODIFIED.
-    Update,
-    /// Watch DELETED.
-    Delete,
-}
+pub use kinformer::reflector::EventKind;
 
 /// One decoded watch event.
 pub struct Event<K> {
@@ -57,12 +48,34 @@ impl<K: InformerObject> Message for Replace<K> {
 pub struct Events<K> {
     /// The events, in watch order.
     pub events: Vec<Event<K>>,
-    /// The resourceVersion of the last event.
-    pub resource_version: String,
+    /// The newest resourceVersion among the events (and bookmarks received with them); `None`
+    /// when none carried one (objects without RV are delivered all the same, R4).
+    pub resource_version: Option<String>,
 }
 
 impl<K: InformerObject> Message for Events<K> {
     type Result = Result<(), FifoError>;
+}
+
+/// The DeltaFifo's inputs, as the reflector holds them: one recipient per message type, so the
+/// reflector depends on the messages, not on the FIFO actor.
+pub struct FifoRecipients<K: InformerObject> {
+    /// Where `Replace` goes.
+    pub replace: actix::Recipient<Replace<K>>,
+    /// Where `Events` go.
+    pub events: actix::Recipient<Events<K>>,
+    /// Where `Bookmark`s go.
+    pub bookmark: actix::Recipient<Bookmark>,
+}
+
+impl<K: InformerObject> Clone for FifoRecipients<K> {
+    fn clone(&self) -> Self {
+        FifoRecipients {
+            replace: self.replace.clone(),
+            events: self.events.clone(),
+            bookmark: self.bookmark.clone(),
+        }
+    }
 }
 
 /// Reflector → DeltaFifo: a BOOKMARK moved the resourceVersion; nothing else changes (R3).

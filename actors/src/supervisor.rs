@@ -1,10 +1,12 @@
-//! The reflector's supervisor (DESIGN.md S1, S2).
+//! The reflector's supervisor (docs/semantics.md S1, S2).
 //!
-//! A reflector that fails (list, watch, decode) tells its supervisor why and stops; the
-//! supervisor starts a fresh reflector after the R8 backoff. The fresh one resumes from the last
-//! synced resourceVersion, held in the shared [`ReflectorStatus`], so a restart re-watches
-//! without relisting unless the server had answered 410. Only the reflector restarts: the FIFO,
-//! the indexer, the cache and the handlers keep running (S3).
+//! The supervisor owns the reflector's [`ReflectorMachine`](kinformer::reflector::ReflectorMachine)
+//! across restarts. A reflector whose machine starts backing off (a failed list or watch, a very
+//! short or idle watch, a 410, a 429) ends and hands the machine back with the reason; the
+//! supervisor records it (restarts, last error) and starts a fresh reflector with the same machine
+//! when the machine's backoff is over, so the new one resumes from the last synced
+//! resourceVersion and relists only after a 410. Only the reflector restarts: the FIFO, the
+//! indexer, the cache and the handlers keep running (S3).
 
 use std::{
     sync::{
@@ -15,16 +17,17 @@ use std::{
 };
 
 use actix::prelude::*;
+use arc_swap::ArcSwap;
 use kinformer::{
     backoff::{Backoff, BackoffConfig},
-    reflector::ReflectorState,
+    reflector::{Phase, ReflectorCounters},
 };
 
 use crate::{
     InformerObject,
     error::ReflectorError,
     messages::Stop,
-    reflector::{Reflector, ReflectorContext},
+    reflector::{Machine, Reflector, ReflectorContext},
 };
 
 /// What the reflector is doing now.
@@ -40,6 +43,18 @@ pub enum ReflectorPhase {
     BackingOff(Duration),
     /// Shut down.
     Stopped,
+}
+
+impl From<Phase> for ReflectorPhase {
+    fn from(p: Phase) -> Self {
+        match p {
+            Phase::Listing => ReflectorPhase::Listing,
+            Phase::Watching => ReflectorPhase::Watching,
+            Phase::BackingOff { until } => {
+                ReflectorPhase::BackingOff(until.saturating_duration_since(Instant::now()))
+            }
+        }
+    }
 }
 
 /// A point-in-time copy of a reflector's health (S2).
@@ -65,56 +80,93 @@ pub struct ReflectorHealth {
     pub stalls: u64,
     /// Objects dropped because of an unexpected type (R5).
     pub dropped_objects: u64,
+    /// Bookmarks received.
+    pub bookmarks: u64,
+    /// Watches that ended in under a second with no event (R4).
+    pub very_short_watches: u64,
+    /// Failures the reflector backed off from (every cause, R8).
+    pub failures: u64,
+    /// 429 answers whose Retry-After set the wait (R8).
+    pub retry_after_waits: u64,
+    /// Watch-lists that fell back to LIST (R7).
+    pub watch_list_fallbacks: u64,
 }
 
-/// Shared, lock-light status of one informer's reflector: the supervisor, the reflector and the
-/// informer handle all see it. Counters are atomics; phase and error sit behind short mutexes
-/// that are touched only on state changes, never per event.
+/// Shared, lock-light status of one informer's reflector, published by the reflector and read
+/// by the informer handle (health). The protocol state itself is not shared: the machine is
+/// owned by the running reflector, or by the supervisor between two reflectors.
 #[derive(Debug)]
 pub struct ReflectorStatus {
-    pub(crate) state: Mutex<ReflectorState>,
-    pub(crate) phase: Mutex<ReflectorPhase>,
+    phase: Mutex<ReflectorPhase>,
     pub(crate) last_error: Mutex<Option<(SystemTime, String)>>,
+    resource_version: ArcSwap<String>,
     pub(crate) restarts: AtomicU64,
-    pub(crate) lists: AtomicU64,
-    pub(crate) watches: AtomicU64,
-    pub(crate) events: AtomicU64,
-    pub(crate) expired: AtomicU64,
-    pub(crate) stalls: AtomicU64,
     pub(crate) dropped_objects: AtomicU64,
+    lists: AtomicU64,
+    watches: AtomicU64,
+    events: AtomicU64,
+    bookmarks: AtomicU64,
+    expired: AtomicU64,
+    stalls: AtomicU64,
+    very_short_watches: AtomicU64,
+    failures: AtomicU64,
+    retry_after_waits: AtomicU64,
+    watch_list_fallbacks: AtomicU64,
 }
 
-impl ReflectorStatus {
-    pub(crate) fn new(state: ReflectorState) -> Self {
+impl Default for ReflectorStatus {
+    fn default() -> Self {
         ReflectorStatus {
-            state: Mutex::new(state),
             phase: Mutex::new(ReflectorPhase::Idle),
             last_error: Mutex::new(None),
+            resource_version: ArcSwap::from_pointee(String::new()),
             restarts: AtomicU64::new(0),
+            dropped_objects: AtomicU64::new(0),
             lists: AtomicU64::new(0),
             watches: AtomicU64::new(0),
             events: AtomicU64::new(0),
+            bookmarks: AtomicU64::new(0),
             expired: AtomicU64::new(0),
             stalls: AtomicU64::new(0),
-            dropped_objects: AtomicU64::new(0),
+            very_short_watches: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            retry_after_waits: AtomicU64::new(0),
+            watch_list_fallbacks: AtomicU64::new(0),
         }
     }
+}
 
+impl ReflectorStatus {
     pub(crate) fn set_phase(&self, p: ReflectorPhase) {
         if let Ok(mut g) = self.phase.lock() {
             *g = p;
         }
     }
 
-    /// Runs `f` on the RV state; a poisoned lock (a panic elsewhere) still yields the state.
-    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut ReflectorState) -> R) -> R {
-        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut g)
+    pub(crate) fn set_resource_version(&self, rv: &str) {
+        if self.resource_version.load().as_str() != rv {
+            self.resource_version.store(Arc::new(rv.to_string()));
+        }
+    }
+
+    /// Copies the machine's counters (a handful of relaxed stores, once per handed-over group).
+    pub(crate) fn publish(&self, c: &ReflectorCounters) {
+        let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        set(&self.lists, c.lists);
+        set(&self.watches, c.watches);
+        set(&self.events, c.events);
+        set(&self.bookmarks, c.bookmarks);
+        set(&self.expired, c.expired);
+        set(&self.stalls, c.stalls);
+        set(&self.very_short_watches, c.very_short_watches);
+        set(&self.failures, c.failures);
+        set(&self.retry_after_waits, c.retry_after_waits);
+        set(&self.watch_list_fallbacks, c.watch_list_fallbacks);
     }
 
     /// The resourceVersion the cache is synced to.
     pub fn last_sync_resource_version(&self) -> String {
-        self.with_state(|s| s.last_sync_resource_version().to_string())
+        self.resource_version.load().as_ref().clone()
     }
 
     /// A snapshot of every counter and the phase.
@@ -135,30 +187,54 @@ impl ReflectorStatus {
             expired: c(&self.expired),
             stalls: c(&self.stalls),
             dropped_objects: c(&self.dropped_objects),
+            bookmarks: c(&self.bookmarks),
+            very_short_watches: c(&self.very_short_watches),
+            failures: c(&self.failures),
+            retry_after_waits: c(&self.retry_after_waits),
+            watch_list_fallbacks: c(&self.watch_list_fallbacks),
         }
     }
 }
 
-/// Reflector → Supervisor: "I failed with this reason and am stopping".
-pub struct ReflectorFailed(pub ReflectorError);
+/// Reflector → Supervisor: "my machine is backing off (or I failed); here it is".
+pub(crate) struct ReflectorFailed<K: InformerObject> {
+    /// The machine, to resume with; `None` when the reflector panicked and lost it.
+    pub(crate) machine: Option<Machine<K>>,
+    /// Why.
+    pub(crate) error: ReflectorError,
+    /// When the machine's backoff ends; `None`: the supervisor's own backoff decides.
+    pub(crate) retry_at: Option<Instant>,
+}
 
-impl Message for ReflectorFailed {
+impl<K: InformerObject> Message for ReflectorFailed<K> {
     type Result = ();
 }
 
-/// Restarts a failed reflector with R8 backoff (S1) and records restarts and errors (S2).
+/// Restarts a reflector when its machine's backoff is over (S1) and records restarts and errors
+/// (S2).
 pub struct Supervisor<K: InformerObject> {
     cx: Arc<ReflectorContext<K>>,
+    /// The machine between two reflectors.
+    machine: Option<Machine<K>>,
+    /// Builds a fresh machine when a reflector panicked and lost its own.
+    fresh: Box<dyn Fn() -> Machine<K> + Send>,
+    /// Backoff for failures the machine did not time (a panic): a panicking transform must not
+    /// spin.
     backoff: Backoff,
     current: Option<Addr<Reflector<K>>>,
     stopping: bool,
 }
 
 impl<K: InformerObject> Supervisor<K> {
-    /// A supervisor for reflectors built from `cx`.
-    pub fn new(cx: Arc<ReflectorContext<K>>, backoff: BackoffConfig) -> Self {
+    pub(crate) fn new(
+        cx: Arc<ReflectorContext<K>>,
+        fresh: Box<dyn Fn() -> Machine<K> + Send>,
+        backoff: BackoffConfig,
+    ) -> Self {
         Supervisor {
             cx,
+            machine: Some(fresh()),
+            fresh,
             backoff: Backoff::new(backoff),
             current: None,
             stopping: false,
@@ -169,8 +245,9 @@ impl<K: InformerObject> Supervisor<K> {
         if self.stopping {
             return;
         }
+        let machine = self.machine.take().unwrap_or_else(|| (self.fresh)());
         let supervisor = ctx.address().recipient();
-        self.current = Some(Reflector::new(Arc::clone(&self.cx), supervisor).start());
+        self.current = Some(Reflector::new(Arc::clone(&self.cx), machine, supervisor).start());
     }
 }
 
@@ -182,27 +259,35 @@ impl<K: InformerObject> Actor for Supervisor<K> {
     }
 }
 
-impl<K: InformerObject> Handler<ReflectorFailed> for Supervisor<K> {
+impl<K: InformerObject> Handler<ReflectorFailed<K>> for Supervisor<K> {
     type Result = ();
 
-    fn handle(&mut self, msg: ReflectorFailed, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: ReflectorFailed<K>, ctx: &mut Context<Self>) {
         self.current = None;
+        self.machine = msg.machine;
         if self.stopping {
             return;
         }
         let status = &self.cx.status;
+        if matches!(msg.error, ReflectorError::FifoStopped) {
+            // The informer is shutting down: nothing to restart.
+            status.set_phase(ReflectorPhase::Stopped);
+            return;
+        }
         status.restarts.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut g) = status.last_error.lock() {
-            *g = Some((SystemTime::now(), msg.0.to_string()));
+            *g = Some((SystemTime::now(), msg.error.to_string()));
         }
-        let delay = self
-            .backoff
-            .next_delay(Instant::now(), rand::random::<f64>());
+        let now = Instant::now();
+        let delay = match msg.retry_at {
+            Some(at) => at.saturating_duration_since(now),
+            None => self.backoff.next_delay(now, rand::random::<f64>()),
+        };
         status.set_phase(ReflectorPhase::BackingOff(delay));
         tracing::warn!(
             resource = %self.cx.resource,
-            reason = msg.0.reason(),
-            error = %msg.0,
+            reason = msg.error.reason(),
+            error = %msg.error,
             retry_in_ms = delay.as_millis() as u64,
             "reflector failed; restarting after backoff"
         );

@@ -275,7 +275,11 @@ impl RequestError {
     }
 
     /// Classifies an HTTP status code (410, 429, other 4xx, 5xx).
-    pub fn from_status(code: u16, retry_after: Option<Duration>, message: impl Into<String>) -> Self {
+    pub fn from_status(
+        code: u16,
+        retry_after: Option<Duration>,
+        message: impl Into<String>,
+    ) -> Self {
         let kind = match code {
             410 => ErrorKind::Gone,
             429 => ErrorKind::TooManyRequests { retry_after },
@@ -457,7 +461,10 @@ enum Next {
 
 enum State<T> {
     /// Nothing in flight; `Next` goes out once `not_before` has passed.
-    Idle { next: Next, not_before: Option<Instant> },
+    Idle {
+        next: Next,
+        not_before: Option<Instant>,
+    },
     /// A LIST page is in flight.
     Listing {
         items: Vec<T>,
@@ -520,7 +527,10 @@ impl<T> fmt::Debug for ReflectorMachine<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReflectorMachine")
             .field("phase", &self.phase)
-            .field("last_sync_resource_version", &self.last_sync_resource_version)
+            .field(
+                "last_sync_resource_version",
+                &self.last_sync_resource_version,
+            )
             .field("watch_list", &self.watch_list)
             .field("counters", &self.counters)
             .finish_non_exhaustive()
@@ -699,8 +709,9 @@ impl<T: Versioned> ReflectorMachine<T> {
             _ => return,
         };
         if initial_late {
-            self.fall_back(FallbackReason::Ignored("no initial-events-end bookmark in time"),
-            );
+            self.fall_back(FallbackReason::Ignored(
+                "no initial-events-end bookmark in time",
+            ));
         } else if idle {
             self.counters.stalls += 1;
             let msg = format!(
@@ -878,8 +889,9 @@ impl<T: Versioned> ReflectorMachine<T> {
         }
         self.emit_events(batch, rv);
         if unannotated_bookmark {
-            self.fall_back(FallbackReason::Ignored("bookmark without the initial-events-end annotation"),
-            );
+            self.fall_back(FallbackReason::Ignored(
+                "bookmark without the initial-events-end annotation",
+            ));
             return;
         }
         if let Some(end_rv) = initial_end {
@@ -906,8 +918,9 @@ impl<T: Versioned> ReflectorMachine<T> {
         };
         let (opened, received) = (*opened, *received);
         if self.in_watch_list() {
-            self.fall_back(FallbackReason::Ignored("watch ended before the initial-events-end bookmark"),
-            );
+            self.fall_back(FallbackReason::Ignored(
+                "watch ended before the initial-events-end bookmark",
+            ));
             return;
         }
         if received == 0 && now.saturating_duration_since(opened) < VERY_SHORT_WATCH {
@@ -1149,7 +1162,8 @@ impl<T: Versioned> ReflectorMachine<T> {
             && ra > delay
         {
             self.counters.retry_after_waits += 1;
-            self.events.push_back(ReflectorEvent::RetryAfterHonoured(ra));
+            self.events
+                .push_back(ReflectorEvent::RetryAfterHonoured(ra));
             delay = ra;
         }
         let retry_at = now + delay;

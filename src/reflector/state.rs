@@ -94,4 +94,3 @@ impl ReflectorState {
         self.needs_list = true;
     }
 }
-

@@ -102,7 +102,10 @@ fn r1_first_list_reads_the_watch_cache_unpaged() {
     let mut m = machine(ReflectorConfig::default());
     let l = list_req(m.poll_request(t));
     assert_eq!(l.resource_version.as_deref(), Some("0"));
-    assert_eq!(l.limit, None, "RV=0 is served whole; a limit would make it consistent");
+    assert_eq!(
+        l.limit, None,
+        "RV=0 is served whole; a limit would make it consistent"
+    );
     assert_eq!(l.version_match, None);
     assert_eq!(m.phase(), Phase::Listing);
     // nothing else goes out while the LIST is in flight
@@ -121,7 +124,10 @@ fn r1_consistent_list_is_paged_and_replaced_once_after_the_last_page() {
     assert_eq!(l.resource_version, None);
     assert_eq!(l.limit, Some(2));
     m.handle_list_page(t, page(vec![obj("a", "1"), obj("b", "2")], "9", Some("c1")));
-    assert!(outputs(&mut m).is_empty(), "no Replace before the last page");
+    assert!(
+        outputs(&mut m).is_empty(),
+        "no Replace before the last page"
+    );
     let l2 = list_req(m.poll_request(t));
     assert_eq!(l2.continue_token.as_deref(), Some("c1"));
     assert_eq!(l2.limit, Some(2));
@@ -156,7 +162,10 @@ fn r1_an_expired_continue_token_restarts_the_list_at_once_unpaged() {
     let l = list_req(m.poll_request(t));
     assert_eq!(l.limit, None, "restarted unpaged");
     assert_eq!(l.continue_token, None);
-    assert!(failures(&mut m).is_empty(), "no backoff for an expired token");
+    assert!(
+        failures(&mut m).is_empty(),
+        "no backoff for an expired token"
+    );
     m.handle_list_page(t, page(vec![obj("a", "1"), obj("b", "2")], "12", None));
     match outputs(&mut m).as_slice() {
         [FifoCommand::Replace { items, .. }] => assert_eq!(items.len(), 2, "page 1 not kept"),
@@ -176,7 +185,11 @@ fn r2_watch_follows_the_list_rv_with_bookmarks_and_a_random_timeout() {
         assert_eq!(w.resource_version, "42");
         assert!(w.allow_bookmarks);
         assert!(!w.send_initial_events);
-        assert!((145..290).contains(&w.timeout_seconds), "{}", w.timeout_seconds);
+        assert!(
+            (145..290).contains(&w.timeout_seconds),
+            "{}",
+            w.timeout_seconds
+        );
         seen.insert(w.timeout_seconds);
     }
     assert!(seen.len() > 5, "timeouts are randomised: {seen:?}");
@@ -192,7 +205,10 @@ fn r1_a_relist_resumes_from_the_last_rv_not_older_than() {
     m.handle_watch_error(t, err(ErrorKind::Server { code: 500 }));
     let t2 = t + ms(800);
     let w = watch_req(m.poll_request(t2));
-    assert_eq!(w.resource_version, "15", "S1: a failed watch resumes, no relist");
+    assert_eq!(
+        w.resource_version, "15",
+        "S1: a failed watch resumes, no relist"
+    );
     assert_eq!(m.relist_resource_version(), "15");
 }
 
@@ -223,7 +239,10 @@ fn r3_events_are_handed_over_in_one_group_and_move_the_rv() {
             },
         ] => {
             let kinds: Vec<EventKind> = events.iter().map(|(k, _)| *k).collect();
-            assert_eq!(kinds, [EventKind::Add, EventKind::Update, EventKind::Delete]);
+            assert_eq!(
+                kinds,
+                [EventKind::Add, EventKind::Update, EventKind::Delete]
+            );
             assert_eq!(resource_version.as_deref(), Some("14"));
         }
         other => panic!("{other:?}"),
@@ -351,7 +370,11 @@ fn r4_the_idle_timer_restarts_with_every_event_bookmark_and_delivery() {
         ..Default::default()
     });
     synced(&mut m, t, "10");
-    assert_eq!(m.poll_timeout(), Some(t + idle), "a silent watch is noticed after idle");
+    assert_eq!(
+        m.poll_timeout(),
+        Some(t + idle),
+        "a silent watch is noticed after idle"
+    );
     // busy watch: an event every 5 s for a minute never trips the timer
     let mut now = t;
     for i in 0..12 {
@@ -446,7 +469,10 @@ fn r7_watch_list_initial_events_become_the_list() {
     m.handle_watch_opened(t);
     assert_eq!(m.phase(), Phase::Listing);
     m.handle_watch_events(t, vec![WatchEvent::Added(obj("a", "3"))]);
-    assert!(outputs(&mut m).is_empty(), "initial events wait for the end bookmark");
+    assert!(
+        outputs(&mut m).is_empty(),
+        "initial events wait for the end bookmark"
+    );
     m.handle_watch_events(
         t,
         vec![
@@ -465,7 +491,11 @@ fn r7_watch_list_initial_events_become_the_list() {
         ] => {
             assert_eq!(items.len(), 2);
             assert_eq!(resource_version, "7");
-            assert_eq!(events.len(), 1, "the event after the bookmark is a watch event");
+            assert_eq!(
+                events.len(),
+                1,
+                "the event after the bookmark is a watch event"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -482,12 +512,13 @@ fn r7_watch_list_rejected_falls_back_to_list_for_good() {
     m.handle_watch_error(t, err(ErrorKind::Rejected { code: 422 }));
     let l = list_req(m.poll_request(t));
     assert_eq!(l.resource_version.as_deref(), Some("0"));
+    assert!(events(&mut m).contains(&ReflectorEvent::WatchListFallback(
+        FallbackReason::Rejected(422)
+    )));
     assert!(
-        events(&mut m).contains(&ReflectorEvent::WatchListFallback(
-            FallbackReason::Rejected(422)
-        ))
+        failures(&mut m).is_empty(),
+        "no backoff: listing makes progress"
     );
-    assert!(failures(&mut m).is_empty(), "no backoff: listing makes progress");
     m.handle_list_page(t, page(vec![], "5", None));
     let w = watch_req(m.poll_request(t));
     assert!(!w.send_initial_events);
@@ -535,7 +566,10 @@ fn r7_watch_list_ignored_is_detected_three_ways() {
         m.handle_watch_opened(t);
         let now = script(&mut m, t);
         assert!(!m.is_watching(), "{name}: the watch is abandoned");
-        assert!(outputs(&mut m).is_empty(), "{name}: partial initial events are dropped");
+        assert!(
+            outputs(&mut m).is_empty(),
+            "{name}: partial initial events are dropped"
+        );
         list_req(m.poll_request(now));
         m.handle_list_page(now, page(vec![obj("a", "3")], "6", None));
         assert_eq!(outputs(&mut m).len(), 1, "{name}: synced by LIST");
@@ -559,7 +593,10 @@ fn r7_a_transient_watch_list_failure_lists_this_cycle_only() {
     m.handle_watch_opened(now);
     m.handle_watch_error(now, err(ErrorKind::Gone));
     let w = watch_req(m.poll_request(now + ms(1600)));
-    assert!(w.send_initial_events, "watch-list tried again on the next relist");
+    assert!(
+        w.send_initial_events,
+        "watch-list tried again on the next relist"
+    );
 }
 
 // ---- R8 ---------------------------------------------------------------------------------
@@ -613,10 +650,7 @@ fn r8_a_429_waits_at_least_its_retry_after() {
     for (retry_after, expected, honoured) in table {
         let mut m = machine(ReflectorConfig::default());
         list_req(m.poll_request(t));
-        m.handle_list_error(
-            t,
-            RequestError::from_status(429, retry_after, "slow down"),
-        );
+        m.handle_list_error(t, RequestError::from_status(429, retry_after, "slow down"));
         let evs = events(&mut m);
         let delay = evs
             .iter()
@@ -714,7 +748,9 @@ fn run(
         while m.poll_output().is_some() {}
         while m.poll_event().is_some() {}
         let Some(req) = m.poll_request(now) else {
-            let next = m.poll_timeout().expect("a machine with nothing to do must have a timer");
+            let next = m
+                .poll_timeout()
+                .expect("a machine with nothing to do must have a timer");
             assert!(next >= now, "timer in the past");
             now = next.max(now);
             m.handle_timeout(now);
@@ -725,7 +761,13 @@ fn run(
         i += 1;
         now += ms(1); // the server answers within a millisecond
         match (req, a) {
-            (Request::List(_), Answer::ListOk | Answer::WatchEndsAtOnce | Answer::WatchEventsThenEnds | Answer::WatchSilent) => {
+            (
+                Request::List(_),
+                Answer::ListOk
+                | Answer::WatchEndsAtOnce
+                | Answer::WatchEventsThenEnds
+                | Answer::WatchSilent,
+            ) => {
                 last_rv += 1;
                 m.handle_list_page(now, page(vec![obj("a", "1")], &last_rv.to_string(), None))
             }
