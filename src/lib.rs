@@ -34,6 +34,9 @@ pub mod store;
 pub mod trace;
 pub mod workqueue;
 
+#[cfg(test)]
+mod pipeline_tests;
+
 pub use delta::{Delta, DeltaObject, DeltaType, Deltas};
 pub use key::{DeletedFinalStateUnknown, KeyError, KeyFunc, ObjectKey, meta_namespace_key};
 pub use trace::TraceId;
