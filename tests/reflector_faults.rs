@@ -26,45 +26,31 @@ use kinformer_sim::{ExpireMode, Sim, Verb};
 use kube::{Client, ResourceExt};
 
 // =============================================================================================
-// ADJUST HERE when the new reflector lands. Everything this file needs from the reflector that
-// today's code lacks is in this block, so the names are changed in one place.
+// ADJUST HERE if the reflector's names change: what this file reads from the reflector beyond
+// the basic health counters is in this block.
 // =============================================================================================
 
 /// Health counter: watches that ended in under a second with no event (client-go's "very
-/// short watch"), each counted as a failure.
-const SHORT_WATCHES: &str = "short_watches";
-/// Health counter: waits imposed by a 429's `Retry-After`.
-const RETRY_AFTER_WAITS: &str = "retry_after_waits";
+/// short watch"), each counted as a failure (R4).
+fn short_watches(h: &ReflectorHealth) -> u64 {
+    h.very_short_watches
+}
+/// Health counter: waits imposed by a 429's `Retry-After` (R8).
+fn retry_after_waits(h: &ReflectorHealth) -> u64 {
+    h.retry_after_waits
+}
 /// Health counter: watch-lists that fell back to LIST+WATCH (rejected, or no
-/// initial-events-end bookmark in time).
-const WATCH_LIST_FALLBACKS: &str = "watch_list_fallbacks";
+/// initial-events-end bookmark in time) (R7).
+fn watch_list_fallbacks(h: &ReflectorHealth) -> u64 {
+    h.watch_list_fallbacks
+}
 /// What the health's last error says about a very short watch (client-go's wording).
 const VERY_SHORT_WATCH: &str = "very short watch";
-
-/// A health counter by name, read from `ReflectorHealth`'s Debug output so that this file
-/// compiles before the counter exists. A missing counter fails the test that needs it.
-/// TODO(reflector): once the fields exist, replace calls with `h.short_watches` etc.
-fn new_counter(h: &ReflectorHealth, name: &str) -> u64 {
-    let dbg = format!("{h:?}");
-    let key = format!(" {name}: ");
-    let Some(at) = dbg.find(&key) else {
-        panic!("ReflectorHealth has no counter `{name}` yet: {dbg}");
-    };
-    let digits: String = dbg[at + key.len()..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits
-        .parse()
-        .unwrap_or_else(|_| panic!("counter `{name}` is not a number in {dbg}"))
-}
 
 /// How long a watch-list waits for the initial-events-end bookmark before falling back to
 /// LIST+WATCH (R7, a server that ignores `sendInitialEvents`).
 fn set_watch_list_timeout(cfg: &mut InformerConfig, timeout: Duration) {
-    // TODO(reflector): the field does not exist yet; set it here once it does, e.g.
-    // `cfg.reflector.watch_list_timeout = timeout;`
-    let _ = (cfg, timeout);
+    cfg.reflector.watch_list_timeout = timeout;
 }
 
 // =============================================================================================
@@ -177,7 +163,7 @@ async fn r4_watches_that_end_at_once_back_off() {
         "S2: the failures are visible: {h:?}"
     );
     assert!(
-        new_counter(&h, SHORT_WATCHES) >= 5,
+        short_watches(&h) >= 5,
         "the short watches are counted: {h:?}"
     );
 
@@ -266,7 +252,7 @@ async fn watch_list_falls_back(sim: &Sim, config: InformerConfig, fault_counter:
     );
     let h = informer.health();
     assert!(
-        new_counter(&h, WATCH_LIST_FALLBACKS) >= 1,
+        watch_list_fallbacks(&h) >= 1,
         "the fallback is counted: {h:?}"
     );
     let truth = server_pods(&client).await;
@@ -435,7 +421,7 @@ async fn r8_429_retry_after_is_honoured() {
     .await;
     let h = informer.health();
     assert!(
-        new_counter(&h, RETRY_AFTER_WAITS) >= 2,
+        retry_after_waits(&h) >= 2,
         "each Retry-After wait is counted: {h:?}"
     );
     informer.shutdown().await;
