@@ -10,7 +10,10 @@ use kinformer::{DeltaObject, ObjectKey, notification::Notification};
 /// of its own (a slow or blocking handler holds up nobody else; see the overflow policies).
 ///
 /// A panic in a method is caught: that notification is skipped, counted and logged, and the
-/// handler keeps receiving (P7).
+/// handler keeps receiving (P7). A panic on an initial-list notification (`on_add` with
+/// `is_in_initial_list`) means this registration's
+/// [`has_synced`](crate::HandlerRegistration::has_synced) never becomes true (P5, as client-go
+/// since kubernetes#129024): the handler missed part of the state it was meant to start from.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -33,7 +33,9 @@ use std::{
 };
 
 use actix::prelude::*;
-use kinformer::processor::{Delivery, ListenerBuffer, ResyncPeriod, SyncTracker};
+/// The resync period a handler asks for (P6); see [`ListenerConfig::resync`].
+pub use kinformer::processor::ResyncPeriod;
+use kinformer::processor::{Delivery, ListenerBuffer, SyncTracker};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
