@@ -175,5 +175,3 @@ pub enum InformerError {
     )]
     NoSystem,
 }
-
-

@@ -433,7 +433,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         Ok(registration)
     }
 
-    async fn remove_handler(&self, id: u64) -> Result<bool, InformerError> {
+    async fn remove_handler(&self, id: u64, wait: bool) -> Result<bool, InformerError> {
         let indexer = {
             let mut state = self.state();
             match &mut *state {
@@ -447,7 +447,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 State::Running(r) => r.indexer.clone(),
             }
         };
-        Ok(indexer.send(RemoveListener { id }).await?)
+        Ok(indexer.send(RemoveListener { id, wait }).await?)
     }
 
     /// Starts the actors (idempotent, X3). Inside an actix `System` the actors join it; from a
@@ -508,7 +508,13 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         });
 
         let known: Arc<dyn KnownObjects<K>> = Arc::new(inner.lister.clone());
-        let core = CoreFifo::new(DeltaFifoOptions::new(key_func).with_known_objects(known));
+        // F9: the FIFO's mode, atomic relist and Replaced-vs-Sync choice come from the config.
+        let core = CoreFifo::new(
+            inner
+                .config
+                .fifo
+                .fifo_options(DeltaFifoOptions::new(key_func).with_known_objects(known)),
+        );
         let (recipient, cfg, status, kind) = (
             indexer.clone().recipient(),
             inner.config.fifo.clone(),
@@ -621,9 +627,18 @@ impl<K: InformerObject> HandlerRegistration<K> {
         &self.stats
     }
 
-    /// Unregisters the handler: it handles what it was already given, then stops; the informer
-    /// and other handlers carry on (P5). Returns false if it was not registered.
+    /// client-go's `RemoveEventHandler` (P5): unregisters the handler and returns at once. It
+    /// receives nothing more; what it had buffered is dropped (counted in
+    /// [`ListenerStats::dropped`]); a callback in progress runs to its end. The informer and
+    /// the other handlers carry on. Returns false if it was not registered.
     pub async fn remove(&self) -> Result<bool, InformerError> {
-        self.informer.remove_handler(self.id).await
+        self.informer.remove_handler(self.id, true).await
+    }
+
+    /// client-go's `ShutDownEventHandler` (P5): like [`remove`](Self::remove), then waits
+    /// until the handler finished its current callback and its listener stopped. Other
+    /// handlers are not held up meanwhile.
+    pub async fn shut_down(&self) -> Result<bool, InformerError> {
+        self.informer.remove_handler(self.id, true).await
     }
 }

@@ -8,12 +8,12 @@
 use std::{fmt::Debug, sync::Arc};
 
 use futures::{StreamExt, stream::BoxStream};
+use kinformer::TraceId;
 use kube::{
     Api, Client, Resource,
     api::{ListParams, ObjectList, PartialObjectMeta, TypeMeta, WatchEvent, WatchParams},
     core::{ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope},
 };
-use kinformer::TraceId;
 use serde::de::DeserializeOwned;
 
 use crate::list_decode::{DecodedList, decode_list};
@@ -21,6 +21,10 @@ use crate::list_decode::{DecodedList, decode_list};
 /// Admits one decoded object (R5 check, transform, trace id) as it is decoded; `None` drops it.
 /// The second argument is the type of the list it came in (`ConfigMapList`'s item type).
 pub type Admit<K> = Box<dyn FnMut(K, Option<&TypeMeta>) -> Option<(Arc<K>, TraceId)> + Send>;
+
+/// A LIST in progress: resolves to the admitted items with the list's metadata.
+pub type ListItems<K> =
+    futures::future::BoxFuture<'static, Result<DecodedList<(Arc<K>, TraceId)>, kube::Error>>;
 
 /// A boxed stream of watch events as kube decodes them.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
@@ -45,11 +49,7 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
     /// [`list`](Self::list) and admits the decoded items; [`KubeListerWatcher`] admits each item
     /// as soon as it is decoded from the streaming response instead, so neither the whole
     /// response nor untransformed objects are ever held.
-    fn list_items(
-        &self,
-        params: ListParams,
-        mut admit: Admit<K>,
-    ) -> futures::future::BoxFuture<'static, Result<DecodedList<(Arc<K>, TraceId)>, kube::Error>>
+    fn list_items(&self, params: ListParams, mut admit: Admit<K>) -> ListItems<K>
     where
         K: Send + Sync + 'static,
     {
@@ -174,12 +174,7 @@ where
         self.plural.clone()
     }
 
-    fn list_items(
-        &self,
-        params: ListParams,
-        admit: Admit<K>,
-    ) -> futures::future::BoxFuture<'static, Result<DecodedList<(Arc<K>, TraceId)>, kube::Error>>
-    {
+    fn list_items(&self, params: ListParams, admit: Admit<K>) -> ListItems<K> {
         let api = self.api.clone();
         Box::pin(async move {
             let mut req = kube::core::Request::new(api.resource_url())

@@ -440,8 +440,12 @@ impl<K: Resource> Processor<K> {
                             // The FIFO keyed the object with the store's key function.
                             match writes.put_keyed(key.clone(), Arc::clone(&new)) {
                                 Some(old) => {
-                                    let is_sync = d.delta_type == DeltaType::Sync
-                                        || same_version(&*old, &*new);
+                                    // client-go's OnUpdate: same RV = sync, whatever the
+                                    // delta type (a Sync delta of a changed object, from a
+                                    // relist without Replaced deltas, is a real update). The
+                                    // same Arc is a resync of an object without RV.
+                                    let is_sync =
+                                        Arc::ptr_eq(&old, &new) || same_version(&*old, &*new);
                                     out.push((
                                         Delivery {
                                             key: key.clone(),

@@ -66,7 +66,7 @@ fn expect(
         Some(old) => {
             let rv_old = old.metadata.resource_version.as_deref().unwrap_or("");
             let rv_new = obj.metadata.resource_version.as_deref().unwrap_or("");
-            let sync = t == DeltaType::Sync || (!rv_old.is_empty() && rv_old == rv_new);
+            let sync = !rv_old.is_empty() && rv_old == rv_new;
             ("update", name, sync)
         }
         None => ("add", name, false),

@@ -149,15 +149,17 @@ fn p1_adds_carry_the_batch_initial_list_flag_and_count_for_p5() {
     assert!(!d.per_listener[0].1[0].initial);
 }
 
-/// The isSync rule: a Sync delta always; any other type when old and new share a non-empty
-/// resourceVersion; never when both are empty or missing (deliberate difference, R4).
+/// The isSync rule (client-go's OnUpdate): for every delta type, a sync when old and new share a
+/// non-empty resourceVersion (or are the very same object, a resync); never when both RVs are
+/// empty or missing on different objects (deliberate difference, R4). A Sync delta of a changed
+/// object (a relist queued as Sync) is a real update.
 #[test]
 fn p1_is_sync_rule_per_delta_type() {
     use DeltaType::*;
     let cases: &[(DeltaType, Option<&str>, Option<&str>, bool)] = &[
         (Sync, Some("1"), Some("1"), true),
-        (Sync, Some("1"), Some("2"), true),
-        (Sync, None, None, true),
+        (Sync, Some("1"), Some("2"), false),
+        (Sync, None, None, false),
         (Replaced, Some("1"), Some("1"), true),
         (Added, Some("1"), Some("1"), true),
         (Updated, Some("1"), Some("1"), true),
@@ -801,4 +803,21 @@ fn p6_determine_resync_period_is_client_gos() {
     );
     assert_eq!(determine_resync_period(secs(1), secs(5)), secs(5));
     assert_eq!(determine_resync_period(secs(9), secs(5)), secs(9));
+}
+
+/// A resync re-delivers the cached object itself: a sync even without a resourceVersion.
+#[test]
+fn p1_a_resync_of_an_object_without_rv_is_a_sync() {
+    let (mut p, _) = started_with_one_listener();
+    p.handle_deltas(
+        vec![deltas("a", vec![(DeltaType::Added, pod("a", None))])],
+        false,
+    );
+    let cached = p.store().get_by_key("ns/a").expect("cached");
+    let d = p.handle_deltas(vec![deltas("a", vec![(DeltaType::Sync, cached)])], false);
+    assert_eq!(d.syncs, 1);
+    assert!(
+        seen(&d, 1).is_empty(),
+        "P3: not delivered to a listener that is not syncing"
+    );
 }
