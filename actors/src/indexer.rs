@@ -77,10 +77,15 @@ impl<K: InformerObject> Message for AddListener<K> {
     type Result = ();
 }
 
-/// Unregisters a listener, then drains and stops it (P5).
+/// Unregisters a listener: no notification reaches it after this message; it drops what it
+/// had buffered and stops once its handler finished the current notification (P5). Answers
+/// false if it was not registered; with `wait`, answers only once the listener stopped
+/// (without holding up the indexer meanwhile).
 pub struct RemoveListener {
     /// The registration id.
     pub id: u64,
+    /// Answer once the handler finished its current notification and the listener stopped.
+    pub wait: bool,
 }
 
 impl Message for RemoveListener {
@@ -267,25 +272,27 @@ impl<K: InformerObject> Handler<AddListener<K>> for Indexer<K> {
 }
 
 impl<K: InformerObject> Handler<RemoveListener> for Indexer<K> {
-    type Result = AtomicResponse<Self, bool>;
+    type Result = ResponseFuture<bool>;
 
     fn handle(&mut self, msg: RemoveListener, ctx: &mut Context<Self>) -> Self::Result {
         self.processor.remove_listener(msg.id);
         self.rearm(ctx);
-        let pos = self.listeners.iter().position(|(id, _)| *id == msg.id);
-        let addr = pos.map(|i| self.listeners.remove(i).1);
-        AtomicResponse::new(Box::pin(
-            async move {
-                match addr {
-                    Some(a) => {
-                        let _ = a.send(crate::listener::Drain).await;
-                        true
-                    }
-                    None => false,
-                }
+        let Some(pos) = self.listeners.iter().position(|(id, _)| *id == msg.id) else {
+            return Box::pin(async { false });
+        };
+        let (_, addr) = self.listeners.remove(pos);
+        // Not atomic: waiting for one handler's current callback never holds up the others.
+        let stopped = addr.send(Stop);
+        Box::pin(async move {
+            if msg.wait {
+                let _ = stopped.await;
+            } else {
+                actix::spawn(async move {
+                    let _ = stopped.await;
+                });
             }
-            .into_actor(self),
-        ))
+            true
+        })
     }
 }
 

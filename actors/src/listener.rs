@@ -121,6 +121,7 @@ pub struct ListenerStats {
     pub(crate) buffered: AtomicU64,
     pub(crate) peak_buffered: AtomicU64,
     pub(crate) sync: Arc<SyncTracker>,
+    pub(crate) dropped: AtomicU64,
     pub(crate) stopped: AtomicBool,
 }
 
@@ -157,6 +158,11 @@ impl ListenerStats {
     /// The registration's `HasSynced` bookkeeping (P5).
     pub fn sync_tracker(&self) -> &SyncTracker {
         &self.sync
+    }
+    /// Notifications accepted but never handed to the handler because it was removed or shut
+    /// down with a backlog (P5, P9); set when the listener stopped.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
     /// True once the listener stopped.
     pub fn stopped(&self) -> bool {
@@ -201,7 +207,6 @@ pub struct ProcessorListener<K: InformerObject> {
     delivering: bool,
     blocked_indexer: Vec<oneshot::Sender<()>>,
     stop_waiters: Vec<oneshot::Sender<()>>,
-    draining: bool,
     stats: Arc<ListenerStats>,
 }
 
@@ -297,7 +302,6 @@ impl<K: InformerObject> ProcessorListener<K> {
             delivering: false,
             blocked_indexer: Vec::new(),
             stop_waiters: Vec::new(),
-            draining: false,
             stats,
         })
     }
@@ -398,8 +402,8 @@ impl<K: InformerObject> ProcessorListener<K> {
         self.clear_buffer();
     }
 
-    /// Publishes gauges, releases a waiting indexer, finishes a drain.
-    fn progress(&mut self, ctx: &mut Context<Self>) {
+    /// Publishes gauges, releases a waiting indexer.
+    fn progress(&mut self, _ctx: &mut Context<Self>) {
         let n = self.buffered();
         self.stats.buffered.store(n as u64, Ordering::Relaxed);
         self.stats
@@ -410,14 +414,10 @@ impl<K: InformerObject> ProcessorListener<K> {
                 let _ = w.send(());
             }
         }
-        if self.draining && n == 0 && !self.delivering {
-            self.finish(ctx);
-        }
     }
 
     /// Closes the sink, waits for the handler thread to finish its current notification, stops.
     fn finish(&mut self, ctx: &mut Context<Self>) {
-        self.draining = false;
         let exited = match &mut self.sink {
             Sink::Thread { tx, exited, .. } => {
                 tx.take();
@@ -433,6 +433,11 @@ impl<K: InformerObject> ProcessorListener<K> {
             }
             .into_actor(self)
             .map(|_, act, ctx| {
+                // P9: what was accepted and never handed to the handler is counted as dropped.
+                let (received, delivered) = (act.stats.received(), act.stats.delivered());
+                act.stats
+                    .dropped
+                    .store(received.saturating_sub(delivered), Ordering::Relaxed);
                 act.stats.stopped.store(true, Ordering::Release);
                 for w in act.stop_waiters.drain(..) {
                     let _ = w.send(());
@@ -472,31 +477,11 @@ impl<K: InformerObject> Handler<Notifications<K>> for ProcessorListener<K> {
     }
 }
 
-/// Delivers everything buffered, then stops (removing a handler, P5).
-pub struct Drain;
-
-impl Message for Drain {
-    type Result = ();
-}
-
-impl<K: InformerObject> Handler<Drain> for ProcessorListener<K> {
-    type Result = ResponseFuture<()>;
-
-    fn handle(&mut self, _: Drain, ctx: &mut Context<Self>) -> Self::Result {
-        let (tx, rx) = oneshot::channel();
-        self.stop_waiters.push(tx);
-        self.draining = true;
-        self.progress(ctx);
-        Box::pin(async move {
-            let _ = rx.await;
-        })
-    }
-}
-
 impl<K: InformerObject> Handler<Stop> for ProcessorListener<K> {
     type Result = ResponseFuture<()>;
 
-    /// Shutdown (P9): drops what is buffered, lets the handler finish its current notification.
+    /// Removal (P5) and shutdown (P9): drops what is buffered, lets the handler finish its
+    /// current notification, stops; answers once the handler's thread has exited.
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
         if let Sink::Thread { abort, .. } = &self.sink {
             abort.store(true, Ordering::Release);
@@ -519,5 +504,6 @@ impl<K: InformerObject> Handler<Stop> for ProcessorListener<K> {
 impl<K: InformerObject> ProcessorListener<K> {
     fn clear_buffer(&mut self) {
         self.buffer.clear();
+        self.stats.buffered.store(0, Ordering::Relaxed);
     }
 }
