@@ -291,3 +291,115 @@ async fn p3_unchanged_rv_relist_update_reaches_only_syncing_listeners() {
     );
     informer.shutdown().await;
 }
+
+/// A handler blocked in a callback until `gate` opens; counts the callbacks it finished.
+fn gated(
+    gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    finished: Arc<AtomicU64>,
+) -> impl ResourceEventHandler<Pod> {
+    handler_fn(move |_n: &Notification<Pod>| {
+        let (open, cv) = &*gate;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = cv.wait(open).unwrap();
+        }
+        finished.fetch_add(1, Ordering::SeqCst);
+    })
+}
+
+fn open_gate(gate: &(Mutex<bool>, std::sync::Condvar)) {
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+}
+
+#[actix::test]
+async fn p5_remove_returns_at_once_and_drops_the_handlers_buffer() {
+    let sim = sim().await;
+    let client = sim.client();
+    create_pods(&client, "a", 5).await;
+    let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
+    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let finished = Arc::new(AtomicU64::new(0));
+    let stuck = informer
+        .add_event_handler_with(
+            gated(Arc::clone(&gate), Arc::clone(&finished)),
+            ListenerConfig::default().policy(kinformer_actors::OverflowPolicy::Unbounded),
+        )
+        .await
+        .expect("handler");
+    let other = Counts::default();
+    informer
+        .add_event_handler(other.handler())
+        .await
+        .expect("handler");
+    synced(&informer).await;
+    eventually(
+        "the stuck handler holds the rest of its initial list",
+        || stuck.stats().received() == 5,
+    )
+    .await;
+    // Returns although the handler is blocked in its first callback (it would hang otherwise).
+    let removed = tokio::time::timeout(DEADLINE, stuck.remove())
+        .await
+        .expect("remove returns at once although the handler is blocked");
+    assert!(removed.expect("remove"), "removed");
+    create_pods(&client, "b", 1).await;
+    eventually("the other handler carries on", || other.adds() == 6).await;
+    open_gate(&gate);
+    eventually("the removed listener stopped", || stuck.stats().stopped()).await;
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        1,
+        "only the callback in progress ran to its end"
+    );
+    assert_eq!(stuck.stats().dropped(), 4, "the buffered rest was dropped");
+    informer.shutdown().await;
+}
+
+#[actix::test]
+async fn p5_shut_down_waits_for_the_callback_in_progress() {
+    let sim = sim().await;
+    let client = sim.client();
+    create_pods(&client, "a", 3).await;
+    let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
+    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let finished = Arc::new(AtomicU64::new(0));
+    let stuck = informer
+        .add_event_handler(gated(Arc::clone(&gate), Arc::clone(&finished)))
+        .await
+        .expect("handler");
+    let other = Counts::default();
+    informer
+        .add_event_handler(other.handler())
+        .await
+        .expect("handler");
+    synced(&informer).await;
+    eventually("the stuck handler got its first notification", || {
+        stuck.stats().received() >= 1
+    })
+    .await;
+    let shutting = tokio::spawn({
+        let stuck_id = stuck.id();
+        async move {
+            let ok = stuck.shut_down().await.expect("shut down");
+            (stuck_id, ok, stuck)
+        }
+    });
+    // Meanwhile the informer and the other handler carry on.
+    create_pods(&client, "b", 1).await;
+    eventually("the other handler carries on", || other.adds() == 4).await;
+    assert!(!shutting.is_finished(), "shut_down waits for the callback");
+    open_gate(&gate);
+    let (_, ok, stuck) = tokio::time::timeout(DEADLINE, shutting)
+        .await
+        .expect("shut_down returns")
+        .expect("task");
+    assert!(ok);
+    assert!(stuck.stats().stopped(), "stopped when shut_down returned");
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        1,
+        "the callback ran to its end"
+    );
+    informer.shutdown().await;
+}

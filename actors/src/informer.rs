@@ -37,7 +37,8 @@ use crate::{
     messages::{FifoRecipients, Notification, Stop},
     reflector::{ReflectorConfig, ReflectorContext, Transform, Validate, WatchErrorHandler},
     runtime,
-    supervisor::{ReflectorHealth, ReflectorStatus, Supervisor},
+    health::{ReflectorHealth, ReflectorStatus},
+    supervisor::Supervisor,
     trace::TraceIds,
 };
 
@@ -632,7 +633,7 @@ impl<K: InformerObject> HandlerRegistration<K> {
     /// [`ListenerStats::dropped`]); a callback in progress runs to its end. The informer and
     /// the other handlers carry on. Returns false if it was not registered.
     pub async fn remove(&self) -> Result<bool, InformerError> {
-        self.informer.remove_handler(self.id, true).await
+        self.informer.remove_handler(self.id, false).await
     }
 
     /// client-go's `ShutDownEventHandler` (P5): like [`remove`](Self::remove), then waits
