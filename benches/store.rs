@@ -1,4 +1,4 @@
-//! Store benchmarks (DESIGN.md I6): update cost with two indices over 50k pods, and lock-free
+//! Store benchmarks (docs/semantics.md I6): update cost with two indices over 50k pods, and lock-free
 //! `Lister::get` throughput from two reader threads with and without a concurrent writer.
 //!
 //! Run: `cargo bench -p kinformer --bench store -- --warm-up-time 1 --measurement-time 3`

@@ -1,4 +1,4 @@
-//! kinformer's client for the shared informer benchmark (`../shared/bench`, see its README).
+//! kinformer's client for the shared informer benchmark (the shared benchmark harness kept next to the repository, `shared/bench`, see its README).
 //!
 //! One Pod informer over all namespaces, K handlers that each see every add/update/delete and
 //! stop at the sentinel pod `bench/done`. Prints the RESULT line that `run.sh` reads:

@@ -1,4 +1,4 @@
-//! The reflector's restart backoff (DESIGN.md R8, S1): client-go's
+//! The reflector's restart backoff (docs/semantics.md R8, S1): client-go's
 //! `NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0)`.
 //!
 //! Each failure doubles the base delay from 800 ms up to 30 s; the delay handed out is the base

@@ -1,4 +1,4 @@
-//! Object keys and tombstones (DESIGN.md I1).
+//! Object keys and tombstones (docs/semantics.md I1).
 //!
 //! A key is `namespace/name` for namespaced objects and `name` for cluster-scoped ones, exactly
 //! as client-go's `MetaNamespaceKeyFunc`, so keys printed by kinformer match client-go's and

@@ -2,7 +2,7 @@
 //!
 //! client-go's `tools/cache` state machines in plain Rust: no async runtime, no I/O, no actors.
 //! The actix layer (`kinformer-actors`) owns these structs and translates messages into calls,
-//! so every rule of the informer (DESIGN.md ids R*, F*, I*, P*, B*, W*) is testable here
+//! so every rule of the informer (docs/semantics.md ids R*, F*, I*, P*, B*, W*) is testable here
 //! deterministically.
 //!
 //! - [`key`]: object keys (`namespace/name`), key functions over kube's [`kube_core::Resource`],

@@ -1,5 +1,5 @@
 //! Handler notifications (client-go's `addNotification` / `updateNotification` /
-//! `deleteNotification`); [`crate::coalesce`] holds the per-key coalescing buffer of DESIGN.md B3.
+//! `deleteNotification`); [`crate::coalesce`] holds the per-key coalescing buffer of docs/semantics.md B3.
 
 use std::{fmt, sync::Arc};
 

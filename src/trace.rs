@@ -1,4 +1,4 @@
-//! Trace identifiers (DESIGN.md T1).
+//! Trace identifiers (docs/semantics.md T1).
 //!
 //! Every watch event gets a [`TraceId`] when the reflector receives it; the id travels with the
 //! [`Delta`](crate::Delta) through the FIFO and with the resulting notification to each handler,

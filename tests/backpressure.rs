@@ -1,4 +1,4 @@
-//! Backpressure (DESIGN.md B1–B4) over HTTP against the simulated API server. Counts and final
+//! Backpressure (docs/semantics.md B1–B4) over HTTP against the simulated API server. Counts and final
 //! states are asserted, never wall-clock thresholds. The slow handlers' sleeps are their
 //! workload, not synchronisation.
 

@@ -17,6 +17,7 @@ pub mod error;
 pub mod factory;
 pub mod fifo;
 pub mod handler;
+pub mod health;
 pub mod indexer;
 pub mod informer;
 pub mod list_decode;
@@ -43,7 +44,7 @@ pub use informer::{HandlerRegistration, InformerConfig, SharedIndexInformer};
 pub use listener::{ListenerConfig, OverflowPolicy};
 pub use messages::Notification;
 pub use reflector::ReflectorConfig;
-pub use supervisor::{ReflectorHealth, ReflectorPhase};
+pub use health::{ReflectorHealth, ReflectorPhase};
 pub use workqueue::WorkQueue;
 
 /// What an informer can cache: any kube resource that decodes from JSON (every k8s-openapi

@@ -1,4 +1,4 @@
-//! The typed messages that join the actors (DESIGN.md data flow).
+//! The typed messages that join the actors (docs/semantics.md data flow).
 //!
 //! ```text
 //! Reflector --Replace / Events / Bookmark--> DeltaFifo --ProcessDeltas--> Indexer
@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use actix::Message;
-use kinformer::{Deltas, ObjectKey, TraceId, fifo::FifoError, notification};
+use kinformer::{
+    Deltas, ObjectKey, TraceId, fifo::FifoError, notification, reflector::ReflectorMachine,
+};
 
 use crate::InformerObject;
 
@@ -184,5 +186,19 @@ impl<K> std::fmt::Debug for Notification<K> {
 pub struct Stop;
 
 impl Message for Stop {
+    type Result = ();
+}
+
+/// Reflector → Supervisor: "my machine is backing off (or I failed); here it is".
+pub(crate) struct ReflectorFailed<K: InformerObject> {
+    /// The machine, to resume with; `None` when the reflector panicked and lost it.
+    pub(crate) machine: Option<ReflectorMachine<(Arc<K>, TraceId)>>,
+    /// Why.
+    pub(crate) error: crate::error::ReflectorError,
+    /// When the machine's backoff ends; `None`: the supervisor's own backoff decides.
+    pub(crate) retry_at: Option<std::time::Instant>,
+}
+
+impl<K: InformerObject> Message for ReflectorFailed<K> {
     type Result = ();
 }

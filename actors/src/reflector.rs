@@ -31,9 +31,9 @@ use kube::api::{ListParams, TypeMeta, VersionMatch, WatchEvent as KubeWatchEvent
 use crate::{
     InformerObject,
     error::{ReflectorError, WatchWarning},
+    health::{ReflectorPhase, ReflectorStatus},
     lister_watcher::{Admit, ListerWatcher, WatchStream},
-    messages::{Bookmark, Event, Events, FifoRecipients, Replace},
-    supervisor::{ReflectorFailed, ReflectorPhase, ReflectorStatus},
+    messages::{Bookmark, Event, Events, FifoRecipients, ReflectorFailed, Replace},
     trace::{self, Hop, TraceIds},
 };
 
@@ -334,7 +334,8 @@ async fn flush<K: InformerObject>(
     }
     if handed {
         m.handle_delivered(Instant::now());
-        cx.status.set_resource_version(m.last_sync_resource_version());
+        cx.status
+            .set_resource_version(m.last_sync_resource_version());
     }
     let mut failed = None;
     while let Some(ev) = m.poll_event() {

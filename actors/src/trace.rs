@@ -1,4 +1,4 @@
-//! Message traces (DESIGN.md T1, T3, T4).
+//! Message traces (docs/semantics.md T1, T3, T4).
 //!
 //! Every watch event gets a [`TraceId`] in the reflector; the id travels inside every message
 //! (`Replace`, `Events`, `ProcessDeltas`, `Notifications`) so each hop can emit one structured

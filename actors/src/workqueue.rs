@@ -1,4 +1,4 @@
-//! The async front of client-go's workqueue (DESIGN.md W1–W4).
+//! The async front of client-go's workqueue (docs/semantics.md W1–W4).
 //!
 //! [`WorkQueue`] wraps the clock-injected core ([`kinformer::workqueue::WorkQueue`]) in a
 //! `std::sync::Mutex` and wakes waiting workers with [`tokio::sync::Notify`]. There is no

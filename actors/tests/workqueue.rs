@@ -1,4 +1,4 @@
-//! The async workqueue front (DESIGN.md W1–W4): dedup and exclusive processing under
+//! The async workqueue front (docs/semantics.md W1–W4): dedup and exclusive processing under
 //! concurrent workers, delays and rate limiting on tokio's (paused) clock, shutdown and drain,
 //! metrics.
 //!

@@ -1,4 +1,4 @@
-//! The per-key coalescing buffer of DESIGN.md B3: the `Coalesce` overflow policy of a slow
+//! The per-key coalescing buffer of docs/semantics.md B3: the `Coalesce` overflow policy of a slow
 //! handler.
 //!
 //! When a handler's mailbox is full, its listener parks notifications here instead of
@@ -104,7 +104,7 @@ struct Entry<K> {
     second: Option<Pending<K>>,
 }
 
-/// A per-key buffer of pending notifications for one slow handler (DESIGN.md B3): bounded by
+/// A per-key buffer of pending notifications for one slow handler (docs/semantics.md B3): bounded by
 /// the number of distinct keys, popped in order of each key's first arrival. See the module
 /// documentation for the merge rules.
 pub struct Coalescer<K> {

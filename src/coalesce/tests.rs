@@ -1,4 +1,4 @@
-//! Tests of the coalescing buffer, named after DESIGN.md B3's rules, and property tests against
+//! Tests of the coalescing buffer, named after docs/semantics.md B3's rules, and property tests against
 //! a model handler.
 
 use std::{collections::HashMap, sync::Arc};

@@ -86,12 +86,8 @@ use crate::{
     backoff::{Backoff, BackoffConfig},
 };
 
-mod state;
 #[cfg(test)]
 mod tests;
-
-#[doc(hidden)]
-pub use state::ReflectorState;
 
 /// The annotation on the BOOKMARK that ends a watch-list's initial events (R7).
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";

@@ -1,4 +1,4 @@
-//! Index functions and the index data structure (DESIGN.md I2–I4).
+//! Index functions and the index data structure (docs/semantics.md I2–I4).
 //!
 //! An index maps each *index value* (what an [`IndexFunc`] returns for an object) to the set
 //! of object keys that produced it. Indices are persistent (`imbl`) maps so that a published

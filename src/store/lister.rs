@@ -1,5 +1,5 @@
 //! Readers of the store: [`Lister`] (always the latest published version), [`Snapshot`] (one
-//! pinned version) and [`NamespacedLister`] (DESIGN.md I3, I6).
+//! pinned version) and [`NamespacedLister`] (docs/semantics.md I3, I6).
 //!
 //! No read takes a lock: a [`Lister`] call is one `ArcSwap::load` (a few atomic operations on
 //! a per-thread debt slot, never waiting on the writer or on other readers) followed by

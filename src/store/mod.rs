@@ -1,4 +1,4 @@
-//! The indexed store: client-go's `threadSafeStore` + `Indexer` + listers (DESIGN.md I1–I6).
+//! The indexed store: client-go's `threadSafeStore` + `Indexer` + listers (docs/semantics.md I1–I6).
 //!
 //! # Design: one writer, lock-free readers
 //!

@@ -1,4 +1,4 @@
-//! Unit tests of the store, named after DESIGN.md ids; cases ported in spirit from client-go's
+//! Unit tests of the store, named after docs/semantics.md ids; cases ported in spirit from client-go's
 //! `thread_safe_store_test.go`, `index_test.go` and `store_test.go`.
 
 use std::{

@@ -1,4 +1,4 @@
-//! The waiting set of the delaying queue (DESIGN.md W2).
+//! The waiting set of the delaying queue (docs/semantics.md W2).
 //!
 //! client-go's `delaying_queue.go` keeps a heap of `waitFor{data, readyAt}` plus a map from
 //! item to entry, so that re-adding a waiting item only ever moves its deadline *earlier*.

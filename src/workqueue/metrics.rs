@@ -1,4 +1,4 @@
-//! Workqueue metrics (DESIGN.md W4), computed from the injected clock.
+//! Workqueue metrics (docs/semantics.md W4), computed from the injected clock.
 //!
 //! The same quantities as client-go's `workqueue/metrics.go`: depth, adds, queue latency
 //! (add → get), work duration (get → done), retries, unfinished work and the longest running

@@ -1,4 +1,4 @@
-//! client-go's workqueue as clock-injected state machines (DESIGN.md W1–W4).
+//! client-go's workqueue as clock-injected state machines (docs/semantics.md W1–W4).
 //!
 //! - [`WorkQueue`]: client-go's rate-limiting delaying queue in one struct: dedup through the
 //!   dirty and processing sets (W1), delayed adds with the earliest deadline winning (W2),

@@ -1,4 +1,4 @@
-//! Rate limiters: how long an item waits before it is retried (DESIGN.md W2).
+//! Rate limiters: how long an item waits before it is retried (docs/semantics.md W2).
 //!
 //! Ports of client-go's `workqueue/default_rate_limiters.go` with the clock injected: every
 //! [`RateLimiter::when`] receives `now`, so the token bucket is deterministic under test.

@@ -1,0 +1,180 @@
+//! The reflector's health as the informer handle reads it (S2): phase, restarts, last error and
+//! the machine's counters, published by the reflector and its supervisor without sharing the
+//! protocol state itself.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant, SystemTime},
+};
+
+use arc_swap::ArcSwap;
+use kinformer::reflector::{Phase, ReflectorCounters};
+
+/// What the reflector is doing now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReflectorPhase {
+    /// Not started yet.
+    Idle,
+    /// Listing.
+    Listing,
+    /// Watching.
+    Watching,
+    /// Failed; restarting after the given delay.
+    BackingOff(Duration),
+    /// Shut down.
+    Stopped,
+}
+
+impl From<Phase> for ReflectorPhase {
+    fn from(p: Phase) -> Self {
+        match p {
+            Phase::Listing => ReflectorPhase::Listing,
+            Phase::Watching => ReflectorPhase::Watching,
+            Phase::BackingOff { until } => {
+                ReflectorPhase::BackingOff(until.saturating_duration_since(Instant::now()))
+            }
+        }
+    }
+}
+
+/// A point-in-time copy of a reflector's health (S2).
+#[derive(Clone, Debug)]
+pub struct ReflectorHealth {
+    /// Current phase.
+    pub phase: ReflectorPhase,
+    /// How many times the supervisor restarted the reflector.
+    pub restarts: u64,
+    /// The last failure, if any, with when it happened.
+    pub last_error: Option<(SystemTime, String)>,
+    /// The resourceVersion the cache is synced to.
+    pub last_sync_resource_version: String,
+    /// LIST requests issued (pages count individually).
+    pub lists: u64,
+    /// WATCH requests opened.
+    pub watches: u64,
+    /// Watch events received (ADDED, MODIFIED, DELETED).
+    pub events: u64,
+    /// Relists caused by 410 Expired.
+    pub expired: u64,
+    /// Watches dropped client-side because they went silent (R4).
+    pub stalls: u64,
+    /// Objects dropped because of an unexpected type (R5).
+    pub dropped_objects: u64,
+    /// Bookmarks received.
+    pub bookmarks: u64,
+    /// Watches that ended in under a second with no event (R4).
+    pub very_short_watches: u64,
+    /// Failures the reflector backed off from (every cause, R8).
+    pub failures: u64,
+    /// 429 answers whose Retry-After set the wait (R8).
+    pub retry_after_waits: u64,
+    /// Watch-lists that fell back to LIST (R7).
+    pub watch_list_fallbacks: u64,
+}
+
+/// Shared, lock-light status of one informer's reflector, published by the reflector and read
+/// by the informer handle (health). The protocol state itself is not shared: the machine is
+/// owned by the running reflector, or by the supervisor between two reflectors.
+#[derive(Debug)]
+pub struct ReflectorStatus {
+    phase: Mutex<ReflectorPhase>,
+    pub(crate) last_error: Mutex<Option<(SystemTime, String)>>,
+    resource_version: ArcSwap<String>,
+    pub(crate) restarts: AtomicU64,
+    pub(crate) dropped_objects: AtomicU64,
+    lists: AtomicU64,
+    watches: AtomicU64,
+    events: AtomicU64,
+    bookmarks: AtomicU64,
+    expired: AtomicU64,
+    stalls: AtomicU64,
+    very_short_watches: AtomicU64,
+    failures: AtomicU64,
+    retry_after_waits: AtomicU64,
+    watch_list_fallbacks: AtomicU64,
+}
+
+impl Default for ReflectorStatus {
+    fn default() -> Self {
+        ReflectorStatus {
+            phase: Mutex::new(ReflectorPhase::Idle),
+            last_error: Mutex::new(None),
+            resource_version: ArcSwap::from_pointee(String::new()),
+            restarts: AtomicU64::new(0),
+            dropped_objects: AtomicU64::new(0),
+            lists: AtomicU64::new(0),
+            watches: AtomicU64::new(0),
+            events: AtomicU64::new(0),
+            bookmarks: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
+            stalls: AtomicU64::new(0),
+            very_short_watches: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            retry_after_waits: AtomicU64::new(0),
+            watch_list_fallbacks: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ReflectorStatus {
+    pub(crate) fn set_phase(&self, p: ReflectorPhase) {
+        if let Ok(mut g) = self.phase.lock() {
+            *g = p;
+        }
+    }
+
+    pub(crate) fn set_resource_version(&self, rv: &str) {
+        if self.resource_version.load().as_str() != rv {
+            self.resource_version.store(Arc::new(rv.to_string()));
+        }
+    }
+
+    /// Copies the machine's counters (a handful of relaxed stores, once per handed-over group).
+    pub(crate) fn publish(&self, c: &ReflectorCounters) {
+        let set = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        set(&self.lists, c.lists);
+        set(&self.watches, c.watches);
+        set(&self.events, c.events);
+        set(&self.bookmarks, c.bookmarks);
+        set(&self.expired, c.expired);
+        set(&self.stalls, c.stalls);
+        set(&self.very_short_watches, c.very_short_watches);
+        set(&self.failures, c.failures);
+        set(&self.retry_after_waits, c.retry_after_waits);
+        set(&self.watch_list_fallbacks, c.watch_list_fallbacks);
+    }
+
+    /// The resourceVersion the cache is synced to.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.resource_version.load().as_ref().clone()
+    }
+
+    /// A snapshot of every counter and the phase.
+    pub fn health(&self) -> ReflectorHealth {
+        let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ReflectorHealth {
+            phase: self
+                .phase
+                .lock()
+                .map(|g| g.clone())
+                .unwrap_or(ReflectorPhase::Idle),
+            restarts: c(&self.restarts),
+            last_error: self.last_error.lock().ok().and_then(|g| g.clone()),
+            last_sync_resource_version: self.last_sync_resource_version(),
+            lists: c(&self.lists),
+            watches: c(&self.watches),
+            events: c(&self.events),
+            expired: c(&self.expired),
+            stalls: c(&self.stalls),
+            dropped_objects: c(&self.dropped_objects),
+            bookmarks: c(&self.bookmarks),
+            very_short_watches: c(&self.very_short_watches),
+            failures: c(&self.failures),
+            retry_after_waits: c(&self.retry_after_waits),
+            watch_list_fallbacks: c(&self.watch_list_fallbacks),
+        }
+    }
+}
