@@ -24,10 +24,14 @@
 //! `Sync`, `Replaced`, `Added` and `Updated` store the object; the notification is
 //! `Update(old, new)` when the key was in the store, else `Add` (with the batch's
 //! `is_in_initial_list`). `Deleted` removes the key and notifies `Delete` with the delta's
-//! object or tombstone. An `Update` is a **sync** when the delta is `Sync`, or when old and new
-//! carry the same non-empty resourceVersion, whatever the delta type (client-go's `OnUpdate`).
+//! object or tombstone. An `Update` is a **sync** when old and new carry the same non-empty
+//! resourceVersion, or are the very same cached object (a FIFO resync re-delivers what the
+//! store holds), whatever the delta type (client-go's `OnUpdate` compares resourceVersions
+//! only). So a `Sync` delta of a changed object, which a relist queues when the FIFO does not
+//! emit `Replaced`, is a real update that reaches every listener.
 //! Deliberate difference: client-go also treats two *empty* resourceVersions as equal; here
-//! they are not, so objects stored without a resourceVersion are delivered like any other (R4).
+//! they are not (unless it is the same object), so objects stored without a resourceVersion
+//! are delivered like any other (R4).
 //!
 //! # Routing (P3)
 //!
