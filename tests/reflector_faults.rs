@@ -346,8 +346,9 @@ async fn r4_objects_without_resource_version_converge() {
             .is_some_and(|p| p.annotations().get("touched").map(String::as_str) == Some("no-rv"))
     })
     .await;
-    // (No assertion that the handler saw the update: with no RV on either side, client-go
-    // treats an update as a resync, which reaches only handlers that asked for resyncs.)
+    // With no RV on either side client-go would take the update for a resync and withhold it
+    // from handlers that did not ask for resyncs; we deliver it (docs/semantics.md P1, R4).
+    eventually("the handler sees the update", || has("update a/pod-1")).await;
     let truth = keys(&server_pods(&client).await);
     eventually("the cache converges", || {
         keys(&cache_pods(&informer)) == truth
