@@ -68,6 +68,7 @@ mod ops;
 mod resources;
 mod selector;
 mod server;
+mod shared;
 mod status;
 mod store;
 mod table;
@@ -93,7 +94,7 @@ pub use faults::{ExpireMode, FaultCounters, Faults};
 use kubeconfig::KubeconfigFile;
 use ops::{DeleteOptions, Part, PatchKind};
 use resources::{Registry, ResourceDef};
-use server::Shared;
+use shared::Shared;
 use status::ApiError;
 use store::{Outcome, Store};
 

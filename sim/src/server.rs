@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -20,41 +20,19 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::churn::{ChurnConfig, ChurnHandle};
-use crate::counters::{RequestCounters, Verb};
-use crate::faults::{Count, ExpireMode, FaultState, Faults, WatchFault};
+use crate::counters::Verb;
+use crate::faults::{Count, ExpireMode, WatchFault};
 use crate::http::{self as resp, Body, BodyError};
 use crate::object::{StoredObject, strip_rv};
 use crate::ops::{self, DeleteOptions, Part, PatchKind};
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::shared::{Repr, Shared, matches};
 use crate::status::ApiError;
-use crate::store::{ObjectMap, Outcome, Store};
+use crate::store::{ObjectMap, Outcome};
 use crate::table::{self, IncludeObject};
 use crate::util::Query;
 use crate::watch::{self as watchstream, Start, WatchParams};
-
-/// State shared by every connection.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub store: Arc<Store>,
-    pub faults: Arc<FaultState>,
-    pub requests: RequestCounters,
-    pub bookmark_interval: Duration,
-    pub auto_namespaces: bool,
-    pub max_body: usize,
-    pub server_address: String,
-    pub shutdown: watch::Receiver<bool>,
-    pub churn: Mutex<Option<ChurnHandle>>,
-}
-
-impl Shared {
-    pub(crate) fn faults_handle(&self) -> Faults {
-        Faults {
-            state: self.faults.clone(),
-            store: self.store.clone(),
-        }
-    }
-}
 
 /// Accepts connections until `shutdown` fires (or its sender is dropped), then aborts them all.
 pub(crate) async fn serve(
@@ -263,14 +241,6 @@ fn check_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
             }
         }
     }
-}
-
-/// How objects are rendered, negotiated from `Accept`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Repr {
-    Object,
-    Metadata,
-    Table(IncludeObject),
 }
 
 fn negotiate(headers: &HeaderMap, query: &Query) -> Result<Repr, ApiError> {
@@ -530,18 +500,6 @@ fn parse_labels(query: &Query) -> Result<LabelSelector, ApiError> {
 fn parse_fields(def: &ResourceDef, query: &Query) -> Result<FieldSelector, ApiError> {
     FieldSelector::parse(query.get("fieldSelector").unwrap_or(""), &def.field_labels)
         .map_err(ApiError::bad_request)
-}
-
-/// Whether `obj` is in scope and matches both selectors.
-pub(crate) fn matches(
-    obj: &StoredObject,
-    ns: Option<&str>,
-    labels: &LabelSelector,
-    fields: &FieldSelector,
-) -> bool {
-    ns.is_none_or(|n| obj.namespace == n)
-        && (labels.is_empty() || labels.matches(&obj.labels))
-        && (fields.is_empty() || fields.matches(|f| obj.field(f)))
 }
 
 /// Objects of `map` in scope, in key order, strictly after `after`.

@@ -16,7 +16,7 @@ use crate::http::BodyError;
 use crate::object::{StoredObject, meta_mut, strip_rv};
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::{Repr, Shared, matches};
+use crate::shared::{Repr, Shared, matches};
 use crate::status::ApiError;
 use crate::store::{Event, EventType, write_event_line};
 use crate::table;
