@@ -25,6 +25,7 @@ pub mod listener;
 pub mod lister_watcher;
 pub mod messages;
 pub mod reflector;
+mod reflector_io;
 pub mod runtime;
 pub mod supervisor;
 pub mod trace;

@@ -248,3 +248,32 @@ where
         self.plural.clone()
     }
 }
+
+/// The machine's LIST request as kube's [`ListParams`].
+pub(crate) fn list_params(req: kinformer::reflector::ListRequest) -> ListParams {
+    ListParams {
+        label_selector: req.label_selector,
+        field_selector: req.field_selector,
+        limit: req.limit,
+        continue_token: req.continue_token,
+        resource_version: req.resource_version,
+        version_match: req.version_match.map(|v| match v {
+            kinformer::reflector::VersionMatch::NotOlderThan => {
+                kube::api::VersionMatch::NotOlderThan
+            }
+        }),
+        ..ListParams::default()
+    }
+}
+
+/// The machine's WATCH request as kube's [`WatchParams`] and the resourceVersion to watch from.
+pub(crate) fn watch_params(req: kinformer::reflector::WatchRequest) -> (WatchParams, String) {
+    let params = WatchParams {
+        label_selector: req.label_selector,
+        field_selector: req.field_selector,
+        timeout: Some(req.timeout_seconds),
+        bookmarks: req.allow_bookmarks,
+        send_initial_events: req.send_initial_events,
+    };
+    (params, req.resource_version)
+}

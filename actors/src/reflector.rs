@@ -11,99 +11,29 @@
 //! machine back to its [`Supervisor`](crate::supervisor::Supervisor), which starts a fresh
 //! reflector with it once the backoff is over (S1).
 
-use std::{
-    panic::AssertUnwindSafe,
-    sync::{Arc, atomic::Ordering},
-    time::{Duration, Instant},
-};
+use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
 
 use actix::prelude::*;
 use futures::{FutureExt, StreamExt};
 use kinformer::{
     TraceId,
-    reflector::{
-        FailureCause, FifoCommand, ListPage, ReflectorEvent, ReflectorMachine, Request,
-        RequestError, WatchEvent,
-    },
+    reflector::{FifoCommand, ListPage, ReflectorEvent, ReflectorMachine, Request},
 };
-use kube::api::{ListParams, TypeMeta, VersionMatch, WatchEvent as KubeWatchEvent, WatchParams};
 
 use crate::{
     InformerObject,
     error::{ReflectorError, WatchWarning},
-    health::{ReflectorPhase, ReflectorStatus},
-    lister_watcher::{Admit, ListerWatcher, WatchStream},
-    messages::{Bookmark, Event, Events, FifoRecipients, ReflectorFailed, Replace},
-    trace::{self, Hop, TraceIds},
+    health::ReflectorPhase,
+    lister_watcher::{WatchStream, list_params, watch_params},
+    messages::{Bookmark, Event, Events, ReflectorFailed, Replace},
+    reflector_io::{ReflectorContext, admit_listed, classify, convert, failure_error},
 };
 
+pub use crate::reflector_io::{Transform, Validate, WatchErrorHandler};
 pub use kinformer::reflector::{INITIAL_EVENTS_END, ReflectorConfig};
 
 /// The machine a reflector drives: its items are admitted objects with their trace ids.
 pub(crate) type Machine<K> = ReflectorMachine<(Arc<K>, TraceId)>;
-
-/// A transform applied to every object before it is cached (P2), as it is decoded.
-pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
-/// A check that an object is of the informer's type/GVK (R5); `Err` drops it with the message.
-///
-/// The second argument is the type of the list the object came in, for listed objects: list
-/// items carry no `apiVersion`/`kind` of their own, so the list's (`ConfigMapList` →
-/// `ConfigMap`) stands for them.
-pub type Validate<K> = Arc<dyn Fn(&K, Option<&TypeMeta>) -> Result<(), String> + Send + Sync>;
-/// Called with every reflector error and warning (client-go's `WatchErrorHandler`).
-pub type WatchErrorHandler = Arc<dyn Fn(&dyn std::error::Error) + Send + Sync>;
-
-/// Everything a reflector needs; shared by every reflector its supervisor starts.
-pub(crate) struct ReflectorContext<K: InformerObject> {
-    pub(crate) resource: String,
-    pub(crate) kind: Arc<str>,
-    pub(crate) lw: Arc<dyn ListerWatcher<K>>,
-    pub(crate) fifo: FifoRecipients<K>,
-    pub(crate) status: Arc<ReflectorStatus>,
-    pub(crate) trace_ids: TraceIds,
-    pub(crate) transform: Option<Transform<K>>,
-    pub(crate) validate: Option<Validate<K>>,
-    pub(crate) on_error: Option<WatchErrorHandler>,
-}
-
-impl<K: InformerObject> ReflectorContext<K> {
-    /// Validates (R5), transforms (P2) and wraps one decoded object; `None` when dropped.
-    pub(crate) fn admit(
-        &self,
-        obj: K,
-        what: &'static str,
-        list_type: Option<&TypeMeta>,
-    ) -> Option<(Arc<K>, TraceId)> {
-        if let Some(Err(detail)) = self.validate.as_ref().map(|v| v(&obj, list_type)) {
-            self.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
-            self.warn(WatchWarning::UnexpectedObject {
-                resource: self.resource.clone(),
-                detail,
-            });
-            return None;
-        }
-        let obj = Arc::new(match &self.transform {
-            Some(t) => t(obj),
-            None => obj,
-        });
-        let id = self.trace_ids.next();
-        trace::hop(Hop::Reflector, id, &self.kind, None, &*obj, what);
-        Some((obj, id))
-    }
-
-    pub(crate) fn warn(&self, w: WatchWarning) {
-        tracing::warn!(resource = %self.resource, "{w}");
-        if let Some(h) = &self.on_error {
-            h(&w);
-        }
-    }
-
-    fn report(&self, e: &ReflectorError) {
-        if let Some(h) = &self.on_error {
-            h(e);
-        }
-    }
-}
 
 /// The reflector actor. Start it through a [`Supervisor`](crate::supervisor::Supervisor).
 pub(crate) struct Reflector<K: InformerObject> {
@@ -208,14 +138,7 @@ async fn drive<K: InformerObject>(
                 }
             }
             Some(Request::Watch(req)) => {
-                let rv = req.resource_version.clone();
-                let params = WatchParams {
-                    label_selector: req.label_selector,
-                    field_selector: req.field_selector,
-                    timeout: Some(req.timeout_seconds),
-                    bookmarks: req.allow_bookmarks,
-                    send_initial_events: req.send_initial_events,
-                };
+                let (params, rv) = watch_params(req);
                 match cx.lw.watch(params, rv).await {
                     Ok(stream) => {
                         m.handle_watch_opened(Instant::now());
@@ -349,34 +272,7 @@ async fn flush<K: InformerObject>(
             } => {
                 tracing::warn!(resource = %cx.resource, cause = cause.as_str(), %message,
                     retry_in_ms = delay.as_millis() as u64, "reflector backing off");
-                let error = match cause {
-                    FailureCause::VeryShortWatch => ReflectorError::VeryShortWatch {
-                        resource: cx.resource.clone(),
-                    },
-                    FailureCause::Idle => {
-                        cx.warn(WatchWarning::Stalled {
-                            resource: cx.resource.clone(),
-                        });
-                        ReflectorError::Idle {
-                            resource: cx.resource.clone(),
-                            after: m.config().idle_timeout,
-                        }
-                    }
-                    FailureCause::Expired => {
-                        cx.warn(WatchWarning::Expired {
-                            resource: cx.resource.clone(),
-                        });
-                        last_error.take().unwrap_or(ReflectorError::Expired {
-                            resource: cx.resource.clone(),
-                        })
-                    }
-                    FailureCause::List | FailureCause::Watch => {
-                        last_error.take().unwrap_or(ReflectorError::Server {
-                            resource: cx.resource.clone(),
-                            message,
-                        })
-                    }
-                };
+                let error = failure_error(cx, m.config(), cause, message, last_error);
                 failed = Some((error, retry_at));
             }
             ReflectorEvent::WatchListFallback(reason) => cx.warn(WatchWarning::WatchListFallback {
@@ -391,100 +287,6 @@ async fn flush<K: InformerObject>(
     }
     cx.status.publish(m.counters());
     Ok(failed)
-}
-
-/// kube's watch event → the machine's, admitting objects (R5, P2, trace id).
-fn convert<K: InformerObject>(
-    cx: &ReflectorContext<K>,
-    ev: Result<KubeWatchEvent<K>, kube::Error>,
-    last_error: &mut Option<ReflectorError>,
-) -> Option<WatchEvent<(Arc<K>, TraceId)>> {
-    Some(match ev {
-        Ok(KubeWatchEvent::Added(o)) => WatchEvent::Added(cx.admit(o, "added", None)?),
-        Ok(KubeWatchEvent::Modified(o)) => WatchEvent::Modified(cx.admit(o, "modified", None)?),
-        Ok(KubeWatchEvent::Deleted(o)) => WatchEvent::Deleted(cx.admit(o, "deleted", None)?),
-        Ok(KubeWatchEvent::Bookmark(b)) => WatchEvent::Bookmark {
-            initial_events_end: b
-                .metadata
-                .annotations
-                .get(INITIAL_EVENTS_END)
-                .is_some_and(|v| v == "true"),
-            resource_version: b.metadata.resource_version,
-        },
-        Ok(KubeWatchEvent::Error(s)) => {
-            let e = RequestError::from_status(s.code, None, s.message.clone());
-            *last_error = Some(ReflectorError::WatchErrorEvent {
-                resource: cx.resource.clone(),
-                code: s.code,
-                reason: s.reason,
-                message: s.message,
-            });
-            WatchEvent::Error(e)
-        }
-        Err(kube::Error::SerdeError(e)) if e.classify() == serde_json::error::Category::Data => {
-            // Valid JSON, wrong shape or kind: not ours (R5). Dropped, reported, not cached.
-            cx.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
-            cx.warn(WatchWarning::UnexpectedObject {
-                resource: cx.resource.clone(),
-                detail: e.to_string(),
-            });
-            return None;
-        }
-        Err(source) => {
-            let e = classify(&source);
-            *last_error = Some(match source {
-                kube::Error::SerdeError(source) => ReflectorError::Decode {
-                    resource: cx.resource.clone(),
-                    source,
-                },
-                source => ReflectorError::Stream {
-                    resource: cx.resource.clone(),
-                    source,
-                },
-            });
-            WatchEvent::Error(e)
-        }
-    })
-}
-
-/// The per-item admission of a LIST, run as each item is decoded.
-fn admit_listed<K: InformerObject>(cx: &Arc<ReflectorContext<K>>) -> Admit<K> {
-    let cx = Arc::clone(cx);
-    Box::new(move |obj, list_type| cx.admit(obj, "listed", list_type))
-}
-
-/// Classifies kube's error for the machine: HTTP status (with a 429's retry-after from the
-/// Status details), decode, or transport.
-pub(crate) fn classify(e: &kube::Error) -> RequestError {
-    match e {
-        kube::Error::Api(s) => {
-            let retry_after = s
-                .details
-                .as_ref()
-                .map(|d| d.retry_after_seconds)
-                .filter(|s| *s > 0)
-                .map(|s| Duration::from_secs(u64::from(s)));
-            RequestError::from_status(s.code, retry_after, e.to_string())
-        }
-        kube::Error::SerdeError(_) => {
-            RequestError::new(kinformer::reflector::ErrorKind::Decode, e.to_string())
-        }
-        _ => RequestError::new(kinformer::reflector::ErrorKind::Transport, e.to_string()),
-    }
-}
-
-fn list_params(req: kinformer::reflector::ListRequest) -> ListParams {
-    ListParams {
-        label_selector: req.label_selector,
-        field_selector: req.field_selector,
-        limit: req.limit,
-        continue_token: req.continue_token,
-        resource_version: req.resource_version,
-        version_match: req.version_match.map(|v| match v {
-            kinformer::reflector::VersionMatch::NotOlderThan => VersionMatch::NotOlderThan,
-        }),
-        ..ListParams::default()
-    }
 }
 
 impl<K: InformerObject> Handler<crate::messages::Stop> for Reflector<K> {

@@ -21,7 +21,8 @@ use crate::{
     error::ReflectorError,
     health::ReflectorPhase,
     messages::{ReflectorFailed, Stop},
-    reflector::{Machine, Reflector, ReflectorContext},
+    reflector::{Machine, Reflector},
+    reflector_io::ReflectorContext,
 };
 
 /// Restarts a reflector when its machine's backoff is over (S1) and records restarts and errors
