@@ -11,7 +11,10 @@ use std::sync::Arc;
 
 use actix::Message;
 use kinformer::{
-    Deltas, ObjectKey, TraceId, fifo::FifoError, notification, reflector::ReflectorMachine,
+    Deltas, ObjectKey, TraceId,
+    fifo::FifoError,
+    notification,
+    reflector::{FifoCommand, ReflectorMachine},
 };
 
 use crate::InformerObject;
@@ -68,6 +71,50 @@ pub struct FifoRecipients<K: InformerObject> {
     pub events: actix::Recipient<Events<K>>,
     /// Where `Bookmark`s go.
     pub bookmark: actix::Recipient<Bookmark>,
+}
+
+impl<K: InformerObject> FifoRecipients<K> {
+    /// Hands one of the reflector machine's outputs to the FIFO as its typed message and waits
+    /// for the answer (B4: the answer comes once the FIFO has room). False when the FIFO is gone.
+    pub(crate) async fn hand_over(&self, out: FifoCommand<(Arc<K>, TraceId)>) -> bool {
+        match out {
+            FifoCommand::Replace {
+                items,
+                resource_version,
+            } => matches!(
+                self.replace
+                    .send(Replace {
+                        items,
+                        resource_version,
+                    })
+                    .await,
+                Ok(Ok(()))
+            ),
+            FifoCommand::Events {
+                events,
+                resource_version,
+            } => {
+                let events = events
+                    .into_iter()
+                    .map(|(kind, (obj, trace))| Event { kind, obj, trace })
+                    .collect();
+                matches!(
+                    self.events
+                        .send(Events {
+                            events,
+                            resource_version,
+                        })
+                        .await,
+                    Ok(Ok(()))
+                )
+            }
+            FifoCommand::Bookmark { resource_version } => self
+                .bookmark
+                .send(Bookmark { resource_version })
+                .await
+                .is_ok(),
+        }
+    }
 }
 
 impl<K: InformerObject> Clone for FifoRecipients<K> {

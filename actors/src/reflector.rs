@@ -17,7 +17,7 @@ use actix::prelude::*;
 use futures::{FutureExt, StreamExt};
 use kinformer::{
     TraceId,
-    reflector::{FifoCommand, ListPage, ReflectorEvent, ReflectorMachine, Request},
+    reflector::{ListPage, ReflectorEvent, ReflectorMachine, Request},
 };
 
 use crate::{
@@ -25,7 +25,7 @@ use crate::{
     error::{ReflectorError, WatchWarning},
     health::ReflectorPhase,
     lister_watcher::{WatchStream, list_params, watch_params},
-    messages::{Bookmark, Event, Events, ReflectorFailed, Replace},
+    messages::ReflectorFailed,
     reflector_io::{ReflectorContext, admit_listed, classify, convert, failure_error},
 };
 
@@ -211,46 +211,7 @@ async fn flush<K: InformerObject>(
     let mut handed = false;
     while let Some(out) = m.poll_output() {
         handed = true;
-        let accepted = match out {
-            FifoCommand::Replace {
-                items,
-                resource_version,
-            } => matches!(
-                cx.fifo
-                    .replace
-                    .send(Replace {
-                        items,
-                        resource_version,
-                    })
-                    .await,
-                Ok(Ok(()))
-            ),
-            FifoCommand::Events {
-                events,
-                resource_version,
-            } => {
-                let events = events
-                    .into_iter()
-                    .map(|(kind, (obj, trace))| Event { kind, obj, trace })
-                    .collect();
-                matches!(
-                    cx.fifo
-                        .events
-                        .send(Events {
-                            events,
-                            resource_version,
-                        })
-                        .await,
-                    Ok(Ok(()))
-                )
-            }
-            FifoCommand::Bookmark { resource_version } => cx
-                .fifo
-                .bookmark
-                .send(Bookmark { resource_version })
-                .await
-                .is_ok(),
-        };
+        let accepted = cx.fifo.hand_over(out).await;
         if !accepted {
             return Err(ReflectorError::FifoStopped);
         }
