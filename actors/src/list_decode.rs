@@ -308,4 +308,57 @@ mod tests {
             );
         }
     }
+
+    /// P2: the transform (admission) runs on each item as it is decoded, before the rest of
+    /// the body is read: items before a malformed one were already admitted when the decode
+    /// failed, and what the list holds is the admitted (transformed) objects.
+    #[test]
+    fn p2_each_list_item_is_admitted_as_it_is_decoded() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = Arc::clone(&seen);
+        let admit = move |o: ConfigMap, t: Option<&TypeMeta>| {
+            s.lock().unwrap().push((
+                o.metadata.name.clone().unwrap_or_default(),
+                t.map(|t| t.kind.clone()),
+            ));
+            let mut o = o;
+            o.data = None; // the transform
+            Some((Arc::new(o), TraceId::NONE))
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let run = |json: &'static str| {
+            let admit: crate::lister_watcher::Admit<ConfigMap> = Box::new(admit.clone());
+            rt.block_on(async move {
+                let chunks: Vec<Result<Vec<u8>, io::Error>> =
+                    json.as_bytes().chunks(5).map(|c| Ok(c.to_vec())).collect();
+                let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
+                decode_list::<ConfigMap>(Box::pin(reader), admit).await
+            })
+        };
+        let l = run(
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a"},"data":{"k":"v"}},{"metadata":{"name":"b"}}]}"#,
+        )
+        .expect("decodes");
+        assert!(l.items.iter().all(|(o, _)| o.data.is_none()), "transformed");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                ("a".to_string(), Some("ConfigMap".to_string())),
+                ("b".to_string(), Some("ConfigMap".to_string()))
+            ],
+            "R5 sees the list's item type"
+        );
+        seen.lock().unwrap().clear();
+        let bad = run(
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}},{"metadata":"#,
+        );
+        assert!(bad.is_err());
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            2,
+            "admitted before the body ended"
+        );
+    }
 }
