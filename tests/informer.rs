@@ -288,7 +288,10 @@ async fn p5_removing_one_handler_stops_only_it() {
     let reg = informer.add_event_handler(gone.handler()).await.unwrap();
     eventually("second handler replayed", || gone.seen() == 3).await;
     assert!(reg.shut_down().await.unwrap(), "removed");
-    assert!(reg.stats().stopped(), "shut_down waits until its listener stopped");
+    assert!(
+        reg.stats().stopped(),
+        "shut_down waits until its listener stopped"
+    );
     create_pods(&client, "b", 2).await;
     let truth = server_pods(&client).await;
     eventually("the kept handler still receives", || {

@@ -1,4 +1,4 @@
-//! `SharedInformerFactory` (DESIGN.md X1–X3): one informer per (type, namespace, selectors),
+//! `SharedInformerFactory` (`docs/semantics.md` X1–X3): one informer per (type, namespace, selectors),
 //! shared by every controller that asks for it.
 
 use std::{
@@ -16,10 +16,11 @@ use kube::{
 };
 
 use crate::{
-    InformerObject,
+    config::InformerConfig,
     error::InformerError,
-    informer::{InformerConfig, SharedIndexInformer},
+    informer::SharedIndexInformer,
     lister_watcher::{KubeListerWatcher, MetadataListerWatcher},
+    object::InformerObject,
 };
 
 /// Per-informer options that take part in sharing: two requests with equal options share one

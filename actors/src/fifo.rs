@@ -2,7 +2,7 @@
 //! [`kinformer::fifo::DeltaFifo`] and pushes popped batches to the indexer, one or two at a time.
 //!
 //! Each popped batch is one [`ProcessDeltas`] message. An atomic relist (F9,
-//! [`FifoConfig::atomic_replace`]) pops as one batch whatever [`FifoConfig::batch_size`], so it
+//! [`FifoConfig::atomic_replace`](crate::FifoConfig::atomic_replace)) pops as one batch whatever [`FifoConfig::batch_size`], so it
 //! reaches the indexer as one message, which the indexer applies as one store batch (one
 //! publish): listers see the store before or after the relist, never in between.
 //!
@@ -14,134 +14,25 @@
 //!   that answer before reading the watch again, so the socket pushes back (B4) and the FIFO's
 //!   memory stays bounded by the number of objects plus `capacity` (B2).
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, AtomicU64, Ordering},
-};
+use std::sync::{Arc, atomic::Ordering};
 
 use actix::prelude::*;
 use kinformer::{
-    fifo::{DeltaFifo as CoreFifo, DeltaFifoOptions, FifoError, FifoMode},
+    fifo::{DeltaFifo as CoreFifo, FifoError},
     trace::TraceId,
 };
 use tokio::sync::oneshot;
 
 use crate::{
-    InformerObject,
+    config::FifoConfig,
     messages::{Bookmark, EventKind, Events, ProcessDeltas, Replace, Resync, Stop},
+    object::InformerObject,
+    stats::FifoStatus,
     trace::{self, Hop},
 };
 
-/// DeltaFifo actor options.
-#[derive(Clone, Debug)]
-pub struct FifoConfig {
-    /// Most keys handed to the indexer in one `ProcessDeltas` message (F6). Default 256.
-    /// An atomic relist is sent whole, whatever this says.
-    pub batch_size: usize,
-    /// Batches outstanding at the indexer at once (pipelining). Default 2.
-    pub max_in_flight: usize,
-    /// Pending deltas above which writers wait (B4). Default 10,000.
-    pub capacity: usize,
-    /// Mailbox capacity (B1). Default 64.
-    pub mailbox: usize,
-    /// Queue layout (F9): [`FifoMode::PerKey`], client-go's `DeltaFIFO` (the default), or
-    /// [`FifoMode::InOrder`], client-go's `RealFIFO` (one entry per event, strict order).
-    pub mode: FifoMode,
-    /// Atomic relist (F9, client-go's `AtomicFIFO`): each relist reaches the indexer as one
-    /// batch, applied in one store batch. Default false. Works with both modes.
-    pub atomic_replace: bool,
-    /// A relist queues `Replaced` deltas (true, the default, as current client-go and kube-rs)
-    /// or `Sync` deltas (false, as client-go before `Replaced` existed).
-    pub emit_delta_type_replaced: bool,
-}
-
-impl Default for FifoConfig {
-    fn default() -> Self {
-        FifoConfig {
-            batch_size: 256,
-            max_in_flight: 2,
-            capacity: 10_000,
-            mailbox: 64,
-            mode: FifoMode::PerKey,
-            atomic_replace: false,
-            emit_delta_type_replaced: true,
-        }
-    }
-}
-
-impl FifoConfig {
-    /// Applies this config's queue options ([`mode`](Self::mode),
-    /// [`atomic_replace`](Self::atomic_replace),
-    /// [`emit_delta_type_replaced`](Self::emit_delta_type_replaced)) to `base`, the core FIFO's
-    /// options carrying the key function and known objects.
-    pub fn fifo_options<K>(&self, base: DeltaFifoOptions<K>) -> DeltaFifoOptions<K> {
-        base.with_mode(self.mode)
-            .with_atomic_replace(self.atomic_replace)
-            .with_emit_delta_type_replaced(self.emit_delta_type_replaced)
-    }
-}
-
-/// Live counters of a DeltaFifo actor, shared with the informer handle.
-#[derive(Debug, Default)]
-pub struct FifoStatus {
-    pub(crate) has_synced: AtomicBool,
-    pub(crate) synced_notify: tokio::sync::Notify,
-    pub(crate) queued_keys: AtomicU64,
-    pub(crate) pending_deltas: AtomicU64,
-    pub(crate) peak_pending_deltas: AtomicU64,
-    pub(crate) popped: AtomicU64,
-    pub(crate) failed: AtomicU64,
-    pub(crate) rejected: AtomicU64,
-    pub(crate) writer_waits: AtomicU64,
-}
-
-impl FifoStatus {
-    /// F5: the first list was popped and processed.
-    pub fn has_synced(&self) -> bool {
-        self.has_synced.load(Ordering::Acquire)
-    }
-    /// Resolves once [`has_synced`](Self::has_synced) is true.
-    pub async fn synced(&self) {
-        loop {
-            let notified = self.synced_notify.notified();
-            if self.has_synced() {
-                return;
-            }
-            notified.await;
-        }
-    }
-    /// Keys queued now.
-    pub fn queued_keys(&self) -> u64 {
-        self.queued_keys.load(Ordering::Relaxed)
-    }
-    /// Deltas queued now.
-    pub fn pending_deltas(&self) -> u64 {
-        self.pending_deltas.load(Ordering::Relaxed)
-    }
-    /// The most deltas ever queued at once (B2: bounded by objects + capacity).
-    pub fn peak_pending_deltas(&self) -> u64 {
-        self.peak_pending_deltas.load(Ordering::Relaxed)
-    }
-    /// Keys handed to the indexer so far.
-    pub fn popped(&self) -> u64 {
-        self.popped.load(Ordering::Relaxed)
-    }
-    /// Deltas the indexer reported as failed (F6).
-    pub fn failed(&self) -> u64 {
-        self.failed.load(Ordering::Relaxed)
-    }
-    /// Objects rejected because they could not be keyed.
-    pub fn rejected(&self) -> u64 {
-        self.rejected.load(Ordering::Relaxed)
-    }
-    /// Times a writer (the reflector) had to wait for room (B4).
-    pub fn writer_waits(&self) -> u64 {
-        self.writer_waits.load(Ordering::Relaxed)
-    }
-}
-
 /// The DeltaFifo actor.
-pub struct DeltaFifo<K: InformerObject> {
+pub(crate) struct DeltaFifo<K: InformerObject> {
     fifo: CoreFifo<K>,
     indexer: Recipient<ProcessDeltas<K>>,
     config: FifoConfig,
@@ -153,7 +44,7 @@ pub struct DeltaFifo<K: InformerObject> {
 
 impl<K: InformerObject> DeltaFifo<K> {
     /// An actor around `fifo` that feeds `indexer`.
-    pub fn new(
+    pub(crate) fn new(
         fifo: CoreFifo<K>,
         indexer: Recipient<ProcessDeltas<K>>,
         config: FifoConfig,
@@ -345,6 +236,8 @@ mod tests {
 
     use k8s_openapi::api::core::v1::ConfigMap;
     use tokio::sync::mpsc;
+
+    use kinformer::fifo::{DeltaFifoOptions, FifoMode};
 
     use super::*;
     use crate::messages::ProcessReport;

@@ -3,7 +3,7 @@
 //!
 //! The actor owns the machine, which owns the [`Store`](kinformer::store::Store) (its single
 //! writer) and the listener registry; the actor owns only what the machine cannot: the
-//! listeners' addresses, the FIFO's address and the resync timer. It
+//! listeners' and the FIFO's inputs (`Recipient`s) and the resync timer. It
 //! - hands each popped batch to [`Processor::handle_deltas`] (one store publish per batch) and
 //!   sends each listener its notifications as one message;
 //! - registers listeners with [`Processor::add_listener`] and sends a late listener its replay
@@ -18,100 +18,31 @@
 //! `blockDeltas` lock), so its replay has no gap and no duplicate (P4).
 
 use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::Instant,
 };
 
 use actix::prelude::*;
 use futures::future::join_all;
-use kinformer::{
-    processor::{Delivery, Processor, ResyncPeriod},
-    store::{Indexers, StoreError},
-};
+use kinformer::{processor::Processor, store::StoreError};
 
 use crate::{
-    InformerObject,
-    fifo::DeltaFifo,
-    listener::ProcessorListener,
-    messages::{Notifications, Pending, ProcessDeltas, ProcessReport, Resync, Stop},
+    messages::{
+        AddIndexers, AddListener, AttachFifo, ListenerRecipients, Notifications, ProcessDeltas,
+        ProcessReport, RemoveListener, Resync, Stop,
+    },
+    object::InformerObject,
+    stats::IndexerStatus,
     trace::{self, Hop},
 };
 
-/// Live counters of the indexer, shared with the informer handle.
-#[derive(Debug, Default)]
-pub struct IndexerStatus {
-    pub(crate) batches: AtomicU64,
-    pub(crate) applied: AtomicU64,
-    pub(crate) resyncs: AtomicU64,
-}
-
-impl IndexerStatus {
-    /// Batches applied.
-    pub fn batches(&self) -> u64 {
-        self.batches.load(Ordering::Relaxed)
-    }
-    /// Deltas applied.
-    pub fn applied(&self) -> u64 {
-        self.applied.load(Ordering::Relaxed)
-    }
-    /// Resyncs requested from the FIFO.
-    pub fn resyncs(&self) -> u64 {
-        self.resyncs.load(Ordering::Relaxed)
-    }
-}
-
-/// Registers a listener; it first receives an Add (`is_in_initial_list`) per cached object (P4).
-pub struct AddListener<K: InformerObject> {
-    /// The registration id.
-    pub id: u64,
-    /// The listener.
-    pub addr: Addr<ProcessorListener<K>>,
-    /// The resync period it asks for; the processor decides the one it gets (P6).
-    pub resync: ResyncPeriod,
-}
-
-impl<K: InformerObject> Message for AddListener<K> {
-    type Result = ();
-}
-
-/// Unregisters a listener: no notification reaches it after this message; it drops what it
-/// had buffered and stops once its handler finished the current notification (P5). Answers
-/// false if it was not registered; with `wait`, answers only once the listener stopped
-/// (without holding up the indexer meanwhile).
-pub struct RemoveListener {
-    /// The registration id.
-    pub id: u64,
-    /// Answer once the handler finished its current notification and the listener stopped.
-    pub wait: bool,
-}
-
-impl Message for RemoveListener {
-    type Result = bool;
-}
-
-/// Tells the indexer which FIFO to ask for resyncs.
-pub struct AttachFifo<K: InformerObject>(pub Addr<DeltaFifo<K>>);
-
-impl<K: InformerObject> Message for AttachFifo<K> {
-    type Result = ();
-}
-
-/// Adds indices to the running store (I4).
-pub struct AddIndexers<K: InformerObject>(pub Indexers<K>);
-
-impl<K: InformerObject> Message for AddIndexers<K> {
-    type Result = Result<(), StoreError>;
-}
-
 /// The Indexer actor.
-pub struct Indexer<K: InformerObject> {
+pub(crate) struct Indexer<K: InformerObject> {
     processor: Processor<K>,
-    /// The address of every listener the processor knows, by registration id.
-    listeners: Vec<(u64, Addr<ProcessorListener<K>>)>,
-    fifo: Option<Addr<DeltaFifo<K>>>,
+    /// The inputs of every listener the processor knows, by registration id.
+    listeners: Vec<(u64, ListenerRecipients<K>)>,
+    /// Where resyncs are asked for (the DeltaFifo).
+    fifo: Option<Recipient<Resync>>,
     /// The armed resync check: when, and the timer.
     timer: Option<(Instant, SpawnHandle)>,
     status: Arc<IndexerStatus>,
@@ -119,21 +50,12 @@ pub struct Indexer<K: InformerObject> {
     mailbox: usize,
 }
 
-fn pending<K>(d: Delivery<K>) -> Pending<K> {
-    Pending {
-        key: d.key,
-        notification: d.notification,
-        trace: d.trace,
-        initial: d.initial,
-    }
-}
-
 impl<K: InformerObject> Indexer<K> {
     /// An indexer driving `processor`, with the listeners registered with it before start
-    /// (their addresses). The processor's resync schedule starts when the actor starts.
-    pub fn new(
+    /// (their inputs). The processor's resync schedule starts when the actor starts.
+    pub(crate) fn new(
         processor: Processor<K>,
-        listeners: Vec<(u64, Addr<ProcessorListener<K>>)>,
+        listeners: Vec<(u64, ListenerRecipients<K>)>,
         status: Arc<IndexerStatus>,
         kind: Arc<str>,
         mailbox: usize,
@@ -224,9 +146,8 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
             .per_listener
             .into_iter()
             .filter_map(|(id, items)| {
-                let (_, addr) = self.listeners.iter().find(|(l, _)| *l == id)?;
-                let items = items.into_iter().map(pending).collect();
-                Some(addr.send(Notifications { items }))
+                let (_, listener) = self.listeners.iter().find(|(l, _)| *l == id)?;
+                Some(listener.notifications.send(Notifications { items }))
             })
             .collect();
         AtomicResponse::new(Box::pin(
@@ -255,11 +176,11 @@ impl<K: InformerObject> Handler<AddListener<K>> for Indexer<K> {
                 "handler resync period adjusted to the informer's resync check period (P6)");
         }
         self.listeners.retain(|(id, _)| *id != msg.id);
-        self.listeners.push((msg.id, msg.addr.clone()));
+        let addr = msg.listener.notifications.clone();
+        self.listeners.push((msg.id, msg.listener));
         self.rearm(ctx);
         // P4: the replay goes out before any later batch reaches this listener.
-        let items: Vec<Pending<K>> = registered.replay.into_iter().map(pending).collect();
-        let addr = msg.addr;
+        let items = registered.replay;
         AtomicResponse::new(Box::pin(
             async move {
                 if !items.is_empty() {
@@ -280,9 +201,9 @@ impl<K: InformerObject> Handler<RemoveListener> for Indexer<K> {
         let Some(pos) = self.listeners.iter().position(|(id, _)| *id == msg.id) else {
             return Box::pin(async { false });
         };
-        let (_, addr) = self.listeners.remove(pos);
+        let (_, listener) = self.listeners.remove(pos);
         // Not atomic: waiting for one handler's current callback never holds up the others.
-        let stopped = addr.send(Stop);
+        let stopped = listener.stop.send(Stop);
         Box::pin(async move {
             if msg.wait {
                 let _ = stopped.await;
@@ -296,10 +217,10 @@ impl<K: InformerObject> Handler<RemoveListener> for Indexer<K> {
     }
 }
 
-impl<K: InformerObject> Handler<AttachFifo<K>> for Indexer<K> {
+impl<K: InformerObject> Handler<AttachFifo> for Indexer<K> {
     type Result = ();
 
-    fn handle(&mut self, msg: AttachFifo<K>, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: AttachFifo, _: &mut Context<Self>) {
         self.fifo = Some(msg.0);
     }
 }
@@ -322,7 +243,7 @@ impl<K: InformerObject> Handler<Stop> for Indexer<K> {
         for (id, _) in &self.listeners {
             self.processor.remove_listener(*id);
         }
-        let listeners: Vec<_> = self.listeners.drain(..).map(|(_, a)| a).collect();
+        let listeners: Vec<_> = self.listeners.drain(..).map(|(_, l)| l.stop).collect();
         AtomicResponse::new(Box::pin(
             async move {
                 join_all(listeners.iter().map(|l| l.send(Stop))).await;

@@ -11,13 +11,12 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use actix::prelude::*;
 use kinformer::{
     KeyFunc,
-    backoff::BackoffConfig,
     fifo::{DeltaFifo as CoreFifo, DeltaFifoOptions},
     known::KnownObjects,
     processor::Processor,
@@ -27,52 +26,35 @@ use kinformer::{
 use kube::{Api, Client};
 
 use crate::{
-    InformerObject,
+    config::{InformerConfig, ListenerConfig},
     error::InformerError,
-    fifo::{DeltaFifo, FifoConfig, FifoStatus},
+    fifo::DeltaFifo,
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler},
-    indexer::{AddIndexers, AddListener, AttachFifo, Indexer, IndexerStatus, RemoveListener},
-    listener::{HandlerKind, ListenerConfig, ListenerStats, ProcessorListener},
+    health::{ReflectorHealth, ReflectorStatus},
+    indexer::Indexer,
+    listener::ProcessorListener,
     lister_watcher::{KubeListerWatcher, ListerWatcher},
-    messages::{FifoRecipients, Notification, Stop},
-    reflector::{ReflectorConfig, Transform, Validate, WatchErrorHandler},
+    messages::{
+        AddIndexers, AddListener, AttachFifo, FifoRecipients, ListenerRecipients, Notify,
+        RemoveListener, Stop,
+    },
+    object::InformerObject,
+    reflector::{Transform, Validate, WatchErrorHandler},
     reflector_io::ReflectorContext,
     runtime,
-    health::{ReflectorHealth, ReflectorStatus},
+    sink::HandlerKind,
+    stats::{FifoStatus, IndexerStatus, ListenerStats},
     supervisor::Supervisor,
     trace::TraceIds,
 };
 
-/// client-go's minimum handler resync period (P6).
-pub use kinformer::processor::MIN_RESYNC_PERIOD;
-
-/// Options of one informer.
-#[derive(Clone, Debug)]
-pub struct InformerConfig {
-    /// List/watch options (R1–R7).
-    pub reflector: ReflectorConfig,
-    /// FIFO options (batching, capacity: B1, B2, B4).
-    pub fifo: FifoConfig,
-    /// client-go's `defaultEventHandlerResyncPeriod`: the resync period of handlers registered
-    /// without one ([`ResyncPeriod::Default`](kinformer::processor::ResyncPeriod::Default)),
-    /// and the initial resync check period (P6). None or zero: this informer never resyncs,
-    /// not even handlers that ask for a period.
-    pub resync: Option<Duration>,
-    /// Indexer mailbox capacity (B1).
-    pub indexer_mailbox: usize,
-    /// Reflector restart backoff (R8).
-    pub backoff: BackoffConfig,
-}
-
-impl Default for InformerConfig {
-    fn default() -> Self {
-        InformerConfig {
-            reflector: ReflectorConfig::default(),
-            fifo: FifoConfig::default(),
-            resync: None,
-            indexer_mailbox: 16,
-            backoff: BackoffConfig::default(),
-        }
+/// The inputs of a started listener, as the indexer holds them.
+fn listener_recipients<K: InformerObject>(
+    addr: &Addr<ProcessorListener<K>>,
+) -> ListenerRecipients<K> {
+    ListenerRecipients {
+        notifications: addr.clone().recipient(),
+        stop: addr.clone().recipient(),
     }
 }
 
@@ -354,10 +336,10 @@ impl<K: InformerObject> SharedIndexInformer<K> {
             .await
     }
 
-    /// Registers a user's actor: it receives a typed [`Notification`] per change.
+    /// Registers a user's actor: it receives a typed [`Notify`] per change.
     pub async fn add_recipient(
         &self,
-        recipient: Recipient<Notification<K>>,
+        recipient: Recipient<Notify<K>>,
         config: ListenerConfig,
     ) -> Result<HandlerRegistration<K>, InformerError> {
         self.register(HandlerKind::Recipient(recipient), config)
@@ -428,7 +410,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         indexer
             .send(AddListener {
                 id,
-                addr: listener,
+                listener: listener_recipients(&listener),
                 resync,
             })
             .await?;
@@ -490,10 +472,11 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 Arc::clone(&inner.kind),
                 h.id,
             ) {
-                Ok(listener) => listeners.push((
-                    h.id,
-                    ProcessorListener::start_in_arbiter(&pipeline.handle(), move |_| listener),
-                )),
+                Ok(listener) => {
+                    let addr =
+                        ProcessorListener::start_in_arbiter(&pipeline.handle(), move |_| listener);
+                    listeners.push((h.id, listener_recipients(&addr)));
+                }
                 Err(e) => {
                     processor.remove_listener(h.id);
                     tracing::error!(kind = %inner.kind, error = %e, "cannot start handler thread; handler not registered")
@@ -526,7 +509,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         let fifo = DeltaFifo::start_in_arbiter(&pipeline.handle(), move |_| {
             DeltaFifo::new(core, recipient, cfg, status, kind)
         });
-        indexer.do_send(AttachFifo(fifo.clone()));
+        indexer.do_send(AttachFifo(fifo.clone().recipient()));
 
         let cx = Arc::new(ReflectorContext {
             resource: inner.lw.resource_name(),

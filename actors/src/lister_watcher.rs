@@ -16,7 +16,8 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::list_decode::{DecodedList, decode_list};
+pub use crate::list_decode::DecodedList;
+use crate::list_decode::decode_list;
 
 /// Admits one decoded object (R5 check, transform, trace id) as it is decoded; `None` drops it.
 /// The second argument is the type of the list it came in (`ConfigMapList`'s item type).

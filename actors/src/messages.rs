@@ -1,45 +1,53 @@
-//! The typed messages that join the actors (docs/semantics.md data flow).
+//! Every message between the actors, in one place: the actors' declared interface
+//! (`docs/semantics.md`, data flow).
 //!
 //! ```text
 //! Reflector --Replace / Events / Bookmark--> DeltaFifo --ProcessDeltas--> Indexer
-//! Indexer --Resync--> DeltaFifo          Indexer --Notifications--> ProcessorListener
-//! ProcessorListener --Notification--> a user's actor (Recipient) or a handler thread
+//! Indexer --Resync--> DeltaFifo          Indexer --Notifications / Stop--> ProcessorListener
+//! ProcessorListener --Notify--> a user's actor (Recipient) or a handler thread
+//! informer --AddListener / RemoveListener / AttachFifo / AddIndexers / Stop--> Indexer
+//! informer --Stop--> Supervisor, DeltaFifo      Reflector --ReflectorFailed--> Supervisor
 //! ```
-//! Each message carries the [`TraceId`] of every object in it (T1).
+//! Each message carries the [`TraceId`] of every object in it (T1). Actors hold `Recipient`s of
+//! these messages, never the address of another actor type: an actor depends on the messages
+//! it sends, not on who handles them. Only [`Notify`] is public: it is what a user's actor
+//! receives; the rest are the crate's internals.
 
 use std::sync::Arc;
 
-use actix::Message;
+use actix::{Message, Recipient};
 use kinformer::{
     Deltas, ObjectKey, TraceId,
     fifo::FifoError,
-    notification,
+    notification::Notification,
+    processor::{Delivery, ResyncPeriod},
     reflector::{FifoCommand, ReflectorMachine},
+    store::{Indexers, StoreError},
 };
 
-use crate::InformerObject;
+use crate::{error::ReflectorError, object::InformerObject};
 
-pub use kinformer::reflector::EventKind;
+pub(crate) use kinformer::reflector::EventKind;
 
 /// One decoded watch event.
-pub struct Event<K> {
+pub(crate) struct Event<K> {
     /// ADDED, MODIFIED or DELETED.
-    pub kind: EventKind,
+    pub(crate) kind: EventKind,
     /// The decoded object (transformed, when the informer has a transform).
-    pub obj: Arc<K>,
+    pub(crate) obj: Arc<K>,
     /// The event's trace id.
-    pub trace: TraceId,
+    pub(crate) trace: TraceId,
 }
 
 /// Reflector → DeltaFifo: the full list at `resource_version` (R2, F4).
 ///
-/// The response resolves when the FIFO has room again (B4: the reflector reads no further
-/// until then).
-pub struct Replace<K> {
+/// The answer comes when the FIFO has room again (B4: the reflector reads no further until
+/// then); an error means the FIFO is closed.
+pub(crate) struct Replace<K> {
     /// Every listed object with its trace id.
-    pub items: Vec<(Arc<K>, TraceId)>,
+    pub(crate) items: Vec<(Arc<K>, TraceId)>,
     /// The list's resourceVersion.
-    pub resource_version: String,
+    pub(crate) resource_version: String,
 }
 
 impl<K: InformerObject> Message for Replace<K> {
@@ -49,13 +57,12 @@ impl<K: InformerObject> Message for Replace<K> {
 /// Reflector → DeltaFifo: a batch of watch events that were ready together (Add/Update/Delete).
 ///
 /// Batching amortises the cross-thread message over every event already decoded; the batch is
-/// never waited for (it holds only what the socket had delivered).
-pub struct Events<K> {
-    /// The events, in watch order.
-    pub events: Vec<Event<K>>,
-    /// The newest resourceVersion among the events (and bookmarks received with them); `None`
-    /// when none carried one (objects without RV are delivered all the same, R4).
-    pub resource_version: Option<String>,
+/// never waited for (it holds only what the socket had delivered). Answered like [`Replace`]:
+/// once the FIFO has room (B4); an error means the FIFO is closed.
+pub(crate) struct Events<K> {
+    /// The events, in watch order (objects without RV are delivered all the same, R4; the
+    /// reflector machine, not the FIFO, keeps the resourceVersion).
+    pub(crate) events: Vec<Event<K>>,
 }
 
 impl<K: InformerObject> Message for Events<K> {
@@ -64,13 +71,13 @@ impl<K: InformerObject> Message for Events<K> {
 
 /// The DeltaFifo's inputs, as the reflector holds them: one recipient per message type, so the
 /// reflector depends on the messages, not on the FIFO actor.
-pub struct FifoRecipients<K: InformerObject> {
+pub(crate) struct FifoRecipients<K: InformerObject> {
     /// Where `Replace` goes.
-    pub replace: actix::Recipient<Replace<K>>,
+    pub(crate) replace: Recipient<Replace<K>>,
     /// Where `Events` go.
-    pub events: actix::Recipient<Events<K>>,
+    pub(crate) events: Recipient<Events<K>>,
     /// Where `Bookmark`s go.
-    pub bookmark: actix::Recipient<Bookmark>,
+    pub(crate) bookmark: Recipient<Bookmark>,
 }
 
 impl<K: InformerObject> FifoRecipients<K> {
@@ -90,23 +97,12 @@ impl<K: InformerObject> FifoRecipients<K> {
                     .await,
                 Ok(Ok(()))
             ),
-            FifoCommand::Events {
-                events,
-                resource_version,
-            } => {
+            FifoCommand::Events { events, .. } => {
                 let events = events
                     .into_iter()
                     .map(|(kind, (obj, trace))| Event { kind, obj, trace })
                     .collect();
-                matches!(
-                    self.events
-                        .send(Events {
-                            events,
-                            resource_version,
-                        })
-                        .await,
-                    Ok(Ok(()))
-                )
+                matches!(self.events.send(Events { events }).await, Ok(Ok(())))
             }
             FifoCommand::Bookmark { resource_version } => self
                 .bookmark
@@ -128,10 +124,11 @@ impl<K: InformerObject> Clone for FifoRecipients<K> {
 }
 
 /// Reflector → DeltaFifo: a BOOKMARK moved the resourceVersion; nothing else changes (R3).
+/// Answered at once (the FIFO has nothing to queue).
 #[derive(Debug, Clone)]
-pub struct Bookmark {
+pub(crate) struct Bookmark {
     /// The bookmark's resourceVersion.
-    pub resource_version: String,
+    pub(crate) resource_version: String,
 }
 
 impl Message for Bookmark {
@@ -139,8 +136,9 @@ impl Message for Bookmark {
 }
 
 /// Indexer → DeltaFifo: queue Sync deltas because some handler's resync is due (R6, F7).
+/// Answered with the number of keys queued for the resync.
 #[derive(Debug, Clone, Copy)]
-pub struct Resync;
+pub(crate) struct Resync;
 
 impl Message for Resync {
     type Result = Result<usize, FifoError>;
@@ -148,100 +146,142 @@ impl Message for Resync {
 
 /// DeltaFifo → Indexer: a batch of popped keys, each with all its deltas, oldest first (F6).
 /// The response acknowledges processing, which is what `HasSynced` counts (F5).
-pub struct ProcessDeltas<K> {
+pub(crate) struct ProcessDeltas<K> {
     /// The popped keys' deltas, in queue order.
-    pub batch: Vec<Deltas<K>>,
+    pub(crate) batch: Vec<Deltas<K>>,
     /// True while the FIFO had not synced when it popped (client-go's `isInInitialList`).
-    pub is_in_initial_list: bool,
+    pub(crate) is_in_initial_list: bool,
 }
 
 /// How a [`ProcessDeltas`] batch went.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProcessReport {
+pub(crate) struct ProcessReport {
     /// Deltas that could not be applied (reported and counted, never requeued: F6).
-    pub failed: usize,
+    pub(crate) failed: usize,
 }
 
 impl<K: InformerObject> Message for ProcessDeltas<K> {
     type Result = ProcessReport;
 }
 
-/// One pending notification for one handler, with its object key and trace id.
-pub struct Pending<K> {
-    /// The object's key.
-    pub key: ObjectKey,
-    /// What happened.
-    pub notification: notification::Notification<K>,
-    /// The originating watch event.
-    pub trace: TraceId,
-    /// Part of the handler's initial list (counts toward its `has_synced`, P5).
-    pub initial: bool,
-}
-
-impl<K> Clone for Pending<K> {
-    fn clone(&self) -> Self {
-        Pending {
-            key: self.key.clone(),
-            notification: self.notification.clone(),
-            trace: self.trace,
-            initial: self.initial,
-        }
-    }
-}
-
-/// Indexer → ProcessorListener: the notifications of one processed batch (P3, P8).
-pub struct Notifications<K> {
-    /// In order.
-    pub items: Vec<Pending<K>>,
+/// Indexer → ProcessorListener: the notifications of one processed batch, or a late listener's
+/// replay of the cache (P3, P4, P8). Answered once the listener accepted them (under the
+/// `Block` policy, once its buffer has room again).
+pub(crate) struct Notifications<K> {
+    /// In order: the core processor's deliveries (key, notification, trace id, initial-list
+    /// flag), carried as they are.
+    pub(crate) items: Vec<Delivery<K>>,
 }
 
 impl<K: InformerObject> Message for Notifications<K> {
     type Result = ();
 }
 
-/// ProcessorListener → a user's actor: one typed notification (the actix way to handle events).
+/// ProcessorListener → a user's actor: one Add, Update or Delete (the actix way to handle
+/// events). The answer (`()`) tells the listener the actor handled it.
 ///
-/// Register a `Recipient<Notification<K>>` with
+/// Register a `Recipient<Notify<K>>` with
 /// [`SharedIndexInformer::add_recipient`](crate::SharedIndexInformer::add_recipient); the
 /// listener awaits the recipient's mailbox, so a slow actor gets backpressure, not a growing queue
 /// (under the `Block` policy) or coalesced notifications (under `Coalesce`).
-pub struct Notification<K> {
+pub struct Notify<K> {
     /// The object's key (`namespace/name`).
     pub key: ObjectKey,
-    /// What happened: Add, Update or Delete.
-    pub event: notification::Notification<K>,
+    /// What happened: client-go's notification, Add, Update or Delete.
+    pub event: Notification<K>,
     /// The originating watch event's trace id.
     pub trace: TraceId,
 }
 
-impl<K: InformerObject> Message for Notification<K> {
+impl<K: InformerObject> Message for Notify<K> {
     type Result = ();
 }
 
-impl<K> std::fmt::Debug for Notification<K> {
+impl<K> std::fmt::Debug for Notify<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Notification({}, {:?}, {})",
-            self.key, self.event, self.trace
-        )
+        write!(f, "Notify({}, {:?}, {})", self.key, self.event, self.trace)
     }
 }
 
-/// Stops an actor (the informer's shutdown, P9). Resolves when the actor has stopped accepting work.
+/// The informer → Supervisor, DeltaFifo, Indexer; Indexer → ProcessorListener: stop (the
+/// informer's shutdown, P9; a listener's removal, P5). Answered once the actor stopped accepting
+/// work (a listener: once its handler finished its current notification).
 #[derive(Debug, Clone, Copy)]
-pub struct Stop;
+pub(crate) struct Stop;
 
 impl Message for Stop {
     type Result = ();
 }
 
-/// Reflector → Supervisor: "my machine is backing off (or I failed); here it is".
+/// What the Indexer sends one listener: its notifications and, at removal, [`Stop`].
+pub(crate) struct ListenerRecipients<K: InformerObject> {
+    /// Where [`Notifications`] go.
+    pub(crate) notifications: Recipient<Notifications<K>>,
+    /// Where [`Stop`] goes.
+    pub(crate) stop: Recipient<Stop>,
+}
+
+impl<K: InformerObject> Clone for ListenerRecipients<K> {
+    fn clone(&self) -> Self {
+        ListenerRecipients {
+            notifications: self.notifications.clone(),
+            stop: self.stop.clone(),
+        }
+    }
+}
+
+/// The informer → Indexer: registers a started listener. The indexer first sends it an Add
+/// (`is_in_initial_list`) per cached object (P4), before any later batch; answered once that
+/// replay was accepted.
+pub(crate) struct AddListener<K: InformerObject> {
+    /// The registration id.
+    pub(crate) id: u64,
+    /// The listener's inputs.
+    pub(crate) listener: ListenerRecipients<K>,
+    /// The resync period it asks for; the processor decides the one it gets (P6).
+    pub(crate) resync: ResyncPeriod,
+}
+
+impl<K: InformerObject> Message for AddListener<K> {
+    type Result = ();
+}
+
+/// The informer → Indexer: unregisters a listener. No notification reaches it after this
+/// message; it drops what it had buffered and stops once its handler finished the current
+/// notification (P5). Answers false if it was not registered; with `wait`, answers only once the
+/// listener stopped (without holding up the indexer meanwhile).
+pub(crate) struct RemoveListener {
+    /// The registration id.
+    pub(crate) id: u64,
+    /// Answer once the handler finished its current notification and the listener stopped.
+    pub(crate) wait: bool,
+}
+
+impl Message for RemoveListener {
+    type Result = bool;
+}
+
+/// The informer → Indexer, once at start: where to send [`Resync`] (the DeltaFifo, started after
+/// the indexer because it feeds it).
+pub(crate) struct AttachFifo(pub(crate) Recipient<Resync>);
+
+impl Message for AttachFifo {
+    type Result = ();
+}
+
+/// The informer → Indexer: adds indices to the running store (I4); the answer is the store's.
+pub(crate) struct AddIndexers<K: InformerObject>(pub(crate) Indexers<K>);
+
+impl<K: InformerObject> Message for AddIndexers<K> {
+    type Result = Result<(), StoreError>;
+}
+
+/// Reflector → Supervisor: "my machine is backing off (or I failed); here it is". No answer.
 pub(crate) struct ReflectorFailed<K: InformerObject> {
     /// The machine, to resume with; `None` when the reflector panicked and lost it.
     pub(crate) machine: Option<ReflectorMachine<(Arc<K>, TraceId)>>,
     /// Why.
-    pub(crate) error: crate::error::ReflectorError,
+    pub(crate) error: ReflectorError,
     /// When the machine's backoff ends; `None`: the supervisor's own backoff decides.
     pub(crate) retry_at: Option<std::time::Instant>,
 }

@@ -21,16 +21,15 @@ use kinformer::{
 };
 
 use crate::{
-    InformerObject,
     error::{ReflectorError, WatchWarning},
     health::ReflectorPhase,
     lister_watcher::{WatchStream, list_params, watch_params},
     messages::ReflectorFailed,
+    object::InformerObject,
     reflector_io::{ReflectorContext, admit_listed, classify, convert, failure_error},
 };
 
 pub use crate::reflector_io::{Transform, Validate, WatchErrorHandler};
-pub use kinformer::reflector::{INITIAL_EVENTS_END, ReflectorConfig};
 
 /// The machine a reflector drives: its items are admitted objects with their trace ids.
 pub(crate) type Machine<K> = ReflectorMachine<(Arc<K>, TraceId)>;

@@ -10,17 +10,18 @@ use std::{
 
 use kinformer::{
     TraceId,
-    reflector::{ErrorKind, FailureCause, ReflectorConfig, RequestError, WatchEvent},
+    reflector::{
+        ErrorKind, FailureCause, INITIAL_EVENTS_END, ReflectorConfig, RequestError, WatchEvent,
+    },
 };
 use kube::api::{TypeMeta, WatchEvent as KubeWatchEvent};
 
 use crate::{
-    InformerObject,
     error::{ReflectorError, WatchWarning},
     health::ReflectorStatus,
     lister_watcher::{Admit, ListerWatcher},
     messages::FifoRecipients,
-    reflector::INITIAL_EVENTS_END,
+    object::InformerObject,
     trace::{self, Hop, TraceIds},
 };
 

@@ -17,10 +17,10 @@ use actix::prelude::*;
 use kinformer::backoff::{Backoff, BackoffConfig};
 
 use crate::{
-    InformerObject,
     error::ReflectorError,
     health::ReflectorPhase,
     messages::{ReflectorFailed, Stop},
+    object::InformerObject,
     reflector::{Machine, Reflector},
     reflector_io::ReflectorContext,
 };

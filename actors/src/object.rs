@@ -1,0 +1,32 @@
+//! [`InformerObject`]: what an informer can cache.
+
+use std::fmt::Debug;
+
+use kube::Resource;
+use serde::de::DeserializeOwned;
+
+use crate::lister_watcher::ScopeApi;
+
+/// What an informer can cache: any kube resource that decodes from JSON (every k8s-openapi
+/// type, `DynamicObject`, `PartialObjectMeta<K>`, custom resources).
+pub trait InformerObject:
+    Resource<DynamicType: Clone + Send + Sync + 'static, Scope: ScopeApi>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> InformerObject for T where
+    T: Resource<DynamicType: Clone + Send + Sync + 'static, Scope: ScopeApi>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}

@@ -1,0 +1,217 @@
+//! Where a ProcessorListener delivers: a handler on a thread of its own, a user's actor, or a
+//! key sink (workqueue). The listener actor offers one notification at a time; the sink takes
+//! it at once, asks the listener to wait for it, or is gone.
+//!
+//! Closure and trait handlers run on their own thread, fed through a small bounded channel (a
+//! blocking handler blocks only itself); a panic is caught, counted and logged (P7), and a panic
+//! on an initial-list notification means the registration never syncs (P5, kubernetes#129024).
+//! `Recipient` handlers are sent each notification and awaited (the user's actor mailbox gives
+//! backpressure). Key sinks are called inline, since they never block.
+
+use std::{
+    panic::{AssertUnwindSafe, catch_unwind},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use actix::Recipient;
+use futures::future::BoxFuture;
+use kinformer::processor::Delivery;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{
+    config::OverflowPolicy,
+    handler::{EnqueueKeys, KeyMapper, ResourceEventHandler, dispatch},
+    messages::Notify,
+    object::InformerObject,
+    stats::ListenerStats,
+    trace::{self, Hop},
+};
+
+/// What a listener is given to deliver to.
+pub(crate) enum HandlerKind<K: InformerObject> {
+    /// A handler run on its own thread.
+    Handler(Box<dyn ResourceEventHandler<K>>),
+    /// A user's actor.
+    Recipient(Recipient<Notify<K>>),
+    /// A key sink, with an optional mapping from notifications to keys (default: the object's key).
+    Keys(Arc<dyn EnqueueKeys>, Option<KeyMapper<K>>),
+}
+
+/// Where a listener delivers.
+pub(crate) enum Sink<K: InformerObject> {
+    /// A handler on its own thread.
+    Thread {
+        tx: Option<mpsc::Sender<Delivery<K>>>,
+        abort: Arc<AtomicBool>,
+        exited: Option<oneshot::Receiver<()>>,
+    },
+    /// A user's actor.
+    Recipient(Recipient<Notify<K>>),
+    /// A non-blocking key sink (workqueue).
+    Keys {
+        sink: Arc<dyn EnqueueKeys>,
+        mapper: Option<KeyMapper<K>>,
+    },
+}
+
+/// What became of an offered notification.
+pub(crate) enum Offered {
+    /// Taken (handed to the thread, or delivered inline).
+    Taken,
+    /// Being delivered: the listener offers nothing more until this resolves; false means the
+    /// sink is gone.
+    Later(BoxFuture<'static, bool>),
+    /// The sink is gone (the handler thread ended).
+    Gone,
+}
+
+impl<K: InformerObject> Sink<K> {
+    /// The sink for `handler`; spawns the handler's thread when there is one.
+    pub(crate) fn new(
+        handler: HandlerKind<K>,
+        policy: OverflowPolicy,
+        stats: &Arc<ListenerStats>,
+        name: &Arc<str>,
+        kind: &Arc<str>,
+    ) -> std::io::Result<Self> {
+        Ok(match handler {
+            HandlerKind::Handler(h) => {
+                // Coalesce keeps the channel at one so that waiting notifications stay mergeable.
+                let cap = match policy {
+                    OverflowPolicy::Coalesce => 1,
+                    _ => 64,
+                };
+                let (tx, rx) = mpsc::channel(cap);
+                let abort = Arc::new(AtomicBool::new(false));
+                let (exit_tx, exit_rx) = oneshot::channel();
+                let (s, a, n, k) = (
+                    Arc::clone(stats),
+                    Arc::clone(&abort),
+                    Arc::clone(name),
+                    Arc::clone(kind),
+                );
+                std::thread::Builder::new()
+                    .name(format!("kinformer-{name}"))
+                    .spawn(move || thread_loop(rx, h, s, a, exit_tx, n, k))?;
+                Sink::Thread {
+                    tx: Some(tx),
+                    abort,
+                    exited: Some(exit_rx),
+                }
+            }
+            HandlerKind::Recipient(r) => Sink::Recipient(r),
+            HandlerKind::Keys(sink, mapper) => Sink::Keys { sink, mapper },
+        })
+    }
+
+    /// Offers one notification; counts what is delivered inline or through a recipient.
+    pub(crate) fn offer(&mut self, p: Delivery<K>, stats: &Arc<ListenerStats>) -> Offered {
+        match self {
+            Sink::Keys { sink, mapper } => {
+                match mapper {
+                    Some(m) => {
+                        for k in m(&p.key, &p.notification) {
+                            sink.enqueue(k);
+                        }
+                    }
+                    None => sink.enqueue(p.key.clone()),
+                }
+                if p.initial {
+                    stats.sync.finished(true);
+                }
+                stats.delivered.fetch_add(1, Ordering::Relaxed);
+                Offered::Taken
+            }
+            Sink::Thread { tx: Some(tx), .. } => match tx.try_send(p) {
+                Ok(()) => Offered::Taken,
+                Err(mpsc::error::TrySendError::Full(p)) => {
+                    let tx = tx.clone();
+                    Offered::Later(Box::pin(async move { tx.send(p).await.is_ok() }))
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => Offered::Gone,
+            },
+            Sink::Thread { tx: None, .. } => Offered::Gone,
+            Sink::Recipient(r) => {
+                let initial = p.initial;
+                let send = r.send(Notify {
+                    key: p.key,
+                    event: p.notification,
+                    trace: p.trace,
+                });
+                let stats = Arc::clone(stats);
+                Offered::Later(Box::pin(async move {
+                    let res = send.await;
+                    if res.is_err() {
+                        // The user's actor is gone; S3: the informer carries on.
+                        stats.panics.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if initial {
+                        stats.sync.finished(res.is_ok());
+                    }
+                    stats.delivered.fetch_add(1, Ordering::Relaxed);
+                    true
+                }))
+            }
+        }
+    }
+
+    /// Tells the handler thread to skip whatever reaches it from now on (removal, shutdown).
+    pub(crate) fn abort(&self) {
+        if let Sink::Thread { abort, .. } = self {
+            abort.store(true, Ordering::Release);
+        }
+    }
+
+    /// Closes the sink; for a handler thread, returns what resolves once the thread exited
+    /// (after its current notification).
+    pub(crate) fn close(&mut self) -> Option<oneshot::Receiver<()>> {
+        match self {
+            Sink::Thread { tx, exited, .. } => {
+                tx.take();
+                exited.take()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The handler thread: runs each notification, catches and counts panics (P7), finishes the
+/// initial-list accounting (P5).
+fn thread_loop<K: InformerObject>(
+    mut rx: mpsc::Receiver<Delivery<K>>,
+    mut handler: Box<dyn ResourceEventHandler<K>>,
+    stats: Arc<ListenerStats>,
+    abort: Arc<AtomicBool>,
+    exited: oneshot::Sender<()>,
+    name: Arc<str>,
+    kind: Arc<str>,
+) {
+    while let Some(p) = rx.blocking_recv() {
+        if abort.load(Ordering::Acquire) {
+            break;
+        }
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            dispatch(&mut *handler, &p.notification)
+        }));
+        if result.is_err() {
+            stats.panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(handler = %name, key = %p.key, "handler panicked; notification skipped (P7)");
+        }
+        if p.initial {
+            stats.sync.finished(result.is_ok());
+        }
+        stats.delivered.fetch_add(1, Ordering::Relaxed);
+        trace::hop(
+            Hop::Handler,
+            p.trace,
+            &kind,
+            Some(&p.key),
+            &**p.notification.object(),
+            "handled",
+        );
+    }
+    let _ = exited.send(());
+}

@@ -1,0 +1,152 @@
+//! Live counters of the DeltaFifo, Indexer and ProcessorListener actors, shared with the
+//! informer handle ([`SharedIndexInformer::fifo_status`](crate::SharedIndexInformer::fifo_status),
+//! [`indexer_status`](crate::SharedIndexInformer::indexer_status)) and each
+//! [`HandlerRegistration::stats`](crate::HandlerRegistration::stats). Written by the actors,
+//! read without locks.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicU64, Ordering},
+};
+
+use kinformer::processor::SyncTracker;
+
+/// Live counters of a DeltaFifo actor, shared with the informer handle.
+#[derive(Debug, Default)]
+pub struct FifoStatus {
+    pub(crate) has_synced: AtomicBool,
+    pub(crate) synced_notify: tokio::sync::Notify,
+    pub(crate) queued_keys: AtomicU64,
+    pub(crate) pending_deltas: AtomicU64,
+    pub(crate) peak_pending_deltas: AtomicU64,
+    pub(crate) popped: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) writer_waits: AtomicU64,
+}
+
+impl FifoStatus {
+    /// F5: the first list was popped and processed.
+    pub fn has_synced(&self) -> bool {
+        self.has_synced.load(Ordering::Acquire)
+    }
+    /// Resolves once [`has_synced`](Self::has_synced) is true.
+    pub async fn synced(&self) {
+        loop {
+            let notified = self.synced_notify.notified();
+            if self.has_synced() {
+                return;
+            }
+            notified.await;
+        }
+    }
+    /// Keys queued now.
+    pub fn queued_keys(&self) -> u64 {
+        self.queued_keys.load(Ordering::Relaxed)
+    }
+    /// Deltas queued now.
+    pub fn pending_deltas(&self) -> u64 {
+        self.pending_deltas.load(Ordering::Relaxed)
+    }
+    /// The most deltas ever queued at once (B2: bounded by objects + capacity).
+    pub fn peak_pending_deltas(&self) -> u64 {
+        self.peak_pending_deltas.load(Ordering::Relaxed)
+    }
+    /// Keys handed to the indexer so far.
+    pub fn popped(&self) -> u64 {
+        self.popped.load(Ordering::Relaxed)
+    }
+    /// Deltas the indexer reported as failed (F6).
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+    /// Objects rejected because they could not be keyed.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+    /// Times a writer (the reflector) had to wait for room (B4).
+    pub fn writer_waits(&self) -> u64 {
+        self.writer_waits.load(Ordering::Relaxed)
+    }
+}
+
+/// Live counters of the indexer, shared with the informer handle.
+#[derive(Debug, Default)]
+pub struct IndexerStatus {
+    pub(crate) batches: AtomicU64,
+    pub(crate) applied: AtomicU64,
+    pub(crate) resyncs: AtomicU64,
+}
+
+impl IndexerStatus {
+    /// Batches applied.
+    pub fn batches(&self) -> u64 {
+        self.batches.load(Ordering::Relaxed)
+    }
+    /// Deltas applied.
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Relaxed)
+    }
+    /// Resyncs requested from the FIFO.
+    pub fn resyncs(&self) -> u64 {
+        self.resyncs.load(Ordering::Relaxed)
+    }
+}
+
+/// Live counters of one listener, shared with its registration handle.
+#[derive(Debug, Default)]
+pub struct ListenerStats {
+    pub(crate) received: AtomicU64,
+    pub(crate) delivered: AtomicU64,
+    pub(crate) panics: AtomicU64,
+    pub(crate) buffered: AtomicU64,
+    pub(crate) peak_buffered: AtomicU64,
+    pub(crate) sync: Arc<SyncTracker>,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) stopped: AtomicBool,
+}
+
+impl ListenerStats {
+    /// Notifications accepted from the indexer.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+    /// Notifications the handler finished (including ones that panicked).
+    pub fn delivered(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed)
+    }
+    /// Notifications whose handler panicked (P7).
+    pub fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
+    }
+    /// Notifications waiting in the buffer now.
+    pub fn buffered(&self) -> u64 {
+        self.buffered.load(Ordering::Relaxed)
+    }
+    /// The most notifications ever waiting at once (B3: bounded by keys under Coalesce).
+    pub fn peak_buffered(&self) -> u64 {
+        self.peak_buffered.load(Ordering::Relaxed)
+    }
+    /// Initial-list notifications not yet handled (P5).
+    pub fn initial_pending(&self) -> i64 {
+        self.sync.pending()
+    }
+    /// True when the handler failed (panicked) on an initial-list notification: its
+    /// registration never reports synced (P5).
+    pub fn initial_failed(&self) -> bool {
+        self.sync.failed()
+    }
+    /// The registration's `HasSynced` bookkeeping (P5).
+    pub fn sync_tracker(&self) -> &SyncTracker {
+        &self.sync
+    }
+    /// Notifications accepted but never handed to the handler because it was removed or shut
+    /// down with a backlog (P5, P9); set when the listener stopped.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+    /// True once the listener stopped.
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+}
