@@ -1,18 +1,14 @@
 //! The DeltaFifo actor (F1–F9, B1, B2, B4 of `docs/semantics.md`): owns the core
 //! [`kinformer::fifo::DeltaFifo`] and pushes popped batches to the indexer, one or two at a time.
 //!
-//! Each popped batch is one [`ProcessDeltas`] message. An atomic relist (F9,
-//! [`FifoConfig::atomic_replace`](crate::FifoConfig::atomic_replace)) pops as one batch whatever [`FifoConfig::batch_size`], so it
-//! reaches the indexer as one message, which the indexer applies as one store batch (one
-//! publish): listers see the store before or after the relist, never in between.
-//!
-//! Flow control runs both ways:
+//! Each popped batch is one [`ProcessDeltas`] message; an atomic relist (F9) is popped whole, so
+//! the indexer applies it as one store batch and listers never see half of it. Flow control runs
+//! both ways:
 //! - downstream, at most `max_in_flight` batches are outstanding at the indexer; the indexer's
 //!   answer is the acknowledgement (`done`) that `HasSynced` counts (F5);
 //! - upstream, once more than `capacity` deltas are pending, the answer to the reflector's
-//!   `Replace`/`Events` is held back until the indexer drained below it. The reflector awaits
-//!   that answer before reading the watch again, so the socket pushes back (B4) and the FIFO's
-//!   memory stays bounded by the number of objects plus `capacity` (B2).
+//!   `Replace`/`Events` is held back until the indexer drained below it, so the socket pushes
+//!   back (B4) and memory stays bounded by the number of objects plus `capacity` (B2).
 
 use std::sync::{Arc, atomic::Ordering};
 
@@ -21,7 +17,6 @@ use kinformer::{
     fifo::{DeltaFifo as CoreFifo, FifoError},
     trace::TraceId,
 };
-use tokio::sync::oneshot;
 
 use crate::{
     config::FifoConfig,
@@ -29,6 +24,7 @@ use crate::{
     object::InformerObject,
     stats::FifoStatus,
     trace::{self, Hop},
+    waiters::Waiters,
 };
 
 /// The DeltaFifo actor.
@@ -37,7 +33,8 @@ pub(crate) struct DeltaFifo<K: InformerObject> {
     indexer: Recipient<ProcessDeltas<K>>,
     config: FifoConfig,
     in_flight: usize,
-    waiting_writers: Vec<oneshot::Sender<()>>,
+    /// Writers (the reflector) waiting for room (B4).
+    writers: Waiters,
     status: Arc<FifoStatus>,
     kind: Arc<str>,
 }
@@ -51,88 +48,62 @@ impl<K: InformerObject> DeltaFifo<K> {
         status: Arc<FifoStatus>,
         kind: Arc<str>,
     ) -> Self {
+        let writers = Waiters::default();
+        let in_flight = 0;
         DeltaFifo {
             fifo,
             indexer,
             config,
-            in_flight: 0,
-            waiting_writers: Vec::new(),
+            in_flight,
+            writers,
             status,
             kind,
         }
     }
 
-    fn publish(&self) {
-        let s = &self.status;
-        let pending = self.fifo.pending_deltas() as u64;
-        s.queued_keys
-            .store(self.fifo.len() as u64, Ordering::Relaxed);
-        s.pending_deltas.store(pending, Ordering::Relaxed);
-        s.peak_pending_deltas.fetch_max(pending, Ordering::Relaxed);
-        let synced = self.fifo.has_synced();
-        if synced && !s.has_synced.swap(true, Ordering::AcqRel) {
-            s.synced_notify.notify_waiters();
-        }
-    }
-
-    /// Pops batches while fewer than `max_in_flight` are at the indexer. Every batch, an
-    /// atomic relist included (the core pops it whole), is one `ProcessDeltas` message.
+    /// Pops batches while fewer than `max_in_flight` are at the indexer.
     fn pump(&mut self, ctx: &mut Context<Self>) {
         while self.in_flight < self.config.max_in_flight.max(1) {
             let is_in_initial_list = !self.fifo.has_synced();
-            let Some(batch) = self.fifo.pop_batch(self.config.batch_size.max(1)) else {
+            let Some(popped) = self.fifo.pop_batch(self.config.batch_size.max(1)) else {
                 break;
             };
             self.in_flight += 1;
-            let n = batch.items.len();
+            let (n, token, batch) = (popped.items.len(), popped.token, popped.items);
             self.status.popped.fetch_add(n as u64, Ordering::Relaxed);
-            let token = batch.token;
             let send = self.indexer.send(ProcessDeltas {
-                batch: batch.items,
+                batch,
                 is_in_initial_list,
             });
             ctx.spawn(send.into_actor(self).map(move |res, act, ctx| {
                 act.in_flight -= 1;
-                let failed = match res {
-                    Ok(report) => report.failed,
-                    // The indexer stopped (shutdown): nothing was applied.
-                    Err(_) => n,
-                };
-                if failed > 0 {
-                    act.status
-                        .failed
-                        .fetch_add(failed as u64, Ordering::Relaxed);
-                }
+                // An indexer that stopped (shutdown) applied nothing.
+                let failed = res.map_or(n, |report| report.failed);
+                act.status
+                    .failed
+                    .fetch_add(failed as u64, Ordering::Relaxed);
                 act.fifo.done(token, failed);
-                act.publish();
-                act.release_writers();
+                act.status.publish(&act.fifo);
+                if act.fifo.pending_deltas() <= act.config.capacity {
+                    act.writers.release();
+                }
                 act.pump(ctx);
             }));
         }
-        self.publish();
+        self.status.publish(&self.fifo);
         trace::depth(Hop::Fifo, &self.kind, self.fifo.pending_deltas());
     }
 
-    fn release_writers(&mut self) {
-        if self.fifo.pending_deltas() <= self.config.capacity {
-            for w in self.waiting_writers.drain(..) {
-                let _ = w.send(());
-            }
-        }
-    }
-
-    /// The answer to a writer: now, or once the indexer drained below capacity (B4).
-    fn room(&mut self) -> ResponseFuture<Result<(), FifoError>> {
+    /// Pumps, then answers a writer: now, or once the indexer drained below capacity (B4).
+    fn room(&mut self, ctx: &mut Context<Self>) -> ResponseFuture<Result<(), FifoError>> {
+        self.pump(ctx);
         if self.fifo.pending_deltas() <= self.config.capacity {
             return Box::pin(async { Ok(()) });
         }
         self.status.writer_waits.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.waiting_writers.push(tx);
-        Box::pin(async move {
-            // A dropped sender means the FIFO stopped.
-            rx.await.map_err(|_| FifoError::Closed)
-        })
+        let room = self.writers.wait();
+        // Dropped unreleased: the FIFO stopped.
+        Box::pin(async move { room.await.map_err(|_| FifoError::Closed) })
     }
 
     fn reject(&self, trace: TraceId, e: &FifoError) {
@@ -160,21 +131,15 @@ impl<K: InformerObject> Handler<Replace<K>> for DeltaFifo<K> {
     type Result = ResponseFuture<Result<(), FifoError>>;
 
     fn handle(&mut self, msg: Replace<K>, ctx: &mut Context<Self>) -> Self::Result {
-        if trace::enabled() {
-            for (obj, t) in &msg.items {
-                trace::hop(Hop::Fifo, *t, &self.kind, None, &**obj, "replaced");
-            }
-        }
+        trace::items(Hop::Fifo, &self.kind, &msg.items, "replaced");
         match self.fifo.replace(msg.items, &msg.resource_version) {
-            Ok(summary) => {
-                for r in &summary.rejected {
-                    self.reject(r.trace, &FifoError::Key(r.error.clone()));
-                }
-            }
+            Ok(summary) => summary
+                .rejected
+                .iter()
+                .for_each(|r| self.reject(r.trace, &FifoError::Key(r.error.clone()))),
             Err(e) => return Box::pin(async move { Err(e) }),
         }
-        self.pump(ctx);
-        self.room()
+        self.room(ctx)
     }
 }
 
@@ -182,11 +147,8 @@ impl<K: InformerObject> Handler<Events<K>> for DeltaFifo<K> {
     type Result = ResponseFuture<Result<(), FifoError>>;
 
     fn handle(&mut self, msg: Events<K>, ctx: &mut Context<Self>) -> Self::Result {
-        let tracing_on = trace::enabled();
         for ev in msg.events {
-            if tracing_on {
-                trace::hop(Hop::Fifo, ev.trace, &self.kind, None, &*ev.obj, "queued");
-            }
+            trace::hop(Hop::Fifo, ev.trace, &self.kind, None, &*ev.obj, "queued");
             let r = match ev.kind {
                 EventKind::Add => self.fifo.add(ev.obj, ev.trace),
                 EventKind::Update => self.fifo.update(ev.obj, ev.trace),
@@ -198,8 +160,7 @@ impl<K: InformerObject> Handler<Events<K>> for DeltaFifo<K> {
                 Err(e) => self.reject(ev.trace, &e),
             }
         }
-        self.pump(ctx);
-        self.room()
+        self.room(ctx)
     }
 }
 
@@ -225,7 +186,7 @@ impl<K: InformerObject> Handler<Stop> for DeltaFifo<K> {
     type Result = ();
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        self.waiting_writers.clear();
+        self.writers.clear();
         ctx.stop();
     }
 }

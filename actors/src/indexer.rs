@@ -1,23 +1,16 @@
 //! The Indexer actor: client-go's `sharedIndexInformer.HandleDeltas` plus its `sharedProcessor`,
 //! as a thin driver of the core's [`Processor`] machine (P1–P6 in `docs/semantics.md`).
 //!
-//! The actor owns the machine, which owns the [`Store`](kinformer::store::Store) (its single
-//! writer) and the listener registry; the actor owns only what the machine cannot: the
-//! listeners' and the FIFO's inputs (`Recipient`s) and the resync timer. It
-//! - hands each popped batch to [`Processor::handle_deltas`] (one store publish per batch) and
-//!   sends each listener its notifications as one message;
-//! - registers listeners with [`Processor::add_listener`] and sends a late listener its replay
-//!   of the cache before anything else (P4);
-//! - arms one timer at [`Processor::poll_timeout`] (re-armed after every check and every
-//!   registration change, so the schedule never drifts), runs
-//!   [`Processor::handle_resync_check`] when it fires, and asks the FIFO for a resync when a
-//!   listener is due (R6, F7).
-//!
-//! Batches are atomic with respect to the actor's other messages: a listener added while a
-//! batch is being delivered is registered after that batch reached every listener (client-go's
-//! `blockDeltas` lock), so its replay has no gap and no duplicate (P4).
+//! The machine owns the [`Store`](kinformer::store::Store) (its single writer) and the listener
+//! registry; the actor owns what the machine cannot: the listeners' and the FIFO's inputs
+//! (`Recipient`s) and the resync timer, armed at [`Processor::poll_timeout`] (re-armed after every
+//! check and registration change, so the schedule never drifts; R6, F7). Each popped batch is one
+//! store publish and one message per listener. Batches are atomic with respect to the actor's
+//! other messages (client-go's `blockDeltas`): a late listener's replay has no gap and no
+//! duplicate (P4).
 
 use std::{
+    collections::BTreeMap,
     sync::{Arc, atomic::Ordering},
     time::Instant,
 };
@@ -40,7 +33,7 @@ use crate::{
 pub(crate) struct Indexer<K: InformerObject> {
     processor: Processor<K>,
     /// The inputs of every listener the processor knows, by registration id.
-    listeners: Vec<(u64, ListenerRecipients<K>)>,
+    listeners: BTreeMap<u64, ListenerRecipients<K>>,
     /// Where resyncs are asked for (the DeltaFifo).
     fifo: Option<Recipient<Resync>>,
     /// The armed resync check: when, and the timer.
@@ -55,7 +48,7 @@ impl<K: InformerObject> Indexer<K> {
     /// (their inputs). The processor's resync schedule starts when the actor starts.
     pub(crate) fn new(
         processor: Processor<K>,
-        listeners: Vec<(u64, ListenerRecipients<K>)>,
+        listeners: BTreeMap<u64, ListenerRecipients<K>>,
         status: Arc<IndexerStatus>,
         kind: Arc<str>,
         mailbox: usize,
@@ -121,32 +114,16 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
     type Result = AtomicResponse<Self, ProcessReport>;
 
     fn handle(&mut self, msg: ProcessDeltas<K>, _: &mut Context<Self>) -> Self::Result {
-        if trace::enabled() {
-            for deltas in &msg.batch {
-                for d in &deltas.deltas {
-                    trace::hop(
-                        Hop::Indexer,
-                        d.trace,
-                        &self.kind,
-                        Some(&deltas.key),
-                        &**d.object.object(),
-                        trace::delta_name(d.delta_type),
-                    );
-                }
-            }
-        }
+        trace::deltas(Hop::Indexer, &self.kind, &msg.batch);
         let dispatch = self
             .processor
             .handle_deltas(msg.batch, msg.is_in_initial_list);
-        self.status.batches.fetch_add(1, Ordering::Relaxed);
-        self.status
-            .applied
-            .fetch_add(dispatch.applied, Ordering::Relaxed);
+        self.status.record_batch(dispatch.applied);
         let sends: Vec<_> = dispatch
             .per_listener
             .into_iter()
             .filter_map(|(id, items)| {
-                let (_, listener) = self.listeners.iter().find(|(l, _)| *l == id)?;
+                let listener = self.listeners.get(&id)?;
                 Some(listener.notifications.send(Notifications { items }))
             })
             .collect();
@@ -175,9 +152,8 @@ impl<K: InformerObject> Handler<AddListener<K>> for Indexer<K> {
                 used = ?registered.resync, check = ?self.processor.check_period(),
                 "handler resync period adjusted to the informer's resync check period (P6)");
         }
-        self.listeners.retain(|(id, _)| *id != msg.id);
         let addr = msg.listener.notifications.clone();
-        self.listeners.push((msg.id, msg.listener));
+        self.listeners.insert(msg.id, msg.listener);
         self.rearm(ctx);
         // P4: the replay goes out before any later batch reaches this listener.
         let items = registered.replay;
@@ -198,10 +174,9 @@ impl<K: InformerObject> Handler<RemoveListener> for Indexer<K> {
     fn handle(&mut self, msg: RemoveListener, ctx: &mut Context<Self>) -> Self::Result {
         self.processor.remove_listener(msg.id);
         self.rearm(ctx);
-        let Some(pos) = self.listeners.iter().position(|(id, _)| *id == msg.id) else {
+        let Some(listener) = self.listeners.remove(&msg.id) else {
             return Box::pin(async { false });
         };
-        let (_, listener) = self.listeners.remove(pos);
         // Not atomic: waiting for one handler's current callback never holds up the others.
         let stopped = listener.stop.send(Stop);
         Box::pin(async move {
@@ -240,10 +215,11 @@ impl<K: InformerObject> Handler<Stop> for Indexer<K> {
         if let Some((_, handle)) = self.timer.take() {
             ctx.cancel_future(handle);
         }
-        for (id, _) in &self.listeners {
+        for id in self.listeners.keys() {
             self.processor.remove_listener(*id);
         }
-        let listeners: Vec<_> = self.listeners.drain(..).map(|(_, l)| l.stop).collect();
+        let listeners = std::mem::take(&mut self.listeners);
+        let listeners: Vec<_> = listeners.into_values().map(|l| l.stop).collect();
         AtomicResponse::new(Box::pin(
             async move {
                 join_all(listeners.iter().map(|l| l.send(Stop))).await;

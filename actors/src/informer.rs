@@ -1,9 +1,7 @@
 //! `SharedIndexInformer<K>`: the assembly of reflector, FIFO, indexer and listener actors behind
 //! one cheap, cloneable handle (client-go's `sharedIndexInformer`).
 //!
-//! Threads: the reflector (and its supervisor) runs on one arbiter, so JSON decoding never
-//! competes with applying deltas; the FIFO, the indexer and the listener actors share a second
-//! arbiter (none of them blocks); every closure/trait handler has a thread of its own.
+//! The actors are assembled, started and stopped by the `assembly` module.
 
 use std::{
     fmt,
@@ -17,89 +15,23 @@ use std::{
 use actix::prelude::*;
 use kinformer::{
     KeyFunc,
-    fifo::{DeltaFifo as CoreFifo, DeltaFifoOptions},
-    known::KnownObjects,
     processor::Processor,
-    reflector::ReflectorMachine,
     store::{Indexers, Lister, Store},
 };
 use kube::{Api, Client};
 
 use crate::{
+    assembly::{self, Idle, Inner, PendingHandler, State},
     config::{InformerConfig, ListenerConfig},
     error::InformerError,
-    fifo::DeltaFifo,
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler},
     health::{ReflectorHealth, ReflectorStatus},
-    indexer::Indexer,
-    listener::ProcessorListener,
     lister_watcher::{KubeListerWatcher, ListerWatcher},
-    messages::{
-        AddIndexers, AddListener, AttachFifo, FifoRecipients, ListenerRecipients, Notify,
-        RemoveListener, Stop,
-    },
+    messages::{AddIndexers, AddListener, Notify, RemoveListener},
     object::InformerObject,
-    reflector::{Transform, Validate, WatchErrorHandler},
-    reflector_io::ReflectorContext,
-    runtime,
     sink::HandlerKind,
     stats::{FifoStatus, IndexerStatus, ListenerStats},
-    supervisor::Supervisor,
-    trace::TraceIds,
 };
-
-/// The inputs of a started listener, as the indexer holds them.
-fn listener_recipients<K: InformerObject>(
-    addr: &Addr<ProcessorListener<K>>,
-) -> ListenerRecipients<K> {
-    ListenerRecipients {
-        notifications: addr.clone().recipient(),
-        stop: addr.clone().recipient(),
-    }
-}
-
-struct PendingHandler<K: InformerObject> {
-    id: u64,
-    handler: HandlerKind<K>,
-    config: ListenerConfig,
-    stats: Arc<ListenerStats>,
-}
-
-struct Idle<K: InformerObject> {
-    /// The processor machine (it owns the store); moves into the Indexer actor at start.
-    processor: Processor<K>,
-    key_func: KeyFunc<K>,
-    handlers: Vec<PendingHandler<K>>,
-    transform: Option<Transform<K>>,
-    validate: Option<Validate<K>>,
-    on_error: Option<WatchErrorHandler>,
-}
-
-struct Running<K: InformerObject> {
-    pipeline: Arbiter,
-    reflector_arbiter: Arbiter,
-    supervisor: Addr<Supervisor<K>>,
-    fifo: Addr<DeltaFifo<K>>,
-    indexer: Addr<Indexer<K>>,
-}
-
-enum State<K: InformerObject> {
-    Idle(Box<Idle<K>>),
-    Running(Box<Running<K>>),
-    Stopped,
-}
-
-struct Inner<K: InformerObject> {
-    kind: Arc<str>,
-    lw: Arc<dyn ListerWatcher<K>>,
-    config: InformerConfig,
-    lister: Lister<K>,
-    reflector: Arc<ReflectorStatus>,
-    fifo: Arc<FifoStatus>,
-    indexer: Arc<IndexerStatus>,
-    state: Mutex<State<K>>,
-    next_id: AtomicU64,
-}
 
 /// A shared informer: a local, indexed, always-current cache of one resource and the handlers
 /// told about every change. Cloning the handle is cheap; every clone is the same informer.
@@ -391,26 +323,18 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 }
                 State::Stopped => return Err(InformerError::ShutDown),
                 State::Running(r) => {
-                    let listener = ProcessorListener::new(
-                        handler,
-                        config,
-                        stats,
-                        Arc::clone(&self.inner.kind),
-                        id,
-                    )
-                    .map_err(InformerError::Spawn)?;
-                    let addr =
-                        ProcessorListener::start_in_arbiter(&r.pipeline.handle(), move |_| {
-                            listener
-                        });
-                    (r.indexer.clone(), addr)
+                    let kind = Arc::clone(&self.inner.kind);
+                    let listener =
+                        assembly::start_listener(&r.pipeline, handler, config, stats, kind, id)
+                            .map_err(InformerError::Spawn)?;
+                    (r.indexer.clone(), listener)
                 }
             }
         };
         indexer
             .send(AddListener {
                 id,
-                listener: listener_recipients(&listener),
+                listener,
                 resync,
             })
             .await?;
@@ -436,7 +360,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
 
     /// Starts the actors (idempotent, X3). Inside an actix `System` the actors join it; from a
     /// plain tokio (or no) runtime they run on kinformer's background actix System
-    /// ([`runtime::system`]).
+    /// ([`runtime::system`](crate::runtime::system)).
     pub fn start(&self) -> Result<(), InformerError> {
         let mut state = self.state();
         let idle = match std::mem::replace(&mut *state, State::Stopped) {
@@ -451,103 +375,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 };
             }
         };
-        let Idle {
-            mut processor,
-            key_func,
-            handlers,
-            transform,
-            validate,
-            on_error,
-        } = *idle;
-        let (pipeline, reflector_arbiter) = runtime::new_arbiters(&self.inner.kind)?;
-        let inner = &self.inner;
-
-        // The listeners registered before start (the processor already knows their periods).
-        let mut listeners = Vec::with_capacity(handlers.len());
-        for h in handlers {
-            match ProcessorListener::new(
-                h.handler,
-                h.config,
-                h.stats,
-                Arc::clone(&inner.kind),
-                h.id,
-            ) {
-                Ok(listener) => {
-                    let addr =
-                        ProcessorListener::start_in_arbiter(&pipeline.handle(), move |_| listener);
-                    listeners.push((h.id, listener_recipients(&addr)));
-                }
-                Err(e) => {
-                    processor.remove_listener(h.id);
-                    tracing::error!(kind = %inner.kind, error = %e, "cannot start handler thread; handler not registered")
-                }
-            }
-        }
-        let (status, kind, mailbox) = (
-            Arc::clone(&inner.indexer),
-            Arc::clone(&inner.kind),
-            inner.config.indexer_mailbox,
-        );
-        let indexer = Indexer::start_in_arbiter(&pipeline.handle(), move |_| {
-            Indexer::new(processor, listeners, status, kind, mailbox)
-        });
-
-        let known: Arc<dyn KnownObjects<K>> = Arc::new(inner.lister.clone());
-        // F9: the FIFO's mode, atomic relist and Replaced-vs-Sync choice come from the config.
-        let core = CoreFifo::new(
-            inner
-                .config
-                .fifo
-                .fifo_options(DeltaFifoOptions::new(key_func).with_known_objects(known)),
-        );
-        let (recipient, cfg, status, kind) = (
-            indexer.clone().recipient(),
-            inner.config.fifo.clone(),
-            Arc::clone(&inner.fifo),
-            Arc::clone(&inner.kind),
-        );
-        let fifo = DeltaFifo::start_in_arbiter(&pipeline.handle(), move |_| {
-            DeltaFifo::new(core, recipient, cfg, status, kind)
-        });
-        indexer.do_send(AttachFifo(fifo.clone().recipient()));
-
-        let cx = Arc::new(ReflectorContext {
-            resource: inner.lw.resource_name(),
-            kind: Arc::clone(&inner.kind),
-            lw: Arc::clone(&inner.lw),
-            fifo: FifoRecipients {
-                replace: fifo.clone().recipient(),
-                events: fifo.clone().recipient(),
-                bookmark: fifo.clone().recipient(),
-            },
-            status: Arc::clone(&inner.reflector),
-            trace_ids: TraceIds::new(),
-            transform,
-            validate,
-            on_error,
-        });
-        let (reflector_config, backoff) =
-            (inner.config.reflector.clone(), inner.config.backoff.clone());
-        // The supervisor owns the machine across restarts; `fresh` builds one (seeded from the
-        // OS) at start, and again only if a reflector panicked and lost its own.
-        let fresh_backoff = backoff.clone();
-        let fresh = Box::new(move || {
-            ReflectorMachine::new(
-                reflector_config.clone(),
-                fresh_backoff.clone(),
-                rand::random(),
-            )
-        });
-        let supervisor = Supervisor::start_in_arbiter(&reflector_arbiter.handle(), move |_| {
-            Supervisor::new(cx, fresh, backoff)
-        });
-        *state = State::Running(Box::new(Running {
-            pipeline,
-            reflector_arbiter,
-            supervisor,
-            fifo,
-            indexer,
-        }));
+        *state = State::Running(Box::new(assembly::start(&self.inner, *idle)?));
         Ok(())
     }
 
@@ -561,20 +389,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 _ => return,
             }
         };
-        let Running {
-            pipeline,
-            reflector_arbiter,
-            supervisor,
-            fifo,
-            indexer,
-            ..
-        } = *running;
-        let _ = supervisor.send(Stop).await;
-        let _ = fifo.send(Stop).await;
-        let _ = indexer.send(Stop).await;
-        pipeline.stop();
-        reflector_arbiter.stop();
-        runtime::join_arbiters(vec![pipeline, reflector_arbiter]).await;
+        running.shutdown().await;
     }
 }
 

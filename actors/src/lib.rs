@@ -41,6 +41,7 @@
 //! trace id), [`OverflowPolicy`], [`ResyncPeriod`], [`FifoMode`], [`TraceId`] and the
 //! `*Config` / `*Status` / `*Stats` types.
 
+mod assembly;
 mod config;
 mod error;
 mod factory;
@@ -61,6 +62,7 @@ mod sink;
 mod stats;
 mod supervisor;
 mod trace;
+mod waiters;
 pub mod workqueue;
 
 pub use config::{FifoConfig, InformerConfig, ListenerConfig, OverflowPolicy};

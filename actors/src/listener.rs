@@ -11,7 +11,6 @@ use std::sync::{Arc, atomic::Ordering};
 
 use actix::prelude::*;
 use kinformer::processor::{Delivery, ListenerBuffer};
-use tokio::sync::oneshot;
 
 use crate::{
     config::{ListenerConfig, OverflowPolicy},
@@ -20,6 +19,7 @@ use crate::{
     sink::{HandlerKind, Offered, Sink},
     stats::ListenerStats,
     trace::{self, Hop},
+    waiters::Waiters,
 };
 
 /// The ProcessorListener actor.
@@ -31,8 +31,10 @@ pub(crate) struct ProcessorListener<K: InformerObject> {
     sink: Sink<K>,
     /// A notification is on its way to the sink: offer nothing more until it arrived.
     delivering: bool,
-    blocked_indexer: Vec<oneshot::Sender<()>>,
-    stop_waiters: Vec<oneshot::Sender<()>>,
+    /// The indexer, waiting for room under `Block` (B3).
+    blocked_indexer: Waiters,
+    /// Callers of `Stop`, answered once the listener stopped.
+    stop_waiters: Waiters,
     stats: Arc<ListenerStats>,
 }
 
@@ -63,8 +65,8 @@ impl<K: InformerObject> ProcessorListener<K> {
             buffer,
             sink,
             delivering: false,
-            blocked_indexer: Vec::new(),
-            stop_waiters: Vec::new(),
+            blocked_indexer: Waiters::default(),
+            stop_waiters: Waiters::default(),
             stats,
         })
     }
@@ -109,9 +111,7 @@ impl<K: InformerObject> ProcessorListener<K> {
             .peak_buffered
             .fetch_max(n as u64, Ordering::Relaxed);
         if n < self.config.capacity.max(1) {
-            for w in self.blocked_indexer.drain(..) {
-                let _ = w.send(());
-            }
+            self.blocked_indexer.release();
         }
     }
 
@@ -139,9 +139,7 @@ impl<K: InformerObject> ProcessorListener<K> {
             let dropped = received.saturating_sub(delivered);
             act.stats.dropped.store(dropped, Ordering::Relaxed);
             act.stats.stopped.store(true, Ordering::Release);
-            for w in act.stop_waiters.drain(..) {
-                let _ = w.send(());
-            }
+            act.stop_waiters.release();
             ctx.stop();
         }));
     }
@@ -163,10 +161,9 @@ impl<K: InformerObject> Handler<Notifications<K>> for ProcessorListener<K> {
         self.pump(ctx);
         let full = self.buffer.len() >= self.config.capacity.max(1);
         if self.config.policy == OverflowPolicy::Block && full {
-            let (tx, rx) = oneshot::channel();
-            self.blocked_indexer.push(tx);
+            let room = self.blocked_indexer.wait();
             return Box::pin(async move {
-                let _ = rx.await;
+                let _ = room.await;
             });
         }
         Box::pin(async {})
@@ -181,16 +178,13 @@ impl<K: InformerObject> Handler<Stop> for ProcessorListener<K> {
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
         self.sink.abort();
         self.clear_buffer();
-        for w in self.blocked_indexer.drain(..) {
-            let _ = w.send(());
-        }
-        let (tx, rx) = oneshot::channel();
-        self.stop_waiters.push(tx);
+        self.blocked_indexer.release();
+        let stopped = self.stop_waiters.wait();
         if self.stop_waiters.len() == 1 {
             self.finish(ctx);
         }
         Box::pin(async move {
-            let _ = rx.await;
+            let _ = stopped.await;
         })
     }
 }

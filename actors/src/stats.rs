@@ -9,7 +9,7 @@ use std::sync::{
     atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
-use kinformer::processor::SyncTracker;
+use kinformer::{fifo::DeltaFifo, processor::SyncTracker};
 
 /// Live counters of a DeltaFifo actor, shared with the informer handle.
 #[derive(Debug, Default)]
@@ -26,6 +26,18 @@ pub struct FifoStatus {
 }
 
 impl FifoStatus {
+    /// Publishes the core FIFO's gauges and, the first time it has synced, wakes
+    /// [`synced`](Self::synced) waiters (F5).
+    pub(crate) fn publish<K>(&self, fifo: &DeltaFifo<K>) {
+        let pending = fifo.pending_deltas() as u64;
+        self.queued_keys.store(fifo.len() as u64, Ordering::Relaxed);
+        self.pending_deltas.store(pending, Ordering::Relaxed);
+        self.peak_pending_deltas
+            .fetch_max(pending, Ordering::Relaxed);
+        if fifo.has_synced() && !self.has_synced.swap(true, Ordering::AcqRel) {
+            self.synced_notify.notify_waiters();
+        }
+    }
     /// F5: the first list was popped and processed.
     pub fn has_synced(&self) -> bool {
         self.has_synced.load(Ordering::Acquire)
@@ -79,6 +91,11 @@ pub struct IndexerStatus {
 }
 
 impl IndexerStatus {
+    /// Counts one applied batch of `applied` deltas.
+    pub(crate) fn record_batch(&self, applied: u64) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.applied.fetch_add(applied, Ordering::Relaxed);
+    }
     /// Batches applied.
     pub fn batches(&self) -> u64 {
         self.batches.load(Ordering::Relaxed)

@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kinformer::{DeltaType, ObjectKey, TraceId};
+use kinformer::{DeltaType, Deltas, ObjectKey, TraceId};
 use kube::Resource;
 
 /// The `tracing` target of hop events. Enable with e.g. `RUST_LOG=kinformer::trace=trace`.
@@ -144,4 +144,39 @@ pub fn depth(hop: Hop, kind: &str, depth: usize) {
         depth = depth as u64,
         what = "depth",
     );
+}
+
+/// Emits a hop event for every delta of a popped batch (the indexer's hop).
+pub fn deltas<K: Resource>(hop_: Hop, kind: &str, batch: &[Deltas<K>]) {
+    if !enabled() {
+        return;
+    }
+    for deltas in batch {
+        for d in &deltas.deltas {
+            let what = delta_name(d.delta_type);
+            hop(
+                hop_,
+                d.trace,
+                kind,
+                Some(&deltas.key),
+                &**d.object.object(),
+                what,
+            );
+        }
+    }
+}
+
+/// Emits a hop event for every `(object, trace id)` of a list (the FIFO's hop for a relist).
+pub fn items<K: Resource>(
+    hop_: Hop,
+    kind: &str,
+    items: &[(std::sync::Arc<K>, TraceId)],
+    what: &'static str,
+) {
+    if !enabled() {
+        return;
+    }
+    for (obj, t) in items {
+        hop(hop_, *t, kind, None, &**obj, what);
+    }
 }
