@@ -1,5 +1,5 @@
-//! Ways to receive notifications (DESIGN.md P*): a [`ResourceEventHandler`] (trait or
-//! closures, run on the handler's own thread), an actix `Recipient<Notification<K>>` (a user's
+//! Ways to receive notifications (`docs/semantics.md` P*): a [`ResourceEventHandler`] (trait or
+//! closures, run on the handler's own thread), an actix `Recipient<Notify<K>>` ([`Notify`](crate::Notify)) (a user's
 //! actor), or a key sink such as a workqueue ([`EnqueueKeys`]).
 
 use std::sync::Arc;

@@ -18,6 +18,10 @@ use serde::{
 };
 use tokio::sync::mpsc;
 
+/// Admits one decoded object (R5 check, transform, trace id) as it is decoded; `None` drops it.
+/// The second argument is the type of the list it came in (`ConfigMapList`'s item type).
+pub type Admit<K> = Box<dyn FnMut(K, Option<&TypeMeta>) -> Option<(Arc<K>, TraceId)> + Send>;
+
 /// A decoded list: its type, its metadata (resourceVersion, continue) and its items.
 pub struct DecodedList<T> {
     /// `apiVersion`/`kind` of the list (e.g. `v1`, `PodList`).
@@ -50,7 +54,7 @@ type Item<K> = (Arc<K>, TraceId);
 /// (the benchmark's peak RSS went from 1.9 GB to 3.4 GB).
 pub(crate) async fn decode_list<K>(
     body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
-    admit: crate::lister_watcher::Admit<K>,
+    admit: Admit<K>,
 ) -> Result<DecodedList<Item<K>>, kube::Error>
 where
     K: DeserializeOwned + Send + Sync + 'static,
@@ -99,7 +103,7 @@ async fn pump(
 
 fn decode_chunks<K: DeserializeOwned>(
     rx: mpsc::Receiver<Vec<u8>>,
-    mut admit: crate::lister_watcher::Admit<K>,
+    mut admit: Admit<K>,
 ) -> Result<DecodedList<Item<K>>, serde_json::Error> {
     let reader = ChunkReader {
         rx,
@@ -165,7 +169,7 @@ impl io::Read for ChunkReader {
 
 struct ListSeed<'a, K> {
     out: &'a mut DecodedList<Item<K>>,
-    admit: &'a mut crate::lister_watcher::Admit<K>,
+    admit: &'a mut Admit<K>,
 }
 
 impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ListSeed<'_, K> {
@@ -209,7 +213,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
 
 struct ItemsSeed<'a, K> {
     items: &'a mut Vec<Item<K>>,
-    admit: &'a mut crate::lister_watcher::Admit<K>,
+    admit: &'a mut Admit<K>,
     item_type: Option<&'a TypeMeta>,
 }
 
@@ -266,8 +270,7 @@ mod tests {
             let chunks: Vec<Result<Vec<u8>, io::Error>> =
                 bytes.chunks(7).map(|c| Ok(c.to_vec())).collect();
             let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
-            let admit: crate::lister_watcher::Admit<ConfigMap> =
-                Box::new(|o, _| Some((Arc::new(o), TraceId::NONE)));
+            let admit: Admit<ConfigMap> = Box::new(|o, _| Some((Arc::new(o), TraceId::NONE)));
             decode_list::<ConfigMap>(Box::pin(reader), admit).await
         })
     }
@@ -329,7 +332,7 @@ mod tests {
             .build()
             .expect("runtime");
         let run = |json: &'static str| {
-            let admit: crate::lister_watcher::Admit<ConfigMap> = Box::new(admit.clone());
+            let admit: Admit<ConfigMap> = Box::new(admit.clone());
             rt.block_on(async move {
                 let chunks: Vec<Result<Vec<u8>, io::Error>> =
                     json.as_bytes().chunks(5).map(|c| Ok(c.to_vec())).collect();

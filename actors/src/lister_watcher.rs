@@ -11,17 +11,13 @@ use futures::{StreamExt, stream::BoxStream};
 use kinformer::TraceId;
 use kube::{
     Api, Client, Resource,
-    api::{ListParams, ObjectList, PartialObjectMeta, TypeMeta, WatchEvent, WatchParams},
+    api::{ListParams, ObjectList, PartialObjectMeta, WatchEvent, WatchParams},
     core::{ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope},
 };
 use serde::de::DeserializeOwned;
 
-pub use crate::list_decode::DecodedList;
 use crate::list_decode::decode_list;
-
-/// Admits one decoded object (R5 check, transform, trace id) as it is decoded; `None` drops it.
-/// The second argument is the type of the list it came in (`ConfigMapList`'s item type).
-pub type Admit<K> = Box<dyn FnMut(K, Option<&TypeMeta>) -> Option<(Arc<K>, TraceId)> + Send>;
+pub use crate::list_decode::{Admit, DecodedList};
 
 /// A LIST in progress: resolves to the admitted items with the list's metadata.
 pub type ListItems<K> =

@@ -19,7 +19,7 @@ pub const TRACE_TARGET: &str = "kinformer::trace";
 
 /// Where in the pipeline a trace event was emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Hop {
+pub(crate) enum Hop {
     /// The reflector decoded a watch event or a listed object.
     Reflector,
     /// The DeltaFifo actor queued the delta.
@@ -47,7 +47,7 @@ impl Hop {
 
 /// Allocates trace ids: unique per process, never [`TraceId::NONE`].
 #[derive(Debug)]
-pub struct TraceIds {
+pub(crate) struct TraceIds {
     next: AtomicU64,
 }
 
@@ -76,12 +76,12 @@ impl Default for TraceIds {
 
 /// True when hop events would be recorded; lets callers skip computing fields.
 #[inline]
-pub fn enabled() -> bool {
+pub(crate) fn enabled() -> bool {
     tracing::enabled!(target: TRACE_TARGET, tracing::Level::TRACE)
 }
 
 /// A short lowercase name for a delta type, as written in traces.
-pub fn delta_name(t: DeltaType) -> &'static str {
+pub(crate) fn delta_name(t: DeltaType) -> &'static str {
     match t {
         DeltaType::Added => "added",
         DeltaType::Updated => "updated",
@@ -94,7 +94,7 @@ pub fn delta_name(t: DeltaType) -> &'static str {
 /// Emits one hop event for an object: identity only, never the body (T3).
 /// `key` is computed from the object's metadata when not given.
 #[inline]
-pub fn hop<K: Resource>(
+pub(crate) fn hop<K: Resource>(
     hop: Hop,
     trace: TraceId,
     kind: &str,
@@ -132,7 +132,7 @@ pub fn hop<K: Resource>(
 
 /// Emits a hop event that carries a mailbox depth (for "mailbox depth over time").
 #[inline]
-pub fn depth(hop: Hop, kind: &str, depth: usize) {
+pub(crate) fn depth(hop: Hop, kind: &str, depth: usize) {
     if !enabled() {
         return;
     }
@@ -147,7 +147,7 @@ pub fn depth(hop: Hop, kind: &str, depth: usize) {
 }
 
 /// Emits a hop event for every delta of a popped batch (the indexer's hop).
-pub fn deltas<K: Resource>(hop_: Hop, kind: &str, batch: &[Deltas<K>]) {
+pub(crate) fn deltas<K: Resource>(hop_: Hop, kind: &str, batch: &[Deltas<K>]) {
     if !enabled() {
         return;
     }
@@ -167,7 +167,7 @@ pub fn deltas<K: Resource>(hop_: Hop, kind: &str, batch: &[Deltas<K>]) {
 }
 
 /// Emits a hop event for every `(object, trace id)` of a list (the FIFO's hop for a relist).
-pub fn items<K: Resource>(
+pub(crate) fn items<K: Resource>(
     hop_: Hop,
     kind: &str,
     items: &[(std::sync::Arc<K>, TraceId)],
