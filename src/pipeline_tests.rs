@@ -23,8 +23,7 @@ use crate::{
     notification::Notification,
     processor::{Delivery, Processor, ResyncPeriod},
     reflector::{
-        FifoCommand, ListPage, ReflectorConfig, ReflectorMachine, Request, RequestError,
-        WatchEvent,
+        FifoCommand, ListPage, ReflectorConfig, ReflectorMachine, Request, RequestError, WatchEvent,
     },
     store::Store,
 };
@@ -203,9 +202,8 @@ impl Pipeline {
         let now = Instant::now();
         let store = Store::new(default_key_func(), Default::default());
         let known: Arc<dyn KnownObjects<ConfigMap>> = Arc::new(store.lister());
-        let fifo = DeltaFifo::new(
-            DeltaFifoOptions::new(default_key_func()).with_known_objects(known),
-        );
+        let fifo =
+            DeltaFifo::new(DeltaFifoOptions::new(default_key_func()).with_known_objects(known));
         let backoff = BackoffConfig {
             jitter: 0.0,
             ..Default::default()
@@ -244,7 +242,9 @@ impl Pipeline {
                     items,
                     resource_version,
                 } => {
-                    self.fifo.replace(items, &resource_version).expect("replace");
+                    self.fifo
+                        .replace(items, &resource_version)
+                        .expect("replace");
                 }
                 FifoCommand::Events { events, .. } => {
                     for (kind, (obj, trace)) in events {
@@ -273,10 +273,7 @@ impl Pipeline {
             self.fifo.done(batch.token, 0);
         }
         // Resync check (R6, P6).
-        if self
-            .processor
-            .poll_timeout()
-            .is_some_and(|t| t <= self.now)
+        if self.processor.poll_timeout().is_some_and(|t| t <= self.now)
             && self.processor.handle_resync_check(self.now)
         {
             self.fifo.resync().expect("resync");
@@ -289,8 +286,10 @@ impl Pipeline {
                 Request::Watch(w) => {
                     let from: u64 = w.resource_version.parse().unwrap_or(0);
                     if from < server.compacted {
-                        self.reflector
-                            .handle_watch_error(self.now, RequestError::from_status(410, None, "gone"));
+                        self.reflector.handle_watch_error(
+                            self.now,
+                            RequestError::from_status(410, None, "gone"),
+                        );
                     } else {
                         self.reflector.handle_watch_opened(self.now);
                         self.watch = Some(from);
@@ -324,7 +323,9 @@ impl Pipeline {
                     Err(()) => {
                         self.reflector.handle_watch_events(
                             self.now,
-                            vec![WatchEvent::Error(RequestError::from_status(410, None, "gone"))],
+                            vec![WatchEvent::Error(RequestError::from_status(
+                                410, None, "gone",
+                            ))],
                         );
                         self.watch = None;
                     }
@@ -353,7 +354,10 @@ impl Pipeline {
     fn settle(&mut self, server: &mut Server, limit: usize) {
         for _ in 0..limit {
             self.step(server);
-            if self.fifo.pending_deltas() == 0 && self.fifo.in_flight() == 0 && self.store_view() == server.truth() {
+            if self.fifo.pending_deltas() == 0
+                && self.fifo.in_flight() == 0
+                && self.store_view() == server.truth()
+            {
                 return;
             }
         }
@@ -435,7 +439,11 @@ fn pair_p4_a_listener_added_mid_stream_has_no_gap_and_no_duplicate() {
     for id in [1, 2] {
         let l = &p.listeners[&id];
         assert!(l.anomalies.is_empty(), "listener {id}: {:?}", l.anomalies);
-        assert_eq!(l.view, server.truth(), "listener {id} sees the server's state");
+        assert_eq!(
+            l.view,
+            server.truth(),
+            "listener {id} sees the server's state"
+        );
     }
     let l2 = &p.listeners[&2].deliveries;
     let replay = l2.iter().take_while(|d| d.initial).count();
@@ -479,8 +487,12 @@ fn pair_r3_r4_410s_and_watches_that_end_converge_with_backoff() {
     server.delete("cm-0");
     server.compact();
     p.watch = None;
-    p.reflector
-        .handle_watch_events(p.now, vec![WatchEvent::Error(RequestError::from_status(410, None, "gone"))]);
+    p.reflector.handle_watch_events(
+        p.now,
+        vec![WatchEvent::Error(RequestError::from_status(
+            410, None, "gone",
+        ))],
+    );
     server.create("late");
     p.settle(&mut server, 5000);
     let l = &p.listeners[&1];
