@@ -19,9 +19,8 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::notification::Notification;
 use kinformer_actors::{
-    InformerConfig, ListenerConfig, OverflowPolicy, SharedIndexInformer, handler_fn,
+    InformerConfig, ListenerConfig, Notification, OverflowPolicy, SharedIndexInformer, handler_fn,
 };
 use kube::Client;
 

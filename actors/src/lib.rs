@@ -24,6 +24,40 @@
 //! [`DeltaObject`], [`DeletedFinalStateUnknown`]), health and counters, and the workqueue with its
 //! rate limiters. The core crate (`kinformer`) stays available for the machines themselves.
 //!
+//! ```no_run
+//! // A controller's imports, from this crate alone.
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_actors::{
+//!     DeltaObject, InformerConfig, ItemExponentialFailureRateLimiter, KeyMapper, ListenerConfig,
+//!     Indexers, Lister, NAMESPACE_INDEX, Notification, ObjectKey, ResyncPeriod,
+//!     SharedInformerFactory, WorkQueue, meta_namespace_key, namespace_index_func,
+//! };
+//! # async fn demo(client: kube::Client) -> Result<(), kinformer_actors::InformerError> {
+//! let factory = SharedInformerFactory::new(client);
+//! let pods = factory.informer::<Pod>();
+//! let lister: Lister<Pod> = pods.lister();
+//! let queue: WorkQueue<ObjectKey> = WorkQueue::with_rate_limiter(Box::new(
+//!     ItemExponentialFailureRateLimiter::new(
+//!         std::time::Duration::from_millis(5),
+//!         std::time::Duration::from_secs(300),
+//!     ),
+//! ));
+//! let owner: KeyMapper<Pod> = Arc::new(|key, n: &Notification<Pod>| match n {
+//!     Notification::Delete { obj: DeltaObject::Object(pod) } => {
+//!         meta_namespace_key(&**pod).into_iter().collect()
+//!     }
+//!     _ => vec![key.clone()],
+//! });
+//! let config = ListenerConfig { resync: ResyncPeriod::Never, ..ListenerConfig::default() };
+//! pods.add_key_sink(queue.clone(), Some(owner), config).await?;
+//! let mut indexers = Indexers::new();
+//! indexers.insert(NAMESPACE_INDEX.to_string(), namespace_index_func::<Pod>());
+//! pods.add_indexers(indexers).await?;
+//! let _ = (lister, InformerConfig::default());
+//! # Ok(()) }
+//! ```
+//!
 //! ## Names
 //!
 //! One name per concept. The informer's names are **client-go's**, since its behaviour is
@@ -86,6 +120,7 @@ pub use kinformer::{
     DeletedFinalStateUnknown, DeltaObject, DeltaType, KeyError, KeyFunc, ObjectKey, TraceId,
     backoff::BackoffConfig,
     fifo::FifoMode,
+    meta_namespace_key,
     notification::Notification,
     processor::{MIN_RESYNC_PERIOD, ResyncPeriod, SyncTracker},
     reflector::{INITIAL_EVENTS_END, InitialList, ReflectorConfig},

@@ -25,10 +25,9 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time},
     jiff::Timestamp,
 };
-use kinformer::{ObjectKey, notification::Notification};
 use kinformer_actors::{
-    InformerConfig, KeyMapper, ListenerConfig, SharedIndexInformer, SharedInformerFactory,
-    workqueue::WorkQueue,
+    InformerConfig, KeyMapper, ListenerConfig, Notification, ObjectKey, SharedIndexInformer,
+    SharedInformerFactory, WorkQueue,
 };
 use kube::{
     Api, Client, ResourceExt,

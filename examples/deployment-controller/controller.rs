@@ -29,10 +29,9 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
     jiff::Timestamp,
 };
-use kinformer::{ObjectKey, notification::Notification, store::Lister};
 use kinformer_actors::{
-    InformerConfig, InformerOptions, KeyMapper, ListenerConfig, ResourceEventHandlerFuncs,
-    SharedIndexInformer, SharedInformerFactory, workqueue::WorkQueue,
+    InformerConfig, InformerOptions, KeyMapper, ListenerConfig, Lister, Notification, ObjectKey,
+    ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory, WorkQueue,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -496,7 +495,7 @@ impl DeploymentController {
 }
 
 fn key_of<K: kube::Resource>(obj: &K) -> String {
-    kinformer::meta_namespace_key(obj)
+    kinformer_actors::meta_namespace_key(obj)
         .map(|k| k.to_string())
         .unwrap_or_else(|_| "<no name>".into())
 }

@@ -18,7 +18,7 @@ use k8s_openapi::{
         util::intstr::IntOrString,
     },
 };
-use kinformer::store::Lister;
+use kinformer_actors::Lister;
 use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams, PostParams},
