@@ -10,7 +10,7 @@
 //!   `Replace`/`Events` is held back until the indexer drained below it, so the socket pushes
 //!   back (B4) and memory stays bounded by the number of objects plus `capacity` (B2).
 
-use std::sync::{Arc, atomic::Ordering};
+use std::sync::{Arc, atomic::Ordering::Relaxed};
 
 use actix::prelude::*;
 use kinformer::{
@@ -70,7 +70,7 @@ impl<K: InformerObject> DeltaFifo<K> {
             };
             self.in_flight += 1;
             let (n, token, batch) = (popped.items.len(), popped.token, popped.items);
-            self.status.popped.fetch_add(n as u64, Ordering::Relaxed);
+            self.status.popped.fetch_add(n as u64, Relaxed);
             let send = self.indexer.send(ProcessDeltas {
                 batch,
                 is_in_initial_list,
@@ -79,9 +79,7 @@ impl<K: InformerObject> DeltaFifo<K> {
                 act.in_flight -= 1;
                 // An indexer that stopped (shutdown) applied nothing.
                 let failed = res.map_or(n, |report| report.failed);
-                act.status
-                    .failed
-                    .fetch_add(failed as u64, Ordering::Relaxed);
+                act.status.failed.fetch_add(failed as u64, Relaxed);
                 act.fifo.done(token, failed);
                 act.status.publish(&act.fifo);
                 if act.fifo.pending_deltas() <= act.config.capacity {
@@ -100,14 +98,14 @@ impl<K: InformerObject> DeltaFifo<K> {
         if self.fifo.pending_deltas() <= self.config.capacity {
             return Box::pin(async { Ok(()) });
         }
-        self.status.writer_waits.fetch_add(1, Ordering::Relaxed);
+        self.status.writer_waits.fetch_add(1, Relaxed);
         let room = self.writers.wait();
         // Dropped unreleased: the FIFO stopped.
         Box::pin(async move { room.await.map_err(|_| FifoError::Closed) })
     }
 
     fn reject(&self, trace: TraceId, e: &FifoError) {
-        self.status.rejected.fetch_add(1, Ordering::Relaxed);
+        self.status.rejected.fetch_add(1, Relaxed);
         tracing::warn!(kind = %self.kind, trace_id = trace.0, error = %e, "object not queued");
     }
 }

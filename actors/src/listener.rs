@@ -106,10 +106,7 @@ impl<K: InformerObject> ProcessorListener<K> {
         }
         // Publishes the gauges, releases a waiting indexer.
         let n = self.buffer.len();
-        self.stats.buffered.store(n as u64, Ordering::Relaxed);
-        self.stats
-            .peak_buffered
-            .fetch_max(n as u64, Ordering::Relaxed);
+        self.stats.publish_buffered(n);
         if n < self.config.capacity.max(1) {
             self.blocked_indexer.release();
         }
@@ -122,7 +119,7 @@ impl<K: InformerObject> ProcessorListener<K> {
 
     fn clear_buffer(&mut self) {
         self.buffer.clear();
-        self.stats.buffered.store(0, Ordering::Relaxed);
+        self.stats.publish_buffered(0);
     }
 
     /// Closes the sink, waits for the handler thread to finish its current notification, stops.
@@ -134,11 +131,7 @@ impl<K: InformerObject> ProcessorListener<K> {
             }
         };
         ctx.spawn(exited.into_actor(self).map(|_, act, ctx| {
-            // P9: what was accepted and never handed to the handler is counted as dropped.
-            let (received, delivered) = (act.stats.received(), act.stats.delivered());
-            let dropped = received.saturating_sub(delivered);
-            act.stats.dropped.store(dropped, Ordering::Relaxed);
-            act.stats.stopped.store(true, Ordering::Release);
+            act.stats.mark_stopped();
             act.stop_waiters.release();
             ctx.stop();
         }));

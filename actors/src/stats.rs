@@ -124,6 +124,20 @@ pub struct ListenerStats {
 }
 
 impl ListenerStats {
+    /// Publishes the buffer's length (and its peak).
+    pub(crate) fn publish_buffered(&self, n: usize) {
+        self.buffered.store(n as u64, Ordering::Relaxed);
+        self.peak_buffered.fetch_max(n as u64, Ordering::Relaxed);
+    }
+
+    /// The listener stopped: what was accepted and never handed to the handler is counted as
+    /// dropped (P9).
+    pub(crate) fn mark_stopped(&self) {
+        let dropped = self.received().saturating_sub(self.delivered());
+        self.dropped.store(dropped, Ordering::Relaxed);
+        self.stopped.store(true, Ordering::Release);
+    }
+
     /// Notifications accepted from the indexer.
     pub fn received(&self) -> u64 {
         self.received.load(Ordering::Relaxed)
