@@ -27,6 +27,7 @@ use crate::{
     object::InformerObject,
     stats::IndexerStatus,
     trace::{self, Hop},
+    waiters::Deadline,
 };
 
 /// The Indexer actor.
@@ -36,8 +37,8 @@ pub(crate) struct Indexer<K: InformerObject> {
     listeners: BTreeMap<u64, ListenerRecipients<K>>,
     /// Where resyncs are asked for (the DeltaFifo).
     fifo: Option<Recipient<Resync>>,
-    /// The armed resync check: when, and the timer.
-    timer: Option<(Instant, SpawnHandle)>,
+    /// The armed resync check.
+    timer: Deadline,
     status: Arc<IndexerStatus>,
     kind: Arc<str>,
     mailbox: usize,
@@ -57,7 +58,7 @@ impl<K: InformerObject> Indexer<K> {
             processor,
             listeners,
             fifo: None,
-            timer: None,
+            timer: Deadline::default(),
             status,
             kind,
             mailbox,
@@ -67,20 +68,10 @@ impl<K: InformerObject> Indexer<K> {
     /// Arms the timer at the processor's next check time, if it changed.
     fn rearm(&mut self, ctx: &mut Context<Self>) {
         let next = self.processor.poll_timeout();
-        if self.timer.as_ref().map(|(at, _)| *at) == next {
-            return;
-        }
-        if let Some((_, handle)) = self.timer.take() {
-            ctx.cancel_future(handle);
-        }
-        if let Some(at) = next {
-            let delay = at.saturating_duration_since(Instant::now());
-            let handle = ctx.run_later(delay, |act, ctx| {
-                act.timer = None;
-                act.resync_check(ctx);
-            });
-            self.timer = Some((at, handle));
-        }
+        self.timer.arm(next, ctx, |act: &mut Self, ctx| {
+            act.timer.fired();
+            act.resync_check(ctx);
+        });
     }
 
     /// P3/P6: client-go's `shouldResync`; asks the FIFO for Sync deltas if a listener is due.
@@ -212,9 +203,7 @@ impl<K: InformerObject> Handler<Stop> for Indexer<K> {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
-        if let Some((_, handle)) = self.timer.take() {
-            ctx.cancel_future(handle);
-        }
+        self.timer.cancel(ctx);
         for id in self.listeners.keys() {
             self.processor.remove_listener(*id);
         }
