@@ -1,6 +1,6 @@
 //! Ways to receive notifications (`docs/semantics.md` P*): a [`ResourceEventHandler`] (trait or
-//! closures, run on the handler's own thread), an actix `Recipient<Notify<K>>` ([`Notify`](crate::Notify)) (a user's
-//! actor), or a key sink such as a workqueue ([`EnqueueKeys`]).
+//! closures, run on the handler's own thread), a user's actor (a `Recipient` of
+//! [`Notify`](crate::Notify)), or a key sink such as a workqueue ([`EnqueueKeys`]).
 
 use std::sync::Arc;
 
