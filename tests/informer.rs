@@ -1,5 +1,5 @@
 //! End-to-end tests of the actor pipeline over HTTP against the simulated API server.
-//! Each test names the DESIGN.md ids it checks.
+//! Each test names the docs/semantics.md ids it checks.
 
 mod common;
 

@@ -293,11 +293,15 @@ async fn p3_unchanged_rv_relist_update_reaches_only_syncing_listeners() {
 }
 
 /// A handler blocked in a callback until `gate` opens; counts the callbacks it finished.
+/// A handler that blocks in every callback until the gate opens; `entered` counts callbacks
+/// started (the witness that the handler thread is inside one), `finished` those completed.
 fn gated(
     gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    entered: Arc<AtomicU64>,
     finished: Arc<AtomicU64>,
 ) -> impl ResourceEventHandler<Pod> {
     handler_fn(move |_n: &Notification<Pod>| {
+        entered.fetch_add(1, Ordering::SeqCst);
         let (open, cv) = &*gate;
         let mut open = open.lock().unwrap();
         while !*open {
@@ -319,10 +323,15 @@ async fn p5_remove_returns_at_once_and_drops_the_handlers_buffer() {
     create_pods(&client, "a", 5).await;
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
     let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let entered = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicU64::new(0));
     let stuck = informer
         .add_event_handler_with(
-            gated(Arc::clone(&gate), Arc::clone(&finished)),
+            gated(
+                Arc::clone(&gate),
+                Arc::clone(&entered),
+                Arc::clone(&finished),
+            ),
             ListenerConfig::default().policy(kinformer_actors::OverflowPolicy::Unbounded),
         )
         .await
@@ -335,7 +344,7 @@ async fn p5_remove_returns_at_once_and_drops_the_handlers_buffer() {
     synced(&informer).await;
     eventually(
         "the stuck handler holds the rest of its initial list",
-        || stuck.stats().received() == 5,
+        || stuck.stats().received() == 5 && entered.load(Ordering::SeqCst) == 1,
     )
     .await;
     // Returns although the handler is blocked in its first callback (it would hang otherwise).
@@ -363,9 +372,14 @@ async fn p5_shut_down_waits_for_the_callback_in_progress() {
     create_pods(&client, "a", 3).await;
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
     let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let entered = Arc::new(AtomicU64::new(0));
     let finished = Arc::new(AtomicU64::new(0));
     let stuck = informer
-        .add_event_handler(gated(Arc::clone(&gate), Arc::clone(&finished)))
+        .add_event_handler(gated(
+            Arc::clone(&gate),
+            Arc::clone(&entered),
+            Arc::clone(&finished),
+        ))
         .await
         .expect("handler");
     let other = Counts::default();
@@ -374,8 +388,8 @@ async fn p5_shut_down_waits_for_the_callback_in_progress() {
         .await
         .expect("handler");
     synced(&informer).await;
-    eventually("the stuck handler got its first notification", || {
-        stuck.stats().received() >= 1
+    eventually("the stuck handler is inside its first callback", || {
+        entered.load(Ordering::SeqCst) >= 1
     })
     .await;
     let shutting = tokio::spawn({
