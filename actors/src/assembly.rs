@@ -10,9 +10,11 @@
 use std::{
     collections::BTreeMap,
     sync::{Arc, Mutex, atomic::AtomicU64},
+    time::Duration,
 };
 
 use actix::prelude::*;
+use futures::future::join_all;
 use kinformer::{
     KeyFunc,
     fifo::{DeltaFifo as CoreFifo, DeltaFifoOptions},
@@ -28,7 +30,8 @@ use crate::{
     fifo::DeltaFifo,
     health::ReflectorStatus,
     indexer::Indexer,
-    listener::ProcessorListener,
+    informer::ShutdownReport,
+    listener::{ProcessorListener, listener_name},
     lister_watcher::ListerWatcher,
     messages::{AttachFifo, FifoRecipients, ListenerRecipients, Stop},
     object::InformerObject,
@@ -74,6 +77,8 @@ pub(crate) struct Running<K: InformerObject> {
     pub(crate) supervisor: Addr<Supervisor<K>>,
     pub(crate) fifo: Addr<DeltaFifo<K>>,
     pub(crate) indexer: Addr<Indexer<K>>,
+    /// Every running listener, by registration id.
+    pub(crate) listeners: BTreeMap<u64, ListenerHandle>,
 }
 
 pub(crate) enum State<K: InformerObject> {
@@ -94,7 +99,16 @@ pub(crate) struct Inner<K: InformerObject> {
     pub(crate) next_id: AtomicU64,
 }
 
-/// Starts a listener on the pipeline's arbiter; returns its inputs, as the indexer holds them.
+/// What the assembly keeps of a running listener: its name, its `Stop` input (shutdown and
+/// removal reach it directly, never behind the indexer's batches) and its counters.
+pub(crate) struct ListenerHandle {
+    pub(crate) name: Arc<str>,
+    pub(crate) stop: Recipient<Stop>,
+    pub(crate) stats: Arc<ListenerStats>,
+}
+
+/// Starts a listener on the pipeline's arbiter; returns its inputs, as the indexer holds them,
+/// and its handle. On failure the handler is handed back.
 pub(crate) fn start_listener<K: InformerObject>(
     pipeline: &Arbiter,
     handler: HandlerKind<K>,
@@ -102,42 +116,125 @@ pub(crate) fn start_listener<K: InformerObject>(
     stats: Arc<ListenerStats>,
     kind: Arc<str>,
     id: u64,
-) -> std::io::Result<ListenerRecipients<K>> {
-    let listener = ProcessorListener::new(handler, config, stats, kind, id)?;
+) -> Result<(ListenerRecipients<K>, ListenerHandle), (std::io::Error, HandlerKind<K>)> {
+    let name = listener_name(&config, &kind, id);
+    let listener = ProcessorListener::new(handler, config, Arc::clone(&stats), kind, id)?;
+    Ok(run_listener(pipeline, listener, name, stats))
+}
+
+fn run_listener<K: InformerObject>(
+    pipeline: &Arbiter,
+    listener: ProcessorListener<K>,
+    name: Arc<str>,
+    stats: Arc<ListenerStats>,
+) -> (ListenerRecipients<K>, ListenerHandle) {
     let addr = ProcessorListener::start_in_arbiter(&pipeline.handle(), move |_| listener);
-    Ok(listener_recipients(&addr))
+    let handle = ListenerHandle {
+        name,
+        stop: addr.clone().recipient(),
+        stats,
+    };
+    (listener_recipients(&addr), handle)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test seam: the next `start` on this thread fails as if its arbiters could not spawn.
+    pub(crate) static FAIL_NEXT_START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Two fresh arbiters, or the error (test seam: [`FAIL_NEXT_START`]).
+fn arbiters(kind: &str) -> Result<(Arbiter, Arbiter), InformerError> {
+    #[cfg(test)]
+    if FAIL_NEXT_START.with(|f| f.replace(false)) {
+        return Err(InformerError::Spawn(std::io::Error::other(
+            "injected arbiter failure",
+        )));
+    }
+    runtime::new_arbiters(kind)
 }
 
 /// Starts the actors of an idle informer: its listeners, the Indexer (which takes the
 /// processor and its store), the DeltaFifo feeding it, and the Supervisor, which starts the
-/// Reflector feeding the FIFO.
+/// Reflector feeding the FIFO. Nothing is consumed unless it succeeds (X3): on failure (a
+/// handler thread or an arbiter that cannot spawn) the idle state comes back whole, every
+/// handler registered before included, so `start` can be retried.
 pub(crate) fn start<K: InformerObject>(
     inner: &Inner<K>,
-    idle: Idle<K>,
-) -> Result<Running<K>, InformerError> {
+    mut idle: Box<Idle<K>>,
+) -> Result<Running<K>, (InformerError, Box<Idle<K>>)> {
+    // Phase 1: every handler's thread is spawned (the handlers stay here until the listeners
+    // run), then the arbiters. Any failure hands everything back.
+    let mut built = Vec::with_capacity(idle.handlers.len());
+    let mut failure = None;
+    let mut rest = std::mem::take(&mut idle.handlers).into_iter();
+    for h in rest.by_ref() {
+        let kind = Arc::clone(&inner.kind);
+        let name = listener_name(&h.config, &kind, h.id);
+        match ProcessorListener::new(
+            h.handler,
+            h.config.clone(),
+            Arc::clone(&h.stats),
+            kind,
+            h.id,
+        ) {
+            Ok(l) => built.push((h.id, name, h.stats, l)),
+            Err((e, handler)) => {
+                failure = Some((
+                    InformerError::Spawn(e),
+                    PendingHandler {
+                        id: h.id,
+                        handler,
+                        config: h.config,
+                        stats: h.stats,
+                    },
+                ));
+                break;
+            }
+        }
+    }
+    let arbiters = match failure {
+        Some((e, h)) => Err((e, Some(h))),
+        None => arbiters(&inner.kind).map_err(|e| (e, None)),
+    };
+    let (pipeline, reflector_arbiter) = match arbiters {
+        Ok(a) => a,
+        Err((e, failed)) => {
+            let mut handlers = Vec::new();
+            for (id, _, stats, l) in built {
+                if let Some((handler, config)) = l.into_handler() {
+                    handlers.push(PendingHandler {
+                        id,
+                        handler,
+                        config,
+                        stats,
+                    });
+                }
+            }
+            handlers.extend(failed);
+            handlers.extend(rest);
+            idle.handlers = handlers;
+            tracing::error!(kind = %inner.kind, error = %e, "informer start failed; nothing consumed, start may be retried");
+            return Err((e, idle));
+        }
+    };
     let Idle {
-        mut processor,
+        processor,
         key_func,
-        handlers,
+        handlers: _,
         transform,
         validate,
         on_error,
-    } = idle;
-    let (pipeline, reflector_arbiter) = runtime::new_arbiters(&inner.kind)?;
+    } = *idle;
 
-    // The listeners registered before start (the processor already knows their periods).
+    // Phase 2: the listeners registered before start (the processor already knows their
+    // periods) run, and their handlers reach their threads.
     let mut listeners = BTreeMap::new();
-    for h in handlers {
-        let kind = Arc::clone(&inner.kind);
-        match start_listener(&pipeline, h.handler, h.config, h.stats, kind, h.id) {
-            Ok(listener) => {
-                listeners.insert(h.id, listener);
-            }
-            Err(e) => {
-                processor.remove_listener(h.id);
-                tracing::error!(kind = %inner.kind, error = %e, "cannot start handler thread; handler not registered")
-            }
-        }
+    let mut handles = BTreeMap::new();
+    for (id, name, stats, l) in built {
+        let (recipients, handle) = run_listener(&pipeline, l, name, stats);
+        listeners.insert(id, recipients);
+        handles.insert(id, handle);
     }
     let (status, kind, mailbox) = (
         Arc::clone(&inner.indexer),
@@ -203,25 +300,46 @@ pub(crate) fn start<K: InformerObject>(
         supervisor,
         fifo,
         indexer,
+        listeners: handles,
     })
 }
 
 impl<K: InformerObject> Running<K> {
-    /// Stops every actor, lets each handler finish its current notification, and joins the
-    /// arbiters' threads (P9).
-    pub(crate) async fn shutdown(self) {
+    /// Stops every actor and joins the arbiters' threads (P9). The listeners are stopped first
+    /// and directly (not through the indexer, whose mailbox may hold a batch waiting for a
+    /// `Block` listener): each drops its backlog (counted in [`ListenerStats::dropped`]) and
+    /// waits only for its handler's current notification, at most `timeout`; handlers still
+    /// busy then are named in the report and left to finish that callback alone.
+    pub(crate) async fn shutdown(self, kind: &str, timeout: Duration) -> ShutdownReport {
         let Running {
             pipeline,
             reflector_arbiter,
             supervisor,
             fifo,
             indexer,
+            listeners,
         } = self;
         let _ = supervisor.send(Stop).await;
+        let stops = listeners.values().map(|l| {
+            let stopped = l.stop.send(Stop);
+            async move { tokio::time::timeout(timeout, stopped).await.is_ok() }
+        });
+        let finished = join_all(stops).await;
+        let mut report = ShutdownReport::default();
+        for (l, finished) in listeners.values().zip(finished) {
+            if !finished {
+                l.stats.mark_timed_out();
+                tracing::warn!(kind = %kind, handler = %l.name, ?timeout,
+                    "handler did not finish its current notification in time; left to finish alone (P9)");
+                report.unfinished.push(l.name.to_string());
+            }
+            report.dropped += l.stats.dropped();
+        }
         let _ = fifo.send(Stop).await;
         let _ = indexer.send(Stop).await;
         pipeline.stop();
         reflector_arbiter.stop();
         runtime::join_arbiters(vec![pipeline, reflector_arbiter]).await;
+        report
     }
 }

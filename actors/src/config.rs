@@ -26,6 +26,9 @@ pub struct InformerConfig {
     pub indexer_mailbox: usize,
     /// Reflector restart backoff (R8).
     pub backoff: BackoffConfig,
+    /// How long `shutdown` waits for each handler to finish its current notification (P9);
+    /// handlers still busy then are reported and left to finish alone. Default 30 s.
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for InformerConfig {
@@ -36,6 +39,7 @@ impl Default for InformerConfig {
             resync: None,
             indexer_mailbox: 16,
             backoff: BackoffConfig::default(),
+            shutdown_timeout: Duration::from_secs(30),
         }
     }
 }

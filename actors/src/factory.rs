@@ -18,7 +18,7 @@ use kube::{
 use crate::{
     config::InformerConfig,
     error::InformerError,
-    informer::SharedIndexInformer,
+    informer::{SharedIndexInformer, ShutdownReport},
     lister_watcher::{KubeListerWatcher, MetadataListerWatcher},
     object::InformerObject,
 };
@@ -37,21 +37,79 @@ pub struct InformerOptions {
     pub resync: Option<Duration>,
 }
 
+/// Which informer of a factory (X1, X3): the Rust type it caches, the resource, whether it is
+/// metadata-only, and its scope. Two informers of one kind (two namespaces, two selectors)
+/// have different identities; [`SharedInformerFactory::wait_for_cache_sync`] reports by it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InformerId {
+    /// The resource (plural), e.g. `pods`.
+    pub resource: String,
+    /// API group (empty for the core group).
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind, e.g. `Pod`.
+    pub kind: String,
+    /// The Rust type cached (`std::any::type_name`), e.g. to tell a typed informer from a
+    /// dynamic one of the same resource.
+    pub type_name: &'static str,
+    /// True for a metadata-only informer (`PartialObjectMeta`).
+    pub metadata_only: bool,
+    /// Namespace scope (None: all namespaces).
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub label_selector: Option<String>,
+    /// Field selector.
+    pub field_selector: Option<String>,
+}
+
+impl fmt::Display for InformerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.resource)?;
+        if self.metadata_only {
+            f.write_str(" (metadata)")?;
+        }
+        match &self.namespace {
+            Some(ns) => write!(f, " in {ns}")?,
+            None => f.write_str(" in all namespaces")?,
+        }
+        if let Some(l) = &self.label_selector {
+            write!(f, ", labels {l}")?;
+        }
+        if let Some(l) = &self.field_selector {
+            write!(f, ", fields {l}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A resync asked of the factory for an informer that already exists with another resync
+/// (X2): a shared informer's resync is fixed when it is created, so the request is not
+/// applied (client-go drops it silently; here it is reported).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "resync {requested:?} asked for {informer}, which already exists with resync {existing:?}; the existing informer is kept unchanged"
+)]
+pub struct ResyncConflict {
+    /// The informer asked about.
+    pub informer: Box<InformerId>,
+    /// The resync asked for.
+    pub requested: Option<Duration>,
+    /// The resync the existing informer was created with.
+    pub existing: Option<Duration>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct InformerKey {
     type_id: TypeId,
-    resource: (String, String, String, String),
-    metadata_only: bool,
-    namespace: Option<String>,
-    label_selector: Option<String>,
-    field_selector: Option<String>,
+    id: InformerId,
 }
 
 trait AnyInformer: Send + Sync {
     fn start(&self) -> Result<(), InformerError>;
     fn has_synced(&self) -> bool;
     fn wait(&self) -> BoxFuture<'static, ()>;
-    fn shutdown(&self) -> BoxFuture<'static, ()>;
+    fn shutdown(&self) -> BoxFuture<'static, ShutdownReport>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -66,7 +124,7 @@ impl<K: InformerObject> AnyInformer for SharedIndexInformer<K> {
         let i = self.clone();
         Box::pin(async move { i.wait_for_sync().await })
     }
-    fn shutdown(&self) -> BoxFuture<'static, ()> {
+    fn shutdown(&self) -> BoxFuture<'static, ShutdownReport> {
         let i = self.clone();
         Box::pin(async move { i.shutdown().await })
     }
@@ -76,8 +134,9 @@ impl<K: InformerObject> AnyInformer for SharedIndexInformer<K> {
 }
 
 struct Entry {
-    name: String,
     informer: Arc<dyn AnyInformer>,
+    /// The resync the informer was created with.
+    resync: Option<Duration>,
 }
 
 struct FactoryInner {
@@ -189,10 +248,28 @@ impl SharedInformerFactory {
         self.rebuild(|f| mut_inner(f).config = config)
     }
 
-    /// Resync period for one type's informers (client-go's `WithCustomResyncConfig`, X2).
-    pub fn set_resync_for<K: 'static>(&self, period: Duration) {
+    /// Resync period for one type's informers (client-go's `WithCustomResyncConfig`, X2),
+    /// applied to the informers of `K` created from now on. An informer of `K` that already
+    /// exists keeps its resync: that is reported (a warning and the error), not dropped.
+    pub fn set_resync_for<K: 'static>(&self, period: Duration) -> Result<(), ResyncConflict> {
         if let Ok(mut m) = self.inner.type_resync.lock() {
             m.insert(TypeId::of::<K>(), period);
+        }
+        let informers = self
+            .inner
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let conflict = informers
+            .iter()
+            .find(|(k, e)| k.type_id == TypeId::of::<K>() && e.resync != Some(period));
+        match conflict {
+            Some((k, e)) => Err(report_conflict(ResyncConflict {
+                informer: Box::new(k.id.clone()),
+                requested: Some(period),
+                existing: e.resync,
+            })),
+            None => Ok(()),
         }
     }
 
@@ -229,22 +306,32 @@ impl SharedInformerFactory {
         config: &InformerConfig,
         ns: &Option<String>,
     ) -> InformerKey {
+        let (group, version, kind, plural) = resource;
         InformerKey {
             type_id: TypeId::of::<K>(),
-            resource,
-            metadata_only,
-            namespace: ns.clone(),
-            label_selector: config.reflector.label_selector.clone(),
-            field_selector: config.reflector.field_selector.clone(),
+            id: InformerId {
+                resource: plural,
+                group,
+                version,
+                kind,
+                type_name: std::any::type_name::<K>(),
+                metadata_only,
+                namespace: ns.clone(),
+                label_selector: config.reflector.label_selector.clone(),
+                field_selector: config.reflector.field_selector.clone(),
+            },
         }
     }
 
+    /// The shared informer for `key`, made by `make` (with `resync`) if there is none. An
+    /// explicit `requested` resync that differs from the existing informer's is a conflict.
     fn get_or_insert<K: InformerObject>(
         &self,
         key: InformerKey,
-        name: String,
+        requested: Option<Duration>,
+        resync: Option<Duration>,
         make: impl FnOnce() -> SharedIndexInformer<K>,
-    ) -> SharedIndexInformer<K> {
+    ) -> (SharedIndexInformer<K>, Result<(), ResyncConflict>) {
         let mut informers = self
             .inner
             .informers
@@ -254,18 +341,26 @@ impl SharedInformerFactory {
             if *k == key
                 && let Some(i) = e.informer.as_any().downcast_ref::<SharedIndexInformer<K>>()
             {
-                return i.clone();
+                let conflict = match requested {
+                    Some(r) if e.resync != Some(r) => Err(report_conflict(ResyncConflict {
+                        informer: Box::new(k.id.clone()),
+                        requested: Some(r),
+                        existing: e.resync,
+                    })),
+                    _ => Ok(()),
+                };
+                return (i.clone(), conflict);
             }
         }
         let informer = make();
         informers.push((
             key,
             Entry {
-                name,
                 informer: Arc::new(informer.clone()),
+                resync,
             },
         ));
-        informer
+        (informer, Ok(()))
     }
 
     /// The shared informer of a typed resource (X1).
@@ -277,8 +372,36 @@ impl SharedInformerFactory {
         self.informer_with(InformerOptions::default())
     }
 
-    /// The shared informer of a typed resource with per-informer options (X1, X2).
+    /// The shared informer of a typed resource with per-informer options (X1, X2). If it
+    /// already exists with another resync than `opts.resync`, the existing informer is
+    /// returned unchanged and the conflict is logged as a warning (see
+    /// [`try_informer_with`](Self::try_informer_with) for the error).
     pub fn informer_with<K>(&self, opts: InformerOptions) -> SharedIndexInformer<K>
+    where
+        K: InformerObject,
+        K::DynamicType: Default,
+    {
+        self.shared_typed(opts).0
+    }
+
+    /// [`informer_with`](Self::informer_with), but a resync conflict with the existing shared
+    /// informer is an error (the informer is still shared and unchanged).
+    pub fn try_informer_with<K>(
+        &self,
+        opts: InformerOptions,
+    ) -> Result<SharedIndexInformer<K>, ResyncConflict>
+    where
+        K: InformerObject,
+        K::DynamicType: Default,
+    {
+        let (informer, conflict) = self.shared_typed(opts);
+        conflict.map(|()| informer)
+    }
+
+    fn shared_typed<K>(
+        &self,
+        opts: InformerOptions,
+    ) -> (SharedIndexInformer<K>, Result<(), ResyncConflict>)
     where
         K: InformerObject,
         K::DynamicType: Default,
@@ -287,9 +410,9 @@ impl SharedInformerFactory {
         let (config, ns) = self.config_for::<K>(&opts);
         let res = resource_id::<K>(&dt);
         let key = self.key::<K>(res, false, &config, &ns);
-        let name = K::plural(&dt).into_owned();
         let client = self.inner.client.clone();
-        self.get_or_insert(key, name, || {
+        let resync = config.resync;
+        self.get_or_insert(key, opts.resync, resync, || {
             SharedIndexInformer::new(KubeListerWatcher::new(client, ns.as_deref(), &dt), config)
         })
     }
@@ -311,7 +434,8 @@ impl SharedInformerFactory {
         let key = self.key::<DynamicObject>(res, false, &config, &ns);
         let client = self.inner.client.clone();
         let ar = resource.clone();
-        self.get_or_insert(key, resource.plural.clone(), || {
+        let resync = config.resync;
+        self.get_or_insert(key, opts.resync, resync, || {
             let informer = SharedIndexInformer::new(
                 KubeListerWatcher::<DynamicObject>::new(client, ns.as_deref(), &ar),
                 config,
@@ -329,6 +453,7 @@ impl SharedInformerFactory {
             });
             informer
         })
+        .0
     }
 
     /// The shared metadata-only informer of a typed resource: caches `PartialObjectMeta<K>`
@@ -343,28 +468,30 @@ impl SharedInformerFactory {
         let (config, ns) = self.config_for::<PartialObjectMeta<K>>(&InformerOptions::default());
         let res = resource_id::<K>(&dt);
         let key = self.key::<PartialObjectMeta<K>>(res, true, &config, &ns);
-        let name = format!("{} (metadata)", K::plural(&dt));
         let client = self.inner.client.clone();
-        self.get_or_insert(key, name, || {
+        let resync = config.resync;
+        self.get_or_insert(key, None, resync, || {
             SharedIndexInformer::new(
                 MetadataListerWatcher::<K>::new(client, ns.as_deref(), &dt),
                 config,
             )
         })
+        .0
     }
 
-    /// Every informer with its resource name (a copy, so no lock is held while awaiting).
-    fn entries(&self) -> Vec<(String, Arc<dyn AnyInformer>)> {
+    /// Every informer with its identity (a copy, so no lock is held while awaiting).
+    fn entries(&self) -> Vec<(InformerId, Arc<dyn AnyInformer>)> {
         self.inner
             .informers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|(_, e)| (e.name.clone(), Arc::clone(&e.informer)))
+            .map(|(k, e)| (k.id.clone(), Arc::clone(&e.informer)))
             .collect()
     }
 
-    /// Starts every informer not started yet (idempotent, X3).
+    /// Starts every informer not started yet (idempotent, X3). An informer that fails to start
+    /// stays idle with its handlers and is started by the next call.
     pub fn start(&self) -> Result<(), InformerError> {
         if let Ok(mut s) = self.inner.started.lock() {
             *s = true;
@@ -375,8 +502,10 @@ impl SharedInformerFactory {
         Ok(())
     }
 
-    /// Waits until every started informer synced or `timeout` passed; reports per resource (X3).
-    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> BTreeMap<String, bool> {
+    /// Waits until every started informer synced or `timeout` passed; reports per informer
+    /// identity (X3), so two informers of one kind (two namespaces, two selectors) each have
+    /// their entry.
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> BTreeMap<InformerId, bool> {
         let informers = self.entries();
         let waits = informers.iter().map(|(_, i)| {
             let w = i.wait();
@@ -387,13 +516,16 @@ impl SharedInformerFactory {
         join_all(waits).await;
         informers
             .into_iter()
-            .map(|(name, i)| (name, i.has_synced()))
+            .map(|(id, i)| (id, i.has_synced()))
             .collect()
     }
 
-    /// Shuts every informer down and waits for them (X3, P9).
-    pub async fn shutdown(&self) {
-        join_all(self.entries().iter().map(|(_, i)| i.shutdown())).await;
+    /// Shuts every informer down and waits for them (X3, P9); what each shutdown did, per
+    /// informer.
+    pub async fn shutdown(&self) -> BTreeMap<InformerId, ShutdownReport> {
+        let entries = self.entries();
+        let reports = join_all(entries.iter().map(|(_, i)| i.shutdown())).await;
+        entries.into_iter().map(|(id, _)| id).zip(reports).collect()
     }
 
     /// How many distinct informers the factory holds.
@@ -409,6 +541,13 @@ impl SharedInformerFactory {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Logs a resync conflict (X2) and hands it back.
+fn report_conflict(c: ResyncConflict) -> ResyncConflict {
+    tracing::warn!(informer = %c.informer, requested = ?c.requested, existing = ?c.existing,
+        "resync asked for an informer that already exists; not applied (X2)");
+    c
 }
 
 fn mut_inner(f: &mut SharedInformerFactory) -> &mut FactoryInner {

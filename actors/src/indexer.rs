@@ -200,21 +200,17 @@ impl<K: InformerObject> Handler<AddIndexers<K>> for Indexer<K> {
 }
 
 impl<K: InformerObject> Handler<Stop> for Indexer<K> {
-    type Result = AtomicResponse<Self, ()>;
+    type Result = ();
 
-    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
+    /// Shutdown (P9): the assembly has already stopped the listeners directly (a `Block`
+    /// listener waiting on its handler would otherwise hold this message behind a batch); any
+    /// listener still running is told to stop, without waiting for it.
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         self.timer.cancel(ctx);
-        for id in self.listeners.keys() {
-            self.processor.remove_listener(*id);
+        for (id, listener) in std::mem::take(&mut self.listeners) {
+            self.processor.remove_listener(id);
+            let _ = listener.stop.try_send(Stop);
         }
-        let listeners = std::mem::take(&mut self.listeners);
-        let listeners: Vec<_> = listeners.into_values().map(|l| l.stop).collect();
-        AtomicResponse::new(Box::pin(
-            async move {
-                join_all(listeners.iter().map(|l| l.send(Stop))).await;
-            }
-            .into_actor(self)
-            .map(|_, _, ctx| ctx.stop()),
-        ))
+        ctx.stop();
     }
 }

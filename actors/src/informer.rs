@@ -27,7 +27,7 @@ use crate::{
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler},
     health::{ReflectorHealth, ReflectorStatus},
     lister_watcher::{KubeListerWatcher, ListerWatcher},
-    messages::{AddIndexers, AddListener, Notify, RemoveListener},
+    messages::{AddIndexers, AddListener, Notify, RemoveListener, Stop},
     object::InformerObject,
     sink::HandlerKind,
     stats::{FifoStatus, IndexerStatus, ListenerStats},
@@ -324,9 +324,10 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 State::Stopped => return Err(InformerError::ShutDown),
                 State::Running(r) => {
                     let kind = Arc::clone(&self.inner.kind);
-                    let listener =
+                    let (listener, handle) =
                         assembly::start_listener(&r.pipeline, handler, config, stats, kind, id)
-                            .map_err(InformerError::Spawn)?;
+                            .map_err(|(e, _)| InformerError::Spawn(e))?;
+                    r.listeners.insert(id, handle);
                     (r.indexer.clone(), listener)
                 }
             }
@@ -352,9 +353,22 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                     return Ok(idle.handlers.len() != before);
                 }
                 State::Stopped => return Ok(false),
-                State::Running(r) => r.indexer.clone(),
+                State::Running(r) => (r.indexer.clone(), r.listeners.remove(&id)),
             }
         };
+        let (indexer, listener) = indexer;
+        // The listener is stopped directly first: the indexer's mailbox may hold a batch that
+        // waits for this very listener (`Block`), which its stop releases.
+        if let Some(l) = listener {
+            let stopped = l.stop.send(Stop);
+            if wait {
+                let _ = stopped.await;
+            } else {
+                actix::spawn(async move {
+                    let _ = stopped.await;
+                });
+            }
+        }
         Ok(indexer.send(RemoveListener { id, wait }).await?)
     }
 
@@ -375,22 +389,46 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 };
             }
         };
-        *state = State::Running(Box::new(assembly::start(&self.inner, *idle)?));
-        Ok(())
+        match assembly::start(&self.inner, idle) {
+            Ok(running) => {
+                *state = State::Running(Box::new(running));
+                Ok(())
+            }
+            Err((e, idle)) => {
+                // Nothing was consumed: the informer stays idle, handlers included (X3).
+                *state = State::Idle(idle);
+                Err(e)
+            }
+        }
     }
 
-    /// Stops every actor, lets each handler finish its current notification, and joins all
-    /// threads (P9). Idempotent. The cache stays readable through listers.
-    pub async fn shutdown(&self) {
+    /// Stops every actor and joins the informer's threads (P9). Each handler's backlog is
+    /// dropped and counted ([`ListenerStats::dropped`]); shutdown waits only for each handler's
+    /// current notification, at most [`InformerConfig::shutdown_timeout`]; handlers still busy
+    /// then are named in the report. Idempotent (later calls report nothing). The cache stays
+    /// readable through listers.
+    pub async fn shutdown(&self) -> ShutdownReport {
         let running = {
             let mut state = self.state();
             match std::mem::replace(&mut *state, State::Stopped) {
                 State::Running(r) => r,
-                _ => return,
+                _ => return ShutdownReport::default(),
             }
         };
-        running.shutdown().await;
+        running
+            .shutdown(&self.inner.kind, self.inner.config.shutdown_timeout)
+            .await
     }
+}
+
+/// What [`SharedIndexInformer::shutdown`] did to the handlers running at that moment (P9).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Handlers (by listener name) still inside a callback when the shutdown timeout ran
+    /// out; their threads finish that callback alone and run nothing more.
+    pub unfinished: Vec<String>,
+    /// Notifications accepted by the handlers' listeners but never delivered (their backlog).
+    pub dropped: u64,
 }
 
 /// One registered handler (P5): its own `has_synced`, its counters, and `remove`.
@@ -440,5 +478,79 @@ impl<K: InformerObject> HandlerRegistration<K> {
     /// handlers are not held up meanwhile.
     pub async fn shut_down(&self) -> Result<bool, InformerError> {
         self.informer.remove_handler(self.id, true).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        sync::atomic::AtomicU64,
+        time::{Duration, Instant},
+    };
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kinformer::notification::Notification;
+    use kube::api::{Api, PostParams};
+
+    use super::*;
+    use crate::{assembly::FAIL_NEXT_START, handler::handler_fn};
+
+    /// X3: a start that fails (here: its arbiters, through the test seam, after the handler
+    /// threads were spawned) consumes nothing; the retry starts every handler registered
+    /// before it, and they hear about the objects.
+    #[actix::test]
+    async fn failed_start_is_retried_with_every_handler_kept() {
+        let sim = kinformer_sim::Sim::start(Default::default())
+            .await
+            .expect("sim");
+        let client = sim.client();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "a");
+        for i in 0..3 {
+            let mut p = Pod::default();
+            p.metadata.name = Some(format!("p{i}"));
+            pods.create(&PostParams::default(), &p).await.expect("pod");
+        }
+        let informer = SharedIndexInformer::<Pod>::all(client);
+        let adds = Arc::new(AtomicU64::new(0));
+        let a = Arc::clone(&adds);
+        let thread_reg = informer
+            .add_event_handler(handler_fn(move |n: &Notification<Pod>| {
+                if matches!(n, Notification::Add { .. }) {
+                    a.fetch_add(1, Ordering::SeqCst);
+                }
+            }))
+            .await
+            .expect("handler");
+        let queue = crate::WorkQueue::<kinformer::ObjectKey>::new();
+        let sink_reg = informer
+            .add_key_sink(queue.clone(), None, ListenerConfig::default())
+            .await
+            .expect("sink");
+
+        FAIL_NEXT_START.with(|f| f.set(true));
+        assert!(
+            matches!(informer.start(), Err(InformerError::Spawn(_))),
+            "the injected failure"
+        );
+        assert!(!informer.is_running(), "still idle");
+        match &*informer.state() {
+            State::Idle(idle) => {
+                let ids: Vec<u64> = idle.handlers.iter().map(|h| h.id).collect();
+                assert_eq!(ids, vec![thread_reg.id(), sink_reg.id()], "handlers kept");
+            }
+            _ => panic!("not idle after a failed start"),
+        }
+
+        informer.start().expect("the retry starts");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(adds.load(Ordering::SeqCst) == 3 && queue.len() == 3) {
+            assert!(
+                Instant::now() < deadline,
+                "handlers registered before the failed start hear the pods"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(thread_reg.has_synced() && sink_reg.has_synced());
+        informer.shutdown().await;
     }
 }

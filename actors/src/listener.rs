@@ -22,6 +22,15 @@ use crate::{
     waiters::Waiters,
 };
 
+/// A listener's name: its config's, or `<kind>-handler-<id>`.
+pub(crate) fn listener_name(config: &ListenerConfig, kind: &str, id: u64) -> Arc<str> {
+    config
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{kind}-handler-{id}"))
+        .into()
+}
+
 /// The ProcessorListener actor.
 pub(crate) struct ProcessorListener<K: InformerObject> {
     name: Arc<str>,
@@ -39,19 +48,16 @@ pub(crate) struct ProcessorListener<K: InformerObject> {
 }
 
 impl<K: InformerObject> ProcessorListener<K> {
-    /// A listener delivering to `handler`. Spawns the handler thread when there is one.
+    /// A listener delivering to `handler`. Spawns the handler thread when there is one; the
+    /// handler reaches it when the actor starts. On failure the handler is handed back.
     pub(crate) fn new(
         handler: HandlerKind<K>,
         config: ListenerConfig,
         stats: Arc<ListenerStats>,
         kind: Arc<str>,
         id: u64,
-    ) -> std::io::Result<Self> {
-        let name: Arc<str> = config
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("{kind}-handler-{id}"))
-            .into();
+    ) -> Result<Self, (std::io::Error, HandlerKind<K>)> {
+        let name = listener_name(&config, &kind, id);
         let sink = Sink::new(handler, config.policy, &stats, &name, &kind)?;
         let tracker = Arc::clone(&stats.sync);
         let buffer = match config.policy {
@@ -69,6 +75,12 @@ impl<K: InformerObject> ProcessorListener<K> {
             stop_waiters: Waiters::default(),
             stats,
         })
+    }
+
+    /// The handler of a listener never started (a start that failed), with its options.
+    pub(crate) fn into_handler(self) -> Option<(HandlerKind<K>, ListenerConfig)> {
+        let config = self.config;
+        self.sink.take_back().map(|h| (h, config))
     }
 
     fn accept(&mut self, p: Delivery<K>) {
@@ -143,6 +155,7 @@ impl<K: InformerObject> Actor for ProcessorListener<K> {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(16);
+        self.sink.arm();
     }
 }
 

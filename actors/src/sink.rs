@@ -40,6 +40,12 @@ pub(crate) enum HandlerKind<K: InformerObject> {
     Keys(Arc<dyn EnqueueKeys>, Option<KeyMapper<K>>),
 }
 
+/// A handler not yet handed to its (already spawned) thread: see [`Sink::arm`].
+type Pending<K> = (
+    oneshot::Sender<Box<dyn ResourceEventHandler<K>>>,
+    Box<dyn ResourceEventHandler<K>>,
+);
+
 /// Where a listener delivers.
 pub(crate) enum Sink<K: InformerObject> {
     /// A handler on its own thread.
@@ -47,6 +53,9 @@ pub(crate) enum Sink<K: InformerObject> {
         tx: Option<mpsc::Sender<Delivery<K>>>,
         abort: Arc<AtomicBool>,
         exited: Option<oneshot::Receiver<()>>,
+        /// The handler, until [`Sink::arm`] hands it to the thread: a start that fails after
+        /// this thread was spawned takes it back ([`Sink::take_back`]), so nothing is lost.
+        pending: Option<Pending<K>>,
     },
     /// A user's actor.
     Recipient(Recipient<Notify<K>>),
@@ -69,14 +78,16 @@ pub(crate) enum Offered {
 }
 
 impl<K: InformerObject> Sink<K> {
-    /// The sink for `handler`; spawns the handler's thread when there is one.
+    /// The sink for `handler`; spawns the handler's thread when there is one (the handler
+    /// itself reaches the thread only at [`arm`](Self::arm)). On failure the handler is
+    /// handed back with the error.
     pub(crate) fn new(
         handler: HandlerKind<K>,
         policy: OverflowPolicy,
         stats: &Arc<ListenerStats>,
         name: &Arc<str>,
         kind: &Arc<str>,
-    ) -> std::io::Result<Self> {
+    ) -> Result<Self, (std::io::Error, HandlerKind<K>)> {
         Ok(match handler {
             HandlerKind::Handler(h) => {
                 // Coalesce keeps the channel at one so that waiting notifications stay mergeable.
@@ -87,19 +98,30 @@ impl<K: InformerObject> Sink<K> {
                 let (tx, rx) = mpsc::channel(cap);
                 let abort = Arc::new(AtomicBool::new(false));
                 let (exit_tx, exit_rx) = oneshot::channel();
+                let (handler_tx, handler_rx) = oneshot::channel();
                 let (s, a, n, k) = (
                     Arc::clone(stats),
                     Arc::clone(&abort),
                     Arc::clone(name),
                     Arc::clone(kind),
                 );
-                std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name(format!("kinformer-{name}"))
-                    .spawn(move || thread_loop(rx, h, s, a, exit_tx, n, k))?;
+                    .spawn(move || {
+                        // Dropped unarmed (a failed start): exit without running anything.
+                        if let Ok(h) = handler_rx.blocking_recv() {
+                            thread_loop(rx, h, s, a, n, k);
+                        }
+                        let _ = exit_tx.send(());
+                    });
+                if let Err(e) = spawned {
+                    return Err((e, HandlerKind::Handler(h)));
+                }
                 Sink::Thread {
                     tx: Some(tx),
                     abort,
                     exited: Some(exit_rx),
+                    pending: Some((handler_tx, h)),
                 }
             }
             HandlerKind::Recipient(r) => Sink::Recipient(r),
@@ -107,20 +129,45 @@ impl<K: InformerObject> Sink<K> {
         })
     }
 
+    /// Hands the handler to its thread (once the listener runs).
+    pub(crate) fn arm(&mut self) {
+        if let Sink::Thread { pending, .. } = self
+            && let Some((to_thread, h)) = pending.take()
+        {
+            // The thread waits for it until this sender is dropped; it cannot have exited.
+            let _ = to_thread.send(h);
+        }
+    }
+
+    /// The handler of a sink never armed (a start that failed); its thread exits on its own.
+    pub(crate) fn take_back(self) -> Option<HandlerKind<K>> {
+        match self {
+            Sink::Thread { pending, .. } => pending.map(|(_, h)| HandlerKind::Handler(h)),
+            Sink::Recipient(r) => Some(HandlerKind::Recipient(r)),
+            Sink::Keys { sink, mapper } => Some(HandlerKind::Keys(sink, mapper)),
+        }
+    }
+
     /// Offers one notification; counts what is delivered inline or through a recipient.
     pub(crate) fn offer(&mut self, p: Delivery<K>, stats: &Arc<ListenerStats>) -> Offered {
         match self {
             Sink::Keys { sink, mapper } => {
-                match mapper {
+                // P7: a panic in the mapper or the sink is caught here, on the listener's
+                // actor, so the listener lives on and the next notification is delivered.
+                let result = catch_unwind(AssertUnwindSafe(|| match mapper {
                     Some(m) => {
                         for k in m(&p.key, &p.notification) {
                             sink.enqueue(k);
                         }
                     }
                     None => sink.enqueue(p.key.clone()),
+                }));
+                if result.is_err() {
+                    stats.sink_panics.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(key = %p.key, "key sink or key mapper panicked; notification skipped (P7)");
                 }
                 if p.initial {
-                    stats.sync.finished(true);
+                    stats.sync.finished(result.is_ok());
                 }
                 stats.delivered.fetch_add(1, Ordering::Relaxed);
                 Offered::Taken
@@ -136,6 +183,7 @@ impl<K: InformerObject> Sink<K> {
             Sink::Thread { tx: None, .. } => Offered::Gone,
             Sink::Recipient(r) => {
                 let initial = p.initial;
+                let key = p.key.clone();
                 let send = r.send(Notify {
                     key: p.key,
                     event: p.notification,
@@ -144,15 +192,21 @@ impl<K: InformerObject> Sink<K> {
                 let stats = Arc::clone(stats);
                 Offered::Later(Box::pin(async move {
                     let res = send.await;
-                    if res.is_err() {
-                        // The user's actor is gone; S3: the informer carries on.
-                        stats.panics.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = &res {
+                        // The user's actor is gone (stopped, or panicked and actix stopped it):
+                        // a state of its own, not a panic of this listener (S3). The informer and
+                        // the other handlers carry on.
+                        stats.undeliverable.fetch_add(1, Ordering::Relaxed);
+                        if !stats.recipient_gone.swap(true, Ordering::AcqRel) {
+                            tracing::warn!(key = %key, error = %e, "handler actor gone; its notifications are dropped (S3)");
+                        }
+                    } else {
+                        stats.delivered.fetch_add(1, Ordering::Relaxed);
                     }
                     if initial {
                         stats.sync.finished(res.is_ok());
                     }
-                    stats.delivered.fetch_add(1, Ordering::Relaxed);
-                    true
+                    res.is_ok()
                 }))
             }
         }
@@ -185,7 +239,6 @@ fn thread_loop<K: InformerObject>(
     mut handler: Box<dyn ResourceEventHandler<K>>,
     stats: Arc<ListenerStats>,
     abort: Arc<AtomicBool>,
-    exited: oneshot::Sender<()>,
     name: Arc<str>,
     kind: Arc<str>,
 ) {
@@ -213,5 +266,4 @@ fn thread_loop<K: InformerObject>(
             "handled",
         );
     }
-    let _ = exited.send(());
 }

@@ -121,6 +121,10 @@ pub struct ListenerStats {
     pub(crate) sync: Arc<SyncTracker>,
     pub(crate) dropped: AtomicU64,
     pub(crate) stopped: AtomicBool,
+    pub(crate) sink_panics: AtomicU64,
+    pub(crate) recipient_gone: AtomicBool,
+    pub(crate) undeliverable: AtomicU64,
+    pub(crate) stop_timed_out: AtomicBool,
 }
 
 impl ListenerStats {
@@ -136,6 +140,17 @@ impl ListenerStats {
         let dropped = self.received().saturating_sub(self.delivered());
         self.dropped.store(dropped, Ordering::Relaxed);
         self.stopped.store(true, Ordering::Release);
+    }
+
+    /// Shutdown stopped waiting for the handler's current callback (P9): everything accepted
+    /// but that callback is dropped (the handler runs nothing after it).
+    pub(crate) fn mark_timed_out(&self) {
+        let dropped = self
+            .received()
+            .saturating_sub(self.delivered())
+            .saturating_sub(1);
+        self.dropped.store(dropped, Ordering::Relaxed);
+        self.stop_timed_out.store(true, Ordering::Release);
     }
 
     /// Notifications accepted from the indexer.
@@ -179,5 +194,25 @@ impl ListenerStats {
     /// True once the listener stopped.
     pub fn stopped(&self) -> bool {
         self.stopped.load(Ordering::Acquire)
+    }
+    /// Notifications on which a key sink's `enqueue` or its key mapper panicked (P7): caught,
+    /// logged, and the next notification is delivered as usual.
+    pub fn sink_panics(&self) -> u64 {
+        self.sink_panics.load(Ordering::Relaxed)
+    }
+    /// True once the user's actor behind a `Recipient` handler was found gone (its mailbox
+    /// closed: it stopped or panicked); not a panic of this listener (S3).
+    pub fn recipient_gone(&self) -> bool {
+        self.recipient_gone.load(Ordering::Acquire)
+    }
+    /// Notifications that could not be handed to a gone recipient.
+    pub fn undeliverable(&self) -> u64 {
+        self.undeliverable.load(Ordering::Relaxed)
+    }
+    /// True when shutdown stopped waiting for this handler's current callback after the
+    /// informer's `shutdown_timeout` (P9): its thread is left to finish that callback alone and
+    /// then exits without running anything more.
+    pub fn stop_timed_out(&self) -> bool {
+        self.stop_timed_out.load(Ordering::Acquire)
     }
 }

@@ -338,10 +338,10 @@ impl DeploymentController {
                 .factory
                 .wait_for_cache_sync(left.min(Duration::from_secs(1)))
                 .await;
-            let pending: Vec<&str> = synced
+            let pending: Vec<String> = synced
                 .iter()
                 .filter(|(_, s)| !**s)
-                .map(|(n, _)| n.as_str())
+                .map(|(id, _)| id.to_string())
                 .collect();
             if pending.is_empty() {
                 tracing::info!(
