@@ -35,6 +35,8 @@ pub mod trace;
 pub mod workqueue;
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod pipeline_tests;
 
 pub use delta::{Delta, DeltaObject, DeltaType, Deltas};
