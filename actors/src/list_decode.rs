@@ -365,3 +365,207 @@ mod tests {
         );
     }
 }
+
+/// Fuzzing of the streaming LIST decoder (issue 9): arbitrary bytes and mutated valid lists,
+/// fed in random chunk sizes, never panic and always give `Ok` or a typed `kube::Error`; what
+/// is not JSON at all is always an error; a valid list decodes whole. The default case counts
+/// run in CI in seconds; `KINFORMER_FUZZ_CASES=100000` runs for minutes.
+#[cfg(test)]
+mod fuzz_tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use proptest::prelude::*;
+
+    fn cases(default: u32) -> u32 {
+        std::env::var("KINFORMER_FUZZ_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    }
+
+    thread_local! {
+        static RT: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+    }
+
+    fn decode(bytes: &[u8], chunk: usize) -> Result<DecodedList<Item<Pod>>, kube::Error> {
+        let chunks: Vec<Result<Vec<u8>, io::Error>> =
+            bytes.chunks(chunk.max(1)).map(|c| Ok(c.to_vec())).collect();
+        RT.with(|rt| {
+            rt.block_on(async move {
+                let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
+                let admit: Admit<Pod> = Box::new(|o, _| Some((Arc::new(o), TraceId::NONE)));
+                decode_list::<Pod>(Box::pin(reader), admit).await
+            })
+        })
+    }
+
+    /// A valid PodList with a few varied pods (labels, annotations, status, unicode, numbers).
+    fn valid_list(n: usize) -> String {
+        let items: Vec<serde_json::Value> = (0..n)
+            .map(|i| {
+                serde_json::json!({
+                    "metadata": {
+                        "name": format!("pod-{i}"), "namespace": "ns-é",
+                        "resourceVersion": format!("{}", 10 + i), "uid": format!("u-{i}"),
+                        "labels": {"app": "web", "i": i.to_string()},
+                        "annotations": {"a": "x\"y\\z\u{1F600}"},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                            "name": "rs", "uid": "r", "controller": true}]
+                    },
+                    "spec": {"containers": [{"name": "c", "image": "nginx",
+                        "ports": [{"containerPort": 80}],
+                        "resources": {"limits": {"cpu": "100m", "memory": "1Gi"}}}]},
+                    "status": {"phase": "Running", "podIP": "10.0.0.1",
+                        "conditions": [{"type": "Ready", "status": "True"}]}
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "kind": "PodList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "99", "continue": "tok"},
+            "items": items
+        })
+        .to_string()
+    }
+
+    /// One mutation of a byte string.
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        Flip(usize, u8),
+        Insert(usize, Vec<u8>),
+        Delete(usize, usize),
+        Truncate(usize),
+        Duplicate(usize, usize, usize),
+        /// Replaces a byte by a JSON-significant one (the likeliest to reach deep paths).
+        Structural(usize, u8),
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        let structural = prop::sample::select(b"{}[]\",:0-9.eE+ntfl\\u ".to_vec());
+        prop_oneof![
+            (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Mutation::Flip(i, b)),
+            (any::<usize>(), prop::collection::vec(any::<u8>(), 1..8))
+                .prop_map(|(i, b)| Mutation::Insert(i, b)),
+            (any::<usize>(), 1usize..32).prop_map(|(i, n)| Mutation::Delete(i, n)),
+            any::<usize>().prop_map(Mutation::Truncate),
+            (any::<usize>(), 1usize..64, any::<usize>())
+                .prop_map(|(i, n, at)| Mutation::Duplicate(i, n, at)),
+            (any::<usize>(), structural).prop_map(|(i, b)| Mutation::Structural(i, b)),
+        ]
+    }
+
+    fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
+        if bytes.is_empty() {
+            return;
+        }
+        let len = bytes.len();
+        match m {
+            Mutation::Flip(i, b) => bytes[i % len] ^= b | 1,
+            Mutation::Structural(i, b) => bytes[i % len] = *b,
+            Mutation::Insert(i, b) => {
+                let at = i % (len + 1);
+                bytes.splice(at..at, b.iter().copied());
+            }
+            Mutation::Delete(i, n) => {
+                let at = i % len;
+                bytes.drain(at..(at + n).min(len));
+            }
+            Mutation::Truncate(i) => bytes.truncate(i % len),
+            Mutation::Duplicate(i, n, at) => {
+                let from = i % len;
+                let seg: Vec<u8> = bytes[from..(from + n).min(len)].to_vec();
+                let at = at % (len + 1);
+                bytes.splice(at..at, seg);
+            }
+        }
+    }
+
+    /// The decoder's contract on any input: a typed result, and an error for anything that is
+    /// not one JSON value.
+    fn check(bytes: &[u8], chunk: usize) -> Result<(), TestCaseError> {
+        let got = decode(bytes, chunk);
+        if let Err(e) = &got {
+            prop_assert!(
+                matches!(e, kube::Error::SerdeError(_) | kube::Error::ReadEvents(_)),
+                "untyped error {e:?}"
+            );
+        }
+        if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() {
+            prop_assert!(
+                got.is_err(),
+                "not JSON, yet decoded: {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(512), ..ProptestConfig::default() })]
+
+        #[test]
+        fn fuzz_list_decode_arbitrary_bytes(
+            bytes in prop::collection::vec(any::<u8>(), 0..256),
+            chunk in 1usize..64,
+        ) {
+            check(&bytes, chunk)?;
+        }
+
+        #[test]
+        fn fuzz_list_decode_mutated_lists(
+            n in 0usize..4,
+            muts in prop::collection::vec(mutation(), 1..6),
+            chunk in 1usize..512,
+        ) {
+            let mut bytes = valid_list(n).into_bytes();
+            apply_all(&mut bytes, &muts);
+            check(&bytes, chunk)?;
+        }
+
+        #[test]
+        fn fuzz_list_decode_valid_lists_decode_whole(n in 0usize..6, chunk in 1usize..512) {
+            let l = decode(valid_list(n).as_bytes(), chunk);
+            prop_assert!(l.is_ok(), "{:?}", l.err());
+            let l = l.map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(l.items.len(), n);
+            prop_assert_eq!(l.metadata.resource_version.as_deref(), Some("99"));
+        }
+    }
+
+    fn apply_all(bytes: &mut Vec<u8>, muts: &[Mutation]) {
+        for m in muts {
+            apply(bytes, m);
+        }
+    }
+
+    /// Hostile shapes found worth keeping as fixed cases: deep nesting, huge numbers, a BOM,
+    /// trailing data, an object where the list is, items of the wrong type, NUL bytes.
+    #[test]
+    fn fuzz_list_decode_hostile_inputs_are_typed_errors_or_lists() {
+        let deep = format!(
+            "{{\"items\":[{}{}]}}",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        let inputs: Vec<Vec<u8>> = vec![
+            deep.into_bytes(),
+            b"{\"items\":[{\"metadata\":{\"name\":\"a\",\"resourceVersion\":1e999}}]}".to_vec(),
+            b"\xEF\xBB\xBF{\"items\":[]}".to_vec(),
+            b"{\"items\":[]} {\"items\":[]}".to_vec(),
+            b"{\"items\":{\"metadata\":{}}}".to_vec(),
+            b"{\"items\":[{\"metadata\":{\"name\":\"\\u0000\"}}],\"items\":[]}".to_vec(),
+            b"{\"items\":[\"\\ud800\"]}".to_vec(),
+            b"{\"metadata\":{\"resourceVersion\":[]}}".to_vec(),
+            b"[]".to_vec(),
+            b"".to_vec(),
+            b"\0\0\0".to_vec(),
+        ];
+        for bytes in inputs {
+            for chunk in [1, 3, 4096] {
+                check(&bytes, chunk).unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    }
+}

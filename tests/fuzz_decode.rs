@@ -1,0 +1,343 @@
+//! Fuzzing of the watch-event decoding path (issue 9): arbitrary and mutated watch lines are
+//! decoded exactly as kube decodes a watch stream's lines (`serde_json::from_str::<WatchEvent<K>>`,
+//! falling back to a `Status`; EOF-truncated lines skipped), for a typed `Pod` and a
+//! `DynamicObject`, translated the way the reflector translates kube's events (a mirror of
+//! `reflector_io::convert`, which is crate-private: wrong-shaped objects dropped, decode and
+//! status errors become the machine's `WatchEvent::Error`), and fed to a watching
+//! `ReflectorMachine`. Nothing may panic; every undecodable line is a typed `kube::Error`; an
+//! ERROR event or a malformed line makes the machine back off (S1) with a retry time.
+//!
+//! CI runs a few hundred cases per target in seconds; for a long run:
+//!
+//! ```text
+//! KINFORMER_FUZZ_CASES=200000 cargo test -p kinformer-actors --test fuzz_decode
+//! ```
+//!
+//! The LIST decoder's fuzz targets are unit tests in `actors/src/list_decode.rs`
+//! (`list_decode::fuzz_tests`), the machines' in `src/fuzz_tests.rs`.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kinformer::{
+    TraceId,
+    reflector::{
+        ErrorKind, FifoCommand, INITIAL_EVENTS_END, ListPage, Phase, ReflectorConfig,
+        ReflectorEvent, ReflectorMachine, Request, RequestError, Versioned, WatchEvent,
+    },
+};
+use kube::{
+    api::{DynamicObject, WatchEvent as KubeWatchEvent},
+    core::Status,
+};
+use proptest::prelude::*;
+use serde::de::DeserializeOwned;
+
+fn cases(default: u32) -> u32 {
+    std::env::var("KINFORMER_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One line of a watch stream, decoded as kube-client 5 does (`Client::request_events`):
+/// `None` for a line kube skips (an EOF-truncated last line).
+fn kube_line<K: DeserializeOwned>(line: &[u8]) -> Option<Result<KubeWatchEvent<K>, kube::Error>> {
+    // LinesCodec yields UTF-8 lines; anything else is a read error.
+    let Ok(line) = std::str::from_utf8(line) else {
+        return Some(Err(kube::Error::ReadEvents(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))));
+    };
+    match serde_json::from_str::<KubeWatchEvent<K>>(line) {
+        Ok(ev) => Some(Ok(ev)),
+        Err(e) if e.is_eof() => None,
+        Err(e) => match serde_json::from_str::<Status>(line) {
+            Ok(status) => Some(Err(kube::Error::Api(status.boxed()))),
+            Err(_) => Some(Err(kube::Error::SerdeError(e))),
+        },
+    }
+}
+
+/// The reflector's translation of kube's events (mirrors `reflector_io::convert`/`classify`).
+fn convert<K>(ev: Result<KubeWatchEvent<K>, kube::Error>) -> Option<WatchEvent<(Arc<K>, TraceId)>> {
+    let admit = |o: K| (Arc::new(o), TraceId(1));
+    Some(match ev {
+        Ok(KubeWatchEvent::Added(o)) => WatchEvent::Added(admit(o)),
+        Ok(KubeWatchEvent::Modified(o)) => WatchEvent::Modified(admit(o)),
+        Ok(KubeWatchEvent::Deleted(o)) => WatchEvent::Deleted(admit(o)),
+        Ok(KubeWatchEvent::Bookmark(b)) => WatchEvent::Bookmark {
+            initial_events_end: b
+                .metadata
+                .annotations
+                .get(INITIAL_EVENTS_END)
+                .is_some_and(|v| v == "true"),
+            resource_version: b.metadata.resource_version,
+        },
+        Ok(KubeWatchEvent::Error(s)) => {
+            WatchEvent::Error(RequestError::from_status(s.code, None, s.message.clone()))
+        }
+        Err(kube::Error::SerdeError(e)) if e.classify() == serde_json::error::Category::Data => {
+            return None;
+        }
+        Err(kube::Error::Api(s)) => {
+            let retry_after = s
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(u64::from(s)));
+            WatchEvent::Error(RequestError::from_status(
+                s.code,
+                retry_after,
+                s.message.clone(),
+            ))
+        }
+        Err(kube::Error::SerdeError(e)) => {
+            WatchEvent::Error(RequestError::new(ErrorKind::Decode, e.to_string()))
+        }
+        Err(e) => WatchEvent::Error(RequestError::new(ErrorKind::Transport, e.to_string())),
+    })
+}
+
+/// A machine with a watch open (after a LIST at RV 10), as the reflector has it when it reads
+/// watch lines.
+fn watching<T: Versioned>(t0: Instant, watch_list: bool) -> ReflectorMachine<T> {
+    let config = ReflectorConfig {
+        watch_list,
+        ..ReflectorConfig::default()
+    };
+    let mut m = ReflectorMachine::new(config, Default::default(), 3);
+    match m.poll_request(t0) {
+        Some(Request::List(_)) => {
+            m.handle_list_page(
+                t0,
+                ListPage {
+                    items: Vec::new(),
+                    resource_version: "10".into(),
+                    continue_token: None,
+                },
+            );
+            while m.poll_output().is_some() {}
+            assert!(matches!(m.poll_request(t0), Some(Request::Watch(_))));
+        }
+        Some(Request::Watch(_)) => {}
+        None => panic!("a fresh machine asks for a request"),
+    }
+    m.handle_watch_opened(t0);
+    m
+}
+
+/// Decodes `lines` as kube would, feeds them to a watching machine in one group and checks the
+/// machine's answer.
+fn feed<K>(lines: &[Vec<u8>], watch_list: bool) -> Result<(), TestCaseError>
+where
+    K: DeserializeOwned + kube::Resource,
+{
+    let t0 = Instant::now();
+    let mut m = watching::<(Arc<K>, TraceId)>(t0, watch_list);
+    let mut events = Vec::new();
+    for line in lines {
+        if let Some(ev) = kube_line::<K>(line) {
+            if let Err(e) = &ev {
+                prop_assert!(
+                    matches!(
+                        e,
+                        kube::Error::SerdeError(_)
+                            | kube::Error::Api(_)
+                            | kube::Error::ReadEvents(_)
+                    ),
+                    "untyped error {e:?}"
+                );
+            }
+            if let Some(ev) = convert(ev) {
+                events.push(ev);
+            }
+        }
+    }
+    let has_error = events.iter().any(|e| matches!(e, WatchEvent::Error(_)));
+    let now = t0 + Duration::from_millis(5);
+    m.handle_watch_events(now, events);
+    while let Some(out) = m.poll_output() {
+        if let FifoCommand::Events { events, .. } = out {
+            prop_assert!(!events.is_empty(), "no empty Events command");
+        }
+    }
+    let mut failed_at = None;
+    while let Some(ev) = m.poll_event() {
+        if let ReflectorEvent::Failed { retry_at, .. } = ev {
+            failed_at = Some(retry_at);
+        }
+    }
+    if let Some(retry_at) = failed_at {
+        prop_assert!(!m.is_watching(), "a failed watch is abandoned");
+        prop_assert!(
+            matches!(m.phase(), Phase::BackingOff { .. }),
+            "S1: backing off"
+        );
+        prop_assert_eq!(m.poll_timeout(), Some(retry_at), "S1: the retry is timed");
+        prop_assert!(
+            m.poll_request(now).is_none(),
+            "R8: no request before the retry"
+        );
+        prop_assert!(
+            m.poll_request(retry_at).is_some(),
+            "a request once the backoff ends"
+        );
+    } else if !watch_list {
+        prop_assert!(!has_error || !m.is_watching(), "an ERROR ends the watch");
+    }
+    if m.is_watching() {
+        prop_assert!(m.poll_timeout().is_some(), "a watch has an idle deadline");
+    }
+    Ok(())
+}
+
+/// Valid watch lines of every type (pods; a dynamic object decodes them too).
+fn valid_lines() -> Vec<String> {
+    let pod = |rv: u32, name: &str| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string(),
+                "uid": "u", "labels": {"a": "b"}, "annotations": {"x": "y\u{e9}"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}
+        })
+    };
+    let ev =
+        |t: &str, o: serde_json::Value| serde_json::json!({"type": t, "object": o}).to_string();
+    vec![
+        ev("ADDED", pod(11, "a")),
+        ev("MODIFIED", pod(12, "a")),
+        ev("DELETED", pod(13, "a")),
+        ev(
+            "BOOKMARK",
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"resourceVersion": "14", "annotations": {INITIAL_EVENTS_END: "true"}}}),
+        ),
+        ev(
+            "BOOKMARK",
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"resourceVersion": "15"}}),
+        ),
+        ev(
+            "ERROR",
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": "too old resource version", "reason": "Expired", "code": 410}),
+        ),
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "slow down", "reason": "TooManyRequests", "code": 429,
+            "details": {"retryAfterSeconds": 3}})
+        .to_string(),
+        ev(
+            "ADDED",
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "resourceVersion": "16"}, "data": {"k": "v"}}),
+        ),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip(usize, u8),
+    Structural(usize, u8),
+    Insert(usize, Vec<u8>),
+    Delete(usize, usize),
+    Truncate(usize),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let structural = prop::sample::select(b"{}[]\",:0-9.eE+ntfl\\u ".to_vec());
+    prop_oneof![
+        (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Mutation::Flip(i, b)),
+        (any::<usize>(), structural).prop_map(|(i, b)| Mutation::Structural(i, b)),
+        (any::<usize>(), prop::collection::vec(any::<u8>(), 1..8))
+            .prop_map(|(i, b)| Mutation::Insert(i, b)),
+        (any::<usize>(), 1usize..24).prop_map(|(i, n)| Mutation::Delete(i, n)),
+        any::<usize>().prop_map(Mutation::Truncate),
+    ]
+}
+
+fn mutate(mut bytes: Vec<u8>, muts: &[Mutation]) -> Vec<u8> {
+    for m in muts {
+        let len = bytes.len();
+        if len == 0 {
+            break;
+        }
+        match m {
+            Mutation::Flip(i, b) => bytes[i % len] ^= b | 1,
+            Mutation::Structural(i, b) => bytes[i % len] = *b,
+            Mutation::Insert(i, b) => {
+                let at = i % (len + 1);
+                bytes.splice(at..at, b.iter().copied());
+            }
+            Mutation::Delete(i, n) => {
+                let at = i % len;
+                bytes.drain(at..(at + n).min(len));
+            }
+            Mutation::Truncate(i) => bytes.truncate(i % len),
+        }
+    }
+    bytes
+}
+
+/// A group of lines: valid ones (by index) possibly mutated, or arbitrary bytes.
+fn lines() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    let n = valid_lines().len();
+    let line = prop_oneof![
+        3 => (0..n, prop::collection::vec(mutation(), 0..4))
+            .prop_map(|(i, muts)| mutate(valid_lines()[i].clone().into_bytes(), &muts)),
+        1 => prop::collection::vec(any::<u8>(), 0..96),
+    ];
+    prop::collection::vec(line, 1..8)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(512), ..ProptestConfig::default() })]
+
+    #[test]
+    fn fuzz_watch_lines_typed_pod(lines in lines(), watch_list in any::<bool>()) {
+        feed::<Pod>(&lines, watch_list)?;
+    }
+
+    #[test]
+    fn fuzz_watch_lines_dynamic_object(lines in lines(), watch_list in any::<bool>()) {
+        feed::<DynamicObject>(&lines, watch_list)?;
+    }
+}
+
+/// Fixed hostile lines kept as regression cases: an ERROR without a Status, a Status with a
+/// huge Retry-After, an unknown event type, a deleted object without metadata, an RV that is
+/// not a number, deep nesting, a BOM.
+#[test]
+fn fuzz_watch_lines_hostile_fixed_cases() {
+    let deep = format!(
+        r#"{{"type":"ADDED","object":{}1{}}}"#,
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    let fixed: Vec<&[u8]> = vec![
+        br#"{"type":"ERROR","object":{}}"#,
+        br#"{"type":"ERROR","object":null}"#,
+        br#"{"kind":"Status","code":429,"details":{"retryAfterSeconds":2147483647}}"#,
+        br#"{"type":"ERROR","object":{"kind":"Status","code":429,"details":{"retryAfterSeconds":2147483647}}}"#,
+        br#"{"type":"RENAMED","object":{"metadata":{"name":"a"}}}"#,
+        br#"{"type":"DELETED","object":{}}"#,
+        br#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"-1"}}}"#,
+        br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":""}}}"#,
+        br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#,
+        b"\xEF\xBB\xBF{\"type\":\"ADDED\",\"object\":{}}",
+        deep.as_bytes(),
+        b"",
+        b"\xff\xfe",
+    ];
+    for line in &fixed {
+        for watch_list in [false, true] {
+            feed::<Pod>(&[line.to_vec()], watch_list).unwrap_or_else(|e| panic!("{e}"));
+            feed::<DynamicObject>(&[line.to_vec()], watch_list).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
