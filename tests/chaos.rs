@@ -25,7 +25,8 @@
 //! - one seed again (it is printed on failure): `KINFORMER_CHAOS_SEED=<n> cargo test -p
 //!   kinformer-actors --test chaos -- --nocapture`;
 //! - more seeds: `KINFORMER_CHAOS_SEEDS=<n>` (seeds `0..n`);
-//! - the soak (200 seeds, ten times the churn, several minutes):
+//! - the soak (200 seeds, ten times the churn and faults per seed; about 7 s a seed, so some
+//!   25 minutes on 2 cores):
 //!   `cargo test -p kinformer-actors --test chaos -- --ignored --nocapture soak`
 //!   (`KINFORMER_CHAOS_SEEDS` / `KINFORMER_CHAOS_SEED` apply to it too).
 //!
@@ -938,9 +939,10 @@ async fn chaos_converges_under_random_faults() {
     suite(20, DEFAULT).await;
 }
 
-/// The soak: 200 seeds, ten times the churn and the faults. See the top of the file.
+/// The soak: 200 seeds, ten times the churn and the faults (about 25 minutes). See the top of
+/// the file.
 #[actix::test]
-#[ignore = "soak: several minutes; run with --ignored"]
+#[ignore = "soak: about 25 minutes; run with --ignored"]
 async fn chaos_soak() {
     suite(200, SOAK).await;
 }
