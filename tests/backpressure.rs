@@ -40,17 +40,58 @@ fn slow_view(delay: Duration) -> (View, impl kinformer_actors::ResourceEventHand
     )
 }
 
+/// A handler can be held inside its callback until the test lets it go: a deterministic "slow".
+#[derive(Clone, Default)]
+struct Gate(Arc<(std::sync::Mutex<GateState>, std::sync::Condvar)>);
+
+#[derive(Default)]
+struct GateState {
+    closed: bool,
+    inside: bool,
+}
+
+impl Gate {
+    fn set(&self, closed: bool) {
+        let (st, cv) = &*self.0;
+        st.lock().unwrap().closed = closed;
+        cv.notify_all();
+    }
+    /// True while a callback is held at the gate.
+    fn holding(&self) -> bool {
+        self.0.0.lock().unwrap().inside
+    }
+    /// Called by the handler: waits while the gate is closed.
+    fn pass(&self) {
+        let (st, cv) = &*self.0;
+        let mut g = st.lock().unwrap();
+        while g.closed {
+            g.inside = true;
+            g = cv.wait(g).unwrap();
+        }
+        g.inside = false;
+    }
+}
+
 #[actix::test]
 async fn b3_coalesce_slow_handler_does_not_hold_up_a_fast_one() {
     let sim = sim().await;
     let client = sim.client();
     create_pods(&client, "a", KEYS).await;
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
-    let (slow, slow_handler) = slow_view(Duration::from_millis(50));
+    // The slow handler is held inside a callback for the whole churn. Its capacity is tiny, so
+    // a Coalesce listener that held up the indexer like Block would stall the fast one at once.
+    let gate = Gate::default();
+    let slow = View::default();
+    let (g, s2) = (gate.clone(), slow.clone());
     let slow_reg = informer
         .add_event_handler_with(
-            slow_handler,
-            ListenerConfig::default().policy(OverflowPolicy::Coalesce),
+            handler_fn(move |n: &Notification<Pod>| {
+                g.pass();
+                s2.apply(n);
+            }),
+            ListenerConfig::default()
+                .policy(OverflowPolicy::Coalesce)
+                .capacity(2),
         )
         .await
         .unwrap();
@@ -68,32 +109,47 @@ async fn b3_coalesce_slow_handler_does_not_hold_up_a_fast_one() {
         .await
         .unwrap();
     watching(&sim).await;
-    churn(&client).await;
-    let truth = server_pods(&client).await;
-    eventually("the fast handler saw every change", || {
-        fast.snapshot() == truth
+    eventually("both handlers saw the initial list", || {
+        slow.seen() == KEYS as u64 && fast.seen() == KEYS as u64
     })
     .await;
-    let total = (KEYS + KEYS * ROUNDS) as u64;
+    gate.set(true);
+    touch_pod(&client, "a", "pod-0", "held").await;
+    eventually("the slow handler is held inside a callback", || {
+        gate.holding()
+    })
+    .await;
+    churn(&client).await;
+    let truth = server_pods(&client).await;
+    let total = (KEYS + 1 + KEYS * ROUNDS) as u64;
+    eventually(
+        "the fast handler saw every change while the slow one was held",
+        || fast.snapshot() == truth && fast.seen() == total,
+    )
+    .await;
     assert_eq!(
-        fast.seen(),
-        total,
-        "the fast handler got every notification"
-    );
-    assert!(
-        slow.seen() < total,
-        "the slow handler was not waited for: it had handled {} of {total} when the fast one finished",
-        slow.seen()
+        slow.seen(),
+        KEYS as u64,
+        "the slow handler was still inside its callback"
     );
     assert!(
         slow_reg.stats().peak_buffered() <= KEYS as u64,
         "B3: buffered ≤ keys, was {}",
         slow_reg.stats().peak_buffered()
     );
+    gate.set(false);
     eventually("the slow handler converges to the final state", || {
         slow.snapshot() == truth
     })
     .await;
+    // After the initial list: the held notification, one in the handler thread's channel
+    // (capacity 1 under Coalesce), one in the send awaiting that channel, then at most one
+    // merged notification per key.
+    assert!(
+        slow.seen() <= (KEYS + 3 + KEYS) as u64,
+        "Coalesce merged per key: {} notifications of {total}",
+        slow.seen()
+    );
     assert!(slow.anomalies().is_empty(), "{:?}", slow.anomalies());
     informer.shutdown().await;
 }

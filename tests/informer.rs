@@ -193,17 +193,42 @@ async fn s1_malformed_watch_line_restarts_and_loses_nothing() {
     let view = View::default();
     let informer = started(&sim, &view).await;
     watching(&sim).await;
+    let restarts = informer.health().restarts;
+    let watches = sim.requests().count("pods", Verb::Watch);
+    // The bad line precedes the first of several events written back to back, so events are
+    // in flight behind it when the reflector meets it.
     sim.faults().malformed_next_event();
-    create_pods(&client, "m", 2).await;
+    create_pods(&client, "m", 5).await;
     let truth = server_pods(&client).await;
-    eventually("cache has every pod despite the bad line", || {
-        cache_pods(&informer) == truth
-    })
+    eventually(
+        "cache and handler have every pod despite the bad line",
+        || cache_pods(&informer) == truth && view.snapshot() == truth,
+    )
     .await;
-    assert!(
-        sim.faults().counters().malformed_events >= 1,
+    assert_eq!(
+        sim.faults().counters().malformed_events,
+        1,
         "the fault happened"
     );
+    let health = informer.health();
+    assert!(
+        health.restarts > restarts,
+        "S1: a malformed line restarts the reflector: {health:?}"
+    );
+    assert!(
+        health
+            .last_error
+            .as_ref()
+            .is_some_and(|(_, e)| e.contains("malformed event")),
+        "the decode error is the one recorded: {health:?}"
+    );
+    assert!(
+        sim.requests().count("pods", Verb::Watch) > watches,
+        "the watch was reopened"
+    );
+    assert_eq!(health.lists, 1, "resumed from the last RV: no relist");
+    assert_eq!(view.seen(), 3 + 5, "each pod notified once");
+    assert!(view.anomalies().is_empty(), "{:?}", view.anomalies());
     informer.shutdown().await;
 }
 
@@ -335,6 +360,36 @@ async fn p6_p3_resync_reaches_only_handlers_that_asked() {
     informer.shutdown().await;
 }
 
+/// A handler can be held inside its callback until the test lets it go.
+#[derive(Clone, Default)]
+struct Gate(Arc<(std::sync::Mutex<(bool, bool)>, std::sync::Condvar)>);
+
+impl Gate {
+    /// Closes (`true`) or opens the gate.
+    fn set(&self, closed: bool) {
+        let (st, cv) = &*self.0;
+        st.lock().unwrap().0 = closed;
+        cv.notify_all();
+    }
+    /// True while a callback is held at the gate.
+    fn holding(&self) -> bool {
+        self.0.0.lock().unwrap().1
+    }
+    /// Called by the handler: waits while the gate is closed; true if it had to wait.
+    fn pass(&self) -> bool {
+        let (st, cv) = &*self.0;
+        let mut g = st.lock().unwrap();
+        let mut held = false;
+        while g.0 {
+            held = true;
+            g.1 = true;
+            g = cv.wait(g).unwrap();
+        }
+        g.1 = false;
+        held
+    }
+}
+
 #[actix::test]
 async fn p9_shutdown_stops_every_actor_and_closes_the_watch() {
     let sim = sim().await;
@@ -342,18 +397,55 @@ async fn p9_shutdown_stops_every_actor_and_closes_the_watch() {
     create_pods(&client, "a", 2).await;
     let view = View::default();
     let informer = started(&sim, &view).await;
+    // A second handler that will be inside a callback when shutdown starts.
+    let gate = Gate::default();
+    let held = View::default();
+    let (g, h2) = (gate.clone(), held.clone());
     let reg = informer
-        .add_event_handler(View::default().handler())
+        .add_event_handler(handler_fn(move |n: &Notification<Pod>| {
+            if g.pass() {
+                // The held notification's work, once released: long enough that a shutdown
+                // that did not wait for it would return first.
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            h2.apply(n);
+        }))
         .await
         .unwrap();
-    eventually("watch open", || sim.requests().open_watches() == 1).await;
-    informer.shutdown().await;
-    assert!(reg.stats().stopped(), "listener stopped");
-    assert!(!informer.is_running());
-    eventually("the server sees the watch closed", || {
-        sim.requests().open_watches() == 0
+    eventually("watch open, the late handler replayed", || {
+        sim.requests().open_watches() == 1 && held.seen() == 2
     })
     .await;
+    gate.set(true);
+    touch_pod(&client, "a", "pod-0", "in-flight").await;
+    eventually("the handler is inside its callback", || gate.holding()).await;
+    // Shutdown starts while the handler is mid-notification; the gate opens only once the
+    // shutdown is under way (the watch is closed), so a shutdown that did not wait for the
+    // callback would return before it finished.
+    let shut = async {
+        let report = informer.shutdown().await;
+        (held.seen(), gate.holding(), report)
+    };
+    let release = async {
+        eventually("the server sees the watch closed", || {
+            sim.requests().open_watches() == 0
+        })
+        .await;
+        gate.set(false);
+    };
+    let ((seen_at_return, holding_at_return, report), ()) = tokio::join!(shut, release);
+    assert!(
+        !holding_at_return && seen_at_return == 3,
+        "P9: shutdown returned only after the handler finished its current notification \
+         (seen {seen_at_return}, still held: {holding_at_return})"
+    );
+    assert!(
+        report.unfinished.is_empty(),
+        "no handler left unfinished: {report:?}"
+    );
+    assert!(reg.stats().stopped(), "listener stopped");
+    assert!(!informer.is_running());
+    assert_eq!(sim.requests().open_watches(), 0, "the watch is closed");
     assert_eq!(informer.lister().len(), 2, "the cache stays readable");
     informer.shutdown().await; // idempotent
 }
