@@ -720,6 +720,11 @@ impl<T: Versioned> ReflectorMachine<T> {
 
     /// A LIST page arrived.
     pub fn handle_list_page(&mut self, _now: Instant, page: ListPage<T>) {
+        if !matches!(self.state, State::Listing { .. }) {
+            // Not listing: a stray page is ignored (the driver only sends pages it asked for),
+            // and must not cancel a backoff.
+            return;
+        }
         let State::Listing {
             mut items,
             paged,
@@ -733,7 +738,7 @@ impl<T: Versioned> ReflectorMachine<T> {
             },
         )
         else {
-            // Not listing: a stray page is ignored (the driver only sends pages it asked for).
+            // Checked just above.
             return;
         };
         if items.is_empty() {
