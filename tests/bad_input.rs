@@ -563,7 +563,7 @@ async fn a_watch_never_answered_fails_at_the_clients_read_timeout_and_is_reopene
     )
     .await;
     let view = View::default();
-    let (informer, _) = informer_on(server.client(Some(Duration::from_secs(1))), &view).await;
+    let (informer, errors) = informer_on(server.client(Some(Duration::from_secs(1))), &view).await;
     synced(&informer).await;
     eventually("the reopened watch delivers", || {
         informer.lister().len() == 2
@@ -576,6 +576,11 @@ async fn a_watch_never_answered_fails_at_the_clients_read_timeout_and_is_reopene
         "both from the listed RV: {watches:?}"
     );
     assert_eq!(server.requests(false).len(), 1, "no relist");
+    let errors = errors.lock().unwrap().clone();
+    assert!(
+        errors.iter().any(|e| e.starts_with("watch pods failed")),
+        "opening the watch failed: {errors:?}"
+    );
     informer.shutdown().await;
 }
 
