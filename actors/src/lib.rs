@@ -101,12 +101,12 @@ pub mod workqueue;
 
 pub use config::{FifoConfig, InformerConfig, ListenerConfig, OverflowPolicy};
 pub use error::{InformerError, ReflectorError, WatchWarning};
-pub use factory::{InformerOptions, SharedInformerFactory};
+pub use factory::{InformerId, InformerOptions, ResyncConflict, SharedInformerFactory};
 pub use handler::{
     EnqueueKeys, FnHandler, KeyMapper, ResourceEventHandler, ResourceEventHandlerFuncs, handler_fn,
 };
 pub use health::{ReflectorHealth, ReflectorPhase};
-pub use informer::{HandlerRegistration, SharedIndexInformer};
+pub use informer::{HandlerRegistration, SharedIndexInformer, ShutdownReport};
 pub use lister_watcher::{KubeListerWatcher, ListerWatcher, MetadataListerWatcher};
 pub use messages::Notify;
 pub use object::InformerObject;
