@@ -688,8 +688,18 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         match fault {
             Fault::DropWatches => faults.drop_watches(),
             Fault::FailLists => {
+                let n = faults.counters().lists_failed;
                 faults.fail_next_lists(2, 500);
-                faults.expire_watches(); // a relist, so a list happens
+                // Lists happen on relists: expire the open watches until one was tried.
+                let end = Instant::now() + Duration::from_secs(3);
+                while faults.counters().lists_failed == n && Instant::now() < end {
+                    faults.expire_watches();
+                    driver.churn(5).await;
+                    within(Duration::from_millis(200), || {
+                        faults.counters().lists_failed > n
+                    })
+                    .await;
+                }
             }
             Fault::FailWatches => {
                 faults.fail_next_watches(2, 500);
@@ -796,7 +806,11 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         let open = within(DEADLINE, || sim.requests().open_watches() >= 3).await;
         assert!(
             open,
-            "seed {seed}: watches never reopened after the faults cleared"
+            "seed {seed}: watches never reopened after the faults cleared ({} open)\nhealth: pods {:?}\nconfigmaps {:?}\nwidgets {:?}",
+            sim.requests().open_watches(),
+            pods.informer.health(),
+            cms.informer.health(),
+            widgets.informer.health()
         );
         faults.expire_watches();
     }
