@@ -118,7 +118,8 @@ async fn drive<K: InformerObject>(
             Some(Request::List(req)) => {
                 let params = list_params(req);
                 let admit = admit_listed(cx);
-                match cx.lw.list_items(params, admit).await {
+                let timeout = m.config().request_timeout;
+                match within(timeout, cx.lw.list_items(params, admit)).await {
                     Ok(list) => m.handle_list_page(
                         Instant::now(),
                         ListPage {
@@ -138,7 +139,8 @@ async fn drive<K: InformerObject>(
             }
             Some(Request::Watch(req)) => {
                 let (params, rv) = watch_params(req);
-                match cx.lw.watch(params, rv).await {
+                let timeout = m.config().request_timeout;
+                match within(timeout, cx.lw.watch(params, rv)).await {
                     Ok(stream) => {
                         m.handle_watch_opened(Instant::now());
                         if let Some(until) = consume(cx, m, stream, &mut last_error).await? {
@@ -164,6 +166,19 @@ async fn drive<K: InformerObject>(
                 None => return Err(ReflectorError::Stuck),
             },
         }
+    }
+}
+
+/// `request` bounded by `timeout`: a server that never answers is a transport failure (R8).
+async fn within<T>(
+    timeout: std::time::Duration,
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(r) => r,
+        Err(_) => Err(kube::Error::Service(
+            format!("no answer within {timeout:?} (request_timeout)").into(),
+        )),
     }
 }
 

@@ -116,6 +116,16 @@ pub(crate) fn convert<K: InformerObject>(
             });
             WatchEvent::Error(e)
         }
+        // An event of a type kube does not know ("type":"BOGUS") comes out as a Status with
+        // code 0: skip it like client-go does, or a server replaying it would stall the watch.
+        Err(kube::Error::Api(s)) if s.code == 0 => {
+            cx.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
+            cx.warn(WatchWarning::UnexpectedObject {
+                resource: cx.resource.clone(),
+                detail: format!("watch event of an unknown type skipped: {}", s.message),
+            });
+            return None;
+        }
         Err(kube::Error::SerdeError(e)) if e.classify() == serde_json::error::Category::Data => {
             // Valid JSON, wrong shape or kind: not ours (R5). Dropped, reported, not cached.
             cx.status.dropped_objects.fetch_add(1, Ordering::Relaxed);

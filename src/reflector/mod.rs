@@ -128,6 +128,11 @@ pub struct ReflectorConfig {
     /// the backoff (R4). The API server bookmarks idle watches about once a minute, so the default
     /// (90 s) notices a dead connection within 90 s without reopening healthy quiet watches.
     pub idle_timeout: Duration,
+    /// How long the server may take to answer a LIST or a WATCH request (its response headers;
+    /// a LIST body being streamed and decoded is not cut). A request that takes longer is a
+    /// transport failure and backs off (R8). Default 30 s: a server that never answers is
+    /// noticed within half a minute instead of the HTTP client's read timeout (295 s in kube).
+    pub request_timeout: Duration,
     /// Most events put into one `Events` message (only events already decoded are batched).
     pub event_batch: usize,
     /// Label selector for list and watch.
@@ -145,6 +150,7 @@ impl Default for ReflectorConfig {
             watch_list_timeout: Duration::from_secs(60),
             min_watch_timeout: Duration::from_secs(145),
             idle_timeout: Duration::from_secs(90),
+            request_timeout: Duration::from_secs(30),
             event_batch: 256,
             label_selector: None,
             field_selector: None,
