@@ -84,6 +84,8 @@ fn convert<K>(ev: Result<KubeWatchEvent<K>, kube::Error>) -> Option<WatchEvent<(
         Err(kube::Error::SerdeError(e)) if e.classify() == serde_json::error::Category::Data => {
             return None;
         }
+        // An event of a type kube does not know comes out as a code-0 Status: skipped.
+        Err(kube::Error::Api(s)) if s.code == 0 => return None,
         Err(kube::Error::Api(s)) => {
             let retry_after = s
                 .details
