@@ -632,6 +632,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     cfg.backoff.initial = Duration::from_millis(2);
     cfg.backoff.max = Duration::from_millis(40);
     cfg.reflector.idle_timeout = Duration::from_millis(500);
+    cfg.reflector.request_timeout = Duration::from_secs(2);
     cfg.reflector.watch_list = watch_list;
     cfg.reflector.watch_list_timeout = Duration::from_millis(400);
     let mut kcfg = sim.kube_config();
