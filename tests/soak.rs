@@ -146,13 +146,22 @@ async fn soak_memory_is_flat() {
     samples.push(end);
 
     // Convergence after churn stops, so the run did work and the informer is still healthy.
+    // The churn finishes its operation in progress: wait for it, then compare with the server
+    // as it is now (re-read on every try).
     sim.faults().clear();
-    let mut server = server_pods(&client).await;
-    eventually("cache equals the server after the soak", || {
-        cache_pods(&informer) == server
-    })
-    .await;
-    server = server_pods(&client).await;
+    eventually("the churn stopped", || !churn.is_running()).await;
+    let deadline = Instant::now() + DEADLINE;
+    let server = loop {
+        let server = server_pods(&client).await;
+        if cache_pods(&informer) == server {
+            break server;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for: cache equals the server after the soak"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     for view in &views {
         let v = view.clone();
         eventually("every handler's view equals the server", || {
