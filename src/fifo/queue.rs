@@ -49,6 +49,33 @@ fn collapse_deletes<K>(last: &mut Delta<K>, delta: Delta<K>) -> Option<Delta<K>>
     }
 }
 
+/// F2 against a queued slot: collapses `delta` into the slot's newest delta when both are
+/// deletes (marking the slot initial if the collapsed delta was, and counting it in `initial`),
+/// or hands `delta` back.
+fn collapse_into<K>(
+    slot: Option<&mut Slot<K>>,
+    delta: Delta<K>,
+    initial: bool,
+    initial_count: &mut usize,
+) -> Result<Pushed, Delta<K>> {
+    let Some(slot) = slot else {
+        return Err(delta);
+    };
+    let Some(last) = slot.deltas.deltas.last_mut() else {
+        return Err(delta);
+    };
+    match collapse_deletes(last, delta) {
+        None => {
+            if initial && !slot.initial {
+                slot.initial = true;
+                *initial_count += 1;
+            }
+            Ok(Pushed::Collapsed)
+        }
+        Some(delta) => Err(delta),
+    }
+}
+
 /// What [`Queue::push`] did with a delta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Pushed {
@@ -118,21 +145,9 @@ impl<K> PerKeyQueue<K> {
                 .iter_mut()
                 .rev()
                 .find_map(|g| g.items.get_mut(&key));
-            match slot {
-                Some(slot) => match slot.deltas.deltas.last_mut() {
-                    Some(last) => match collapse_deletes(last, delta) {
-                        None => {
-                            if initial && !slot.initial {
-                                slot.initial = true;
-                                self.initial += 1;
-                            }
-                            return Pushed::Collapsed;
-                        }
-                        Some(delta) => delta,
-                    },
-                    None => delta,
-                },
-                None => delta,
+            match collapse_into(slot, delta, initial, &mut self.initial) {
+                Ok(pushed) => return pushed,
+                Err(delta) => delta,
             }
         };
         match self.items.entry(key) {
@@ -335,21 +350,10 @@ impl<K> InOrderQueue<K> {
                 let idx = usize::try_from(r.newest.wrapping_sub(self.head)).ok();
                 // Invariant: `newest` is a queued entry of this key. Were it broken, the delta
                 // is appended instead of collapsed (nothing is lost).
-                let delta = match idx.and_then(|i| self.queue.get_mut(i)) {
-                    Some(slot) => match slot.deltas.deltas.last_mut() {
-                        Some(last) => match collapse_deletes(last, delta) {
-                            None => {
-                                if initial && !slot.initial {
-                                    slot.initial = true;
-                                    self.initial += 1;
-                                }
-                                return Pushed::Collapsed;
-                            }
-                            Some(delta) => delta,
-                        },
-                        None => delta,
-                    },
-                    None => delta,
+                let slot = idx.and_then(|i| self.queue.get_mut(i));
+                let delta = match collapse_into(slot, delta, initial, &mut self.initial) {
+                    Ok(pushed) => return pushed,
+                    Err(delta) => delta,
                 };
                 r.count += 1;
                 r.newest = seq;
