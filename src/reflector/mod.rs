@@ -828,7 +828,10 @@ impl<T: Versioned> ReflectorMachine<T> {
             return;
         }
         let mut batch: Vec<(EventKind, T)> = Vec::with_capacity(events.len());
+        // The newest RV of the group: a bookmark's (owned), or the index of the newest event
+        // carrying one, read once at the end (no string copied per event on the hot path).
         let mut rv: Option<String> = None;
+        let mut rv_at: Option<usize> = None;
         let mut failure: Option<RequestError> = None;
         let mut initial_end: Option<String> = None;
         let mut unannotated_bookmark = false;
@@ -858,6 +861,7 @@ impl<T: Versioned> ReflectorMachine<T> {
                     }
                     if !resource_version.is_empty() {
                         rv = Some(resource_version);
+                        rv_at = None;
                     }
                     continue;
                 }
@@ -880,8 +884,9 @@ impl<T: Versioned> ReflectorMachine<T> {
                 }
                 continue;
             }
-            if let Some(v) = obj.resource_version().filter(|v| !v.is_empty()) {
-                rv = Some(v.to_string());
+            if obj.resource_version().is_some_and(|v| !v.is_empty()) {
+                rv = None;
+                rv_at = Some(batch.len());
             }
             batch.push((kind, obj));
         }
@@ -894,6 +899,8 @@ impl<T: Versioned> ReflectorMachine<T> {
             *r += received;
             *last_activity = now;
         }
+        let rv = rv
+            .or_else(|| rv_at.and_then(|i| batch.get(i)?.1.resource_version().map(str::to_string)));
         self.emit_events(batch, rv);
         if unannotated_bookmark {
             self.fall_back(FallbackReason::Ignored(
