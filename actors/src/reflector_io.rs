@@ -117,7 +117,8 @@ pub(crate) fn convert<K: InformerObject>(
             WatchEvent::Error(e)
         }
         // An event of a type kube does not know ("type":"BOGUS") comes out as a Status with
-        // code 0: skip it like client-go does, or a server replaying it would stall the watch.
+        // code 0: skip it (client-go ends the watch instead, so a server replaying the event
+        // stalls it at that RV; a deliberate difference, docs/semantics.md R3).
         Err(kube::Error::Api(s)) if s.code == 0 => {
             cx.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
             cx.warn(WatchWarning::UnexpectedObject {
