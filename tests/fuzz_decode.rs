@@ -25,10 +25,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
     TraceId,
     reflector::{
-        ErrorKind, FifoCommand, INITIAL_EVENTS_END, ListPage, Phase, ReflectorConfig,
-        ReflectorEvent, ReflectorMachine, Request, RequestError, Versioned, WatchEvent,
+        FifoCommand, INITIAL_EVENTS_END, ListPage, Phase, ReflectorConfig, ReflectorEvent,
+        ReflectorMachine, Request, Versioned, WatchEvent,
     },
 };
+use kinformer_actors::{Translated, translate};
 use kube::{
     api::{DynamicObject, WatchEvent as KubeWatchEvent},
     core::Status,
@@ -63,47 +64,14 @@ fn kube_line<K: DeserializeOwned>(line: &[u8]) -> Option<Result<KubeWatchEvent<K
     }
 }
 
-/// The reflector's translation of kube's events (mirrors `reflector_io::convert`/`classify`).
+/// The reflector's own translation of kube's events (`translate`, which the actor's `convert`
+/// wraps with its counters and warnings), with an admission that keeps every object.
 fn convert<K>(ev: Result<KubeWatchEvent<K>, kube::Error>) -> Option<WatchEvent<(Arc<K>, TraceId)>> {
-    let admit = |o: K| (Arc::new(o), TraceId(1));
-    Some(match ev {
-        Ok(KubeWatchEvent::Added(o)) => WatchEvent::Added(admit(o)),
-        Ok(KubeWatchEvent::Modified(o)) => WatchEvent::Modified(admit(o)),
-        Ok(KubeWatchEvent::Deleted(o)) => WatchEvent::Deleted(admit(o)),
-        Ok(KubeWatchEvent::Bookmark(b)) => WatchEvent::Bookmark {
-            initial_events_end: b
-                .metadata
-                .annotations
-                .get(INITIAL_EVENTS_END)
-                .is_some_and(|v| v == "true"),
-            resource_version: b.metadata.resource_version,
-        },
-        Ok(KubeWatchEvent::Error(s)) => {
-            WatchEvent::Error(RequestError::from_status(s.code, None, s.message.clone()))
-        }
-        Err(kube::Error::SerdeError(e)) if e.classify() == serde_json::error::Category::Data => {
-            return None;
-        }
-        // An event of a type kube does not know comes out as a code-0 Status: skipped.
-        Err(kube::Error::Api(s)) if s.code == 0 => return None,
-        Err(kube::Error::Api(s)) => {
-            let retry_after = s
-                .details
-                .as_ref()
-                .map(|d| d.retry_after_seconds)
-                .filter(|s| *s > 0)
-                .map(|s| Duration::from_secs(u64::from(s)));
-            WatchEvent::Error(RequestError::from_status(
-                s.code,
-                retry_after,
-                s.message.clone(),
-            ))
-        }
-        Err(kube::Error::SerdeError(e)) => {
-            WatchEvent::Error(RequestError::new(ErrorKind::Decode, e.to_string()))
-        }
-        Err(e) => WatchEvent::Error(RequestError::new(ErrorKind::Transport, e.to_string())),
-    })
+    match translate(ev, |o, _| Some((Arc::new(o), TraceId(1)))) {
+        Translated::Event(e) => Some(e),
+        Translated::Failed(e, _) => Some(WatchEvent::Error(e)),
+        Translated::Skipped(_) | Translated::Dropped => None,
+    }
 }
 
 /// A machine with a watch open (after a LIST at RV 10), as the reflector has it when it reads
@@ -342,4 +310,37 @@ fn fuzz_watch_lines_hostile_fixed_cases() {
             feed::<DynamicObject>(&[line.to_vec()], watch_list).unwrap_or_else(|e| panic!("{e}"));
         }
     }
+}
+
+/// The translation itself, line by line: an event is an input, an ERROR (or a malformed line)
+/// fails the watch, an unknown type or a wrong shape is skipped (R3, R5).
+#[test]
+fn translate_classifies_each_kind_of_line() {
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"ns","resourceVersion":"3"}}"#;
+    let line = |ty: &str| format!(r#"{{"type":"{ty}","object":{pod}}}"#);
+    let kind = |l: &str| match kube_line::<Pod>(l.as_bytes())
+        .map(|ev| translate(ev, |o: Pod, _| Some((Arc::new(o), TraceId(1)))))
+    {
+        Some(Translated::Event(WatchEvent::Added(_))) => "added",
+        Some(Translated::Event(_)) => "other event",
+        Some(Translated::Failed(..)) => "failed",
+        Some(Translated::Skipped(_)) => "skipped",
+        Some(Translated::Dropped) => "dropped",
+        None => "none",
+    };
+    assert_eq!(kind(&line("ADDED")), "added");
+    assert_eq!(kind(&line("BOGUS")), "skipped");
+    let error = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":410,"reason":"Expired","message":"too old"}}"#;
+    assert_eq!(kind(error), "failed");
+    assert_eq!(
+        kind(r#"{"type":"ADDED","object":{"metadata":"#),
+        "none",
+        "EOF-truncated"
+    );
+    assert_eq!(
+        kind(r#"{"type":"ADDED","object":[1,2]}"#),
+        "skipped",
+        "wrong shape (R5)"
+    );
+    assert_eq!(kind("not json at all"), "failed");
 }

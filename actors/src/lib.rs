@@ -110,7 +110,10 @@ pub use informer::{HandlerRegistration, SharedIndexInformer, ShutdownReport};
 pub use lister_watcher::{KubeListerWatcher, ListerWatcher, MetadataListerWatcher};
 pub use messages::Notify;
 pub use object::InformerObject;
+// The reflector's translation of kube's watch items, for the fuzz harness (not an API).
 pub use reflector::{Transform, Validate, WatchErrorHandler};
+#[doc(hidden)]
+pub use reflector_io::{Translated, WatchFailure, translate};
 pub use stats::{FifoStatus, IndexerStatus, ListenerStats};
 pub use trace::TRACE_TARGET;
 pub use workqueue::WorkQueue;

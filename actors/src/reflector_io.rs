@@ -88,69 +88,125 @@ impl<K: InformerObject> ReflectorContext<K> {
     }
 }
 
-/// kube's watch event → the machine's, admitting objects (R5, P2, trace id).
-pub(crate) fn convert<K: InformerObject>(
-    cx: &ReflectorContext<K>,
+/// What one of kube's watch items means to the reflector, before any side effect (count,
+/// warning, typed error): the fuzz harness drives this same function.
+#[doc(hidden)]
+pub enum Translated<T> {
+    /// An input for the machine.
+    Event(WatchEvent<T>),
+    /// Not ours: valid JSON of the wrong shape or kind (R5), or an event of an unknown type
+    /// (docs/semantics.md R3); skipped, and the detail says why.
+    Skipped(String),
+    /// The admission dropped the object (it counted and reported why).
+    Dropped,
+    /// The watch failed: the machine's input, and what the typed error is built from.
+    Failed(RequestError, WatchFailure),
+}
+
+/// What a failed watch item carried.
+#[doc(hidden)]
+pub enum WatchFailure {
+    /// An ERROR event's Status.
+    ErrorEvent {
+        /// Status code.
+        code: u16,
+        /// Status reason.
+        reason: String,
+        /// Status message.
+        message: String,
+    },
+    /// kube's error reading the stream.
+    Kube(kube::Error),
+}
+
+/// Translates one of kube's watch items, admitting objects through `admit` (which gets the
+/// object and the hop name for its trace).
+#[doc(hidden)]
+pub fn translate<K, T>(
     ev: Result<KubeWatchEvent<K>, kube::Error>,
-    last_error: &mut Option<ReflectorError>,
-) -> Option<WatchEvent<(Arc<K>, TraceId)>> {
-    Some(match ev {
-        Ok(KubeWatchEvent::Added(o)) => WatchEvent::Added(cx.admit(o, "added", None)?),
-        Ok(KubeWatchEvent::Modified(o)) => WatchEvent::Modified(cx.admit(o, "modified", None)?),
-        Ok(KubeWatchEvent::Deleted(o)) => WatchEvent::Deleted(cx.admit(o, "deleted", None)?),
-        Ok(KubeWatchEvent::Bookmark(b)) => WatchEvent::Bookmark {
+    mut admit: impl FnMut(K, &'static str) -> Option<T>,
+) -> Translated<T> {
+    let event = match ev {
+        Ok(KubeWatchEvent::Added(o)) => admit(o, "added").map(WatchEvent::Added),
+        Ok(KubeWatchEvent::Modified(o)) => admit(o, "modified").map(WatchEvent::Modified),
+        Ok(KubeWatchEvent::Deleted(o)) => admit(o, "deleted").map(WatchEvent::Deleted),
+        Ok(KubeWatchEvent::Bookmark(b)) => Some(WatchEvent::Bookmark {
             initial_events_end: b
                 .metadata
                 .annotations
                 .get(INITIAL_EVENTS_END)
                 .is_some_and(|v| v == "true"),
             resource_version: b.metadata.resource_version,
-        },
+        }),
         Ok(KubeWatchEvent::Error(s)) => {
             let e = RequestError::from_status(s.code, None, s.message.clone());
-            *last_error = Some(ReflectorError::WatchErrorEvent {
-                resource: cx.resource.clone(),
+            let failure = WatchFailure::ErrorEvent {
                 code: s.code,
                 reason: s.reason,
                 message: s.message,
-            });
-            WatchEvent::Error(e)
+            };
+            return Translated::Failed(e, failure);
         }
         // An event of a type kube does not know ("type":"BOGUS") comes out as a Status with
         // code 0: skip it (client-go ends the watch instead, so a server replaying the event
         // stalls it at that RV; a deliberate difference, docs/semantics.md R3).
         Err(kube::Error::Api(s)) if s.code == 0 => {
-            cx.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
-            cx.warn(WatchWarning::UnexpectedObject {
-                resource: cx.resource.clone(),
-                detail: format!("watch event of an unknown type skipped: {}", s.message),
-            });
-            return None;
+            return Translated::Skipped(format!(
+                "watch event of an unknown type skipped: {}",
+                s.message
+            ));
         }
+        // Valid JSON, wrong shape or kind: not ours (R5). Dropped, reported, not cached.
         Err(kube::Error::SerdeError(e)) if e.classify() == serde_json::error::Category::Data => {
-            // Valid JSON, wrong shape or kind: not ours (R5). Dropped, reported, not cached.
+            return Translated::Skipped(e.to_string());
+        }
+        Err(source) => return Translated::Failed(classify(&source), WatchFailure::Kube(source)),
+    };
+    match event {
+        Some(e) => Translated::Event(e),
+        None => Translated::Dropped,
+    }
+}
+
+/// kube's watch event → the machine's, admitting objects (R5, P2, trace id); counts and
+/// reports what it skips, and keeps the typed error of a failure in `last_error`.
+pub(crate) fn convert<K: InformerObject>(
+    cx: &ReflectorContext<K>,
+    ev: Result<KubeWatchEvent<K>, kube::Error>,
+    last_error: &mut Option<ReflectorError>,
+) -> Option<WatchEvent<(Arc<K>, TraceId)>> {
+    match translate(ev, |o, what| cx.admit(o, what, None)) {
+        Translated::Event(e) => Some(e),
+        Translated::Dropped => None,
+        Translated::Skipped(detail) => {
             cx.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
             cx.warn(WatchWarning::UnexpectedObject {
                 resource: cx.resource.clone(),
-                detail: e.to_string(),
+                detail,
             });
-            return None;
+            None
         }
-        Err(source) => {
-            let e = classify(&source);
-            *last_error = Some(match source {
-                kube::Error::SerdeError(source) => ReflectorError::Decode {
-                    resource: cx.resource.clone(),
-                    source,
+        Translated::Failed(e, failure) => {
+            let resource = cx.resource.clone();
+            *last_error = Some(match failure {
+                WatchFailure::ErrorEvent {
+                    code,
+                    reason,
+                    message,
+                } => ReflectorError::WatchErrorEvent {
+                    resource,
+                    code,
+                    reason,
+                    message,
                 },
-                source => ReflectorError::Stream {
-                    resource: cx.resource.clone(),
-                    source,
-                },
+                WatchFailure::Kube(kube::Error::SerdeError(source)) => {
+                    ReflectorError::Decode { resource, source }
+                }
+                WatchFailure::Kube(source) => ReflectorError::Stream { resource, source },
             });
-            WatchEvent::Error(e)
+            Some(WatchEvent::Error(e))
         }
-    })
+    }
 }
 
 /// The per-item admission of a LIST, run as each item is decoded.
