@@ -472,15 +472,12 @@ enum State<T> {
         items: Vec<T>,
         continue_token: Option<String>,
         paged: bool,
-        /// The RV the list reads at (repeated on a restart).
-        resource_version: String,
     },
     /// The next page of a LIST is due now.
     ListPageDue {
         items: Vec<T>,
         continue_token: String,
         paged: bool,
-        resource_version: String,
     },
     /// A WATCH request is in flight.
     Opening { watch_list: bool },
@@ -636,7 +633,6 @@ impl<T: Versioned> ReflectorMachine<T> {
                     items,
                     continue_token,
                     paged,
-                    resource_version,
                 } = std::mem::replace(&mut self.state, State::Opening { watch_list: false })
                 else {
                     // Matched just above.
@@ -654,7 +650,6 @@ impl<T: Versioned> ReflectorMachine<T> {
                     items,
                     continue_token: Some(continue_token),
                     paged,
-                    resource_version,
                 };
                 Some(Request::List(req))
             }
@@ -732,10 +727,7 @@ impl<T: Versioned> ReflectorMachine<T> {
             return;
         }
         let State::Listing {
-            mut items,
-            paged,
-            resource_version,
-            ..
+            mut items, paged, ..
         } = std::mem::replace(
             &mut self.state,
             State::Idle {
@@ -758,7 +750,6 @@ impl<T: Versioned> ReflectorMachine<T> {
                     items,
                     continue_token: c,
                     paged,
-                    resource_version,
                 };
             }
             _ => self.listed(items, page.resource_version),
@@ -995,7 +986,6 @@ impl<T: Versioned> ReflectorMachine<T> {
             items: Vec::new(),
             continue_token: None,
             paged,
-            resource_version: rv,
         };
         Request::List(req)
     }
