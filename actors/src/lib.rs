@@ -114,7 +114,7 @@ pub use object::InformerObject;
 pub use reflector::{Transform, Validate, WatchErrorHandler};
 #[doc(hidden)]
 pub use reflector_io::{Translated, WatchFailure, translate};
-pub use stats::{FifoStatus, IndexerStatus, ListenerStats};
+pub use stats::{FifoStatus, IndexerStatus, LATENCY_BUCKETS, LatencyHistogram, ListenerStats};
 pub use trace::TRACE_TARGET;
 pub use workqueue::WorkQueue;
 

@@ -246,9 +246,11 @@ fn thread_loop<K: InformerObject>(
         if abort.load(Ordering::Acquire) {
             break;
         }
+        let started = std::time::Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| {
             dispatch(&mut *handler, &p.notification)
         }));
+        stats.record_handled(started.elapsed());
         if result.is_err() {
             stats.panics.fetch_add(1, Ordering::Relaxed);
             tracing::error!(handler = %name, key = %p.key, "handler panicked; notification skipped (P7)");

@@ -9,6 +9,8 @@ use std::sync::{
     atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
+use std::time::Duration;
+
 use kinformer::{fifo::DeltaFifo, processor::SyncTracker};
 
 /// Live counters of a DeltaFifo actor, shared with the informer handle.
@@ -125,9 +127,20 @@ pub struct ListenerStats {
     pub(crate) recipient_gone: AtomicBool,
     pub(crate) undeliverable: AtomicU64,
     pub(crate) stop_timed_out: AtomicBool,
+    pub(crate) handle_latency: LatencyHistogram,
 }
 
 impl ListenerStats {
+    /// Records how long the handler took on one notification.
+    pub(crate) fn record_handled(&self, elapsed: Duration) {
+        self.handle_latency.observe(elapsed);
+    }
+
+    /// How long the handler took per notification, as a cumulative histogram.
+    pub fn handle_latency(&self) -> &LatencyHistogram {
+        &self.handle_latency
+    }
+
     /// Publishes the buffer's length (and its peak).
     pub(crate) fn publish_buffered(&self, n: usize) {
         self.buffered.store(n as u64, Ordering::Relaxed);
@@ -214,5 +227,80 @@ impl ListenerStats {
     /// then exits without running anything more.
     pub fn stop_timed_out(&self) -> bool {
         self.stop_timed_out.load(Ordering::Acquire)
+    }
+}
+
+/// Upper bounds (seconds) of [`LatencyHistogram`]'s buckets: client-go's workqueue latency
+/// buckets (10 µs to 10 s, ×10), with the halves in between where handler times usually fall.
+pub const LATENCY_BUCKETS: [f64; 12] = [
+    0.000_01, 0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0,
+];
+
+/// A fixed-bucket latency histogram written with relaxed atomics (no lock on the hot path) and
+/// read as a Prometheus-style cumulative histogram.
+#[derive(Debug, Default)]
+pub struct LatencyHistogram {
+    /// Non-cumulative counts per bucket of [`LATENCY_BUCKETS`], plus one for `+Inf`.
+    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl LatencyHistogram {
+    /// Counts one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Sum of all observations, in seconds.
+    pub fn sum_seconds(&self) -> f64 {
+        self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9
+    }
+
+    /// `(upper bound in seconds, cumulative count)` per bucket of [`LATENCY_BUCKETS`] (the
+    /// `+Inf` bucket is [`count`](Self::count)).
+    pub fn cumulative(&self) -> Vec<(f64, u64)> {
+        let mut acc = 0;
+        LATENCY_BUCKETS
+            .iter()
+            .zip(&self.buckets)
+            .map(|(&le, b)| {
+                acc += b.load(Ordering::Relaxed);
+                (le, acc)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_sum_in_seconds() {
+        let h = LatencyHistogram::default();
+        h.observe(Duration::from_micros(5)); // <= 10 µs
+        h.observe(Duration::from_millis(3)); // <= 5 ms
+        h.observe(Duration::from_secs(20)); // +Inf only
+        let c = h.cumulative();
+        assert_eq!(c[0], (0.000_01, 1));
+        assert_eq!(c[3].1, 1); // <= 1 ms
+        assert_eq!(c[4].1, 2); // <= 5 ms
+        assert_eq!(c.last().map(|x| x.1), Some(2));
+        assert_eq!(h.count(), 3);
+        assert!((h.sum_seconds() - 20.003_005).abs() < 1e-6);
     }
 }
