@@ -256,7 +256,16 @@ pub enum ErrorKind {
     Transport,
     /// The response was not valid JSON (a malformed watch line, a truncated list body).
     Decode,
+    /// 504 `ResourceVersionTooLarge`: we asked for a resourceVersion the server has not reached
+    /// (its watch cache is behind ours, e.g. another apiserver behind a load balancer, or a
+    /// restored etcd). Like a 410, the next LIST reads the latest state.
+    TooLargeResourceVersion,
 }
+
+/// The message kube-apiserver gives a `ResourceVersionTooLarge` error (apiserver's
+/// `storage.NewTooLargeResourceVersionError`); client-go's `isTooLargeResourceVersionError`
+/// matches on it too, for servers that send no cause.
+pub const TOO_LARGE_RESOURCE_VERSION: &str = "Too large resource version";
 
 /// A failed request or watch, as fed to the machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -276,19 +285,24 @@ impl RequestError {
         }
     }
 
-    /// Classifies an HTTP status code (410, 429, other 4xx, 5xx).
+    /// Classifies an HTTP status code (410, 429, other 4xx, 5xx) and its message (a 504 or
+    /// 500 saying "Too large resource version", as client-go's `isTooLargeResourceVersionError`).
     pub fn from_status(
         code: u16,
         retry_after: Option<Duration>,
         message: impl Into<String>,
     ) -> Self {
+        let message = message.into();
         let kind = match code {
             410 => ErrorKind::Gone,
+            500 | 504 if message.contains(TOO_LARGE_RESOURCE_VERSION) => {
+                ErrorKind::TooLargeResourceVersion
+            }
             429 => ErrorKind::TooManyRequests { retry_after },
             400..=499 => ErrorKind::Rejected { code },
             _ => ErrorKind::Server { code },
         };
-        RequestError::new(kind, message)
+        RequestError { kind, message }
     }
 }
 
@@ -1101,6 +1115,12 @@ impl<T: Versioned> ReflectorMachine<T> {
             ErrorKind::TooManyRequests { retry_after } => {
                 self.fail(now, cause, e.message, retry_after, next)
             }
+            ErrorKind::TooLargeResourceVersion => {
+                // Our RV is ahead of this server's: resuming from it would fail again; relist
+                // the latest state, after the backoff.
+                self.last_sync_unavailable = true;
+                self.fail(now, cause, e.message, None, Next::List)
+            }
             _ => self.fail(now, cause, e.message, None, next),
         }
     }
@@ -1120,6 +1140,11 @@ impl<T: Versioned> ReflectorMachine<T> {
             ErrorKind::TooManyRequests { retry_after } => {
                 self.note_fallback(FallbackReason::Failed(e.message.clone()), false);
                 self.fail(now, FailureCause::Watch, e.message, retry_after, Next::List);
+            }
+            ErrorKind::TooLargeResourceVersion => {
+                self.last_sync_unavailable = true;
+                self.note_fallback(FallbackReason::Failed(e.message.clone()), false);
+                self.fail(now, FailureCause::Watch, e.message, None, Next::List);
             }
             _ => {
                 // client-go: "making progress is better than deadlocking": list this cycle.

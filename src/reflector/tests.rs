@@ -212,6 +212,38 @@ fn r1_a_relist_resumes_from_the_last_rv_not_older_than() {
     assert_eq!(m.relist_resource_version(), "15");
 }
 
+#[test]
+fn r3_a_resource_version_too_large_relists_the_latest_state_after_the_backoff() {
+    let t = Instant::now();
+    let mut m = machine(ReflectorConfig::default());
+    synced(&mut m, t, "10");
+    m.handle_watch_events(t, vec![WatchEvent::Modified(obj("a", "15"))]);
+    m.handle_watch_ended(t + ms(2000));
+    // The watch re-opens at 15 on a server that is behind (504 ResourceVersionTooLarge).
+    let w = watch_req(m.poll_request(t + ms(2000)));
+    assert_eq!(w.resource_version, "15");
+    let too_large = RequestError::from_status(
+        504,
+        None,
+        "Timeout: Too large resource version: 15, current: 12",
+    );
+    assert_eq!(too_large.kind, ErrorKind::TooLargeResourceVersion);
+    m.handle_watch_error(t + ms(2000), too_large.clone());
+    assert_eq!(failures(&mut m).len(), 1, "R8: backs off");
+    let l = list_req(m.poll_request(t + ms(2800)));
+    assert_eq!(
+        l.resource_version, None,
+        "resuming from an RV the server has not reached would fail again: read the latest"
+    );
+    // The same on a LIST at an RV from the future.
+    m.handle_list_error(t + ms(2800), too_large);
+    assert_eq!(failures(&mut m).len(), 1);
+    let l = list_req(m.poll_request(t + ms(10_000)));
+    assert_eq!(l.resource_version, None);
+    m.handle_list_page(t + ms(10_000), page(vec![], "12", None));
+    assert_eq!(m.relist_resource_version(), "12");
+}
+
 // ---- R3 ---------------------------------------------------------------------------------
 
 #[test]
