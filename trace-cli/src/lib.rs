@@ -1,0 +1,1 @@
+//! Reader of kinformer trace files (`docs/trace-format.md`, T2).

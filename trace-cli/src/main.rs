@@ -1,0 +1,2 @@
+//! `kinformer-trace`: the command-line reader of kinformer trace files.
+fn main() {}
