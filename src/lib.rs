@@ -17,6 +17,7 @@
 //! - [`reflector`]: the reflector's resourceVersion rules (R1–R4).
 //! - [`backoff`]: the reflector's restart backoff (R8).
 //! - [`trace`]: the trace id carried by every delta and notification (T1).
+//! - [`leader_election`]: client-go's leader election over a Lease (one leader among replicas).
 //!
 //! Objects are held as `Arc<K>` everywhere: handing one out never deep-copies it.
 
@@ -26,6 +27,7 @@ pub mod delta;
 pub mod fifo;
 pub mod key;
 pub mod known;
+pub mod leader_election;
 pub mod notification;
 pub mod processor;
 pub mod reflector;
