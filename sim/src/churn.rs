@@ -331,7 +331,14 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
         _ => {
             let i = rng.random_range(0..n);
             let name = slot.live.swap_remove(i);
-            ops::delete(store, &def, ns, &name, &DeleteOptions::default()).map(|_| {
+            // Deleted with grace period 0 (`kubectl delete --grace-period=0`): a pod still goes
+            // through its two writes (marked, then DELETED) but at once, so that churn counts
+            // and "the server now" stay exact without waiting for the kubelet stand-in.
+            let opts = DeleteOptions {
+                grace_period_seconds: Some(0),
+                ..DeleteOptions::default()
+            };
+            ops::delete(store, &def, ns, &name, &opts).map(|_| {
                 inner.deleted.fetch_add(1, Ordering::Relaxed);
             })
         }

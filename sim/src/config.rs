@@ -94,6 +94,12 @@ pub struct SimConfig {
     pub max_request_body_bytes: usize,
     /// Create a few demo namespaces, deployments, replica sets and pods at start.
     pub seed_demo: bool,
+    /// The kubelet stand-in: a scheduled pod deleted gracefully is marked (`deletionTimestamp`,
+    /// `deletionGracePeriodSeconds`) and then deleted by the sim, acting as the pod's kubelet,
+    /// after its grace period capped at this (so tests need not wait 30 s). `None`: no
+    /// stand-in, terminating pods stay until deleted with `gracePeriodSeconds=0` (as with a
+    /// node that is down). Unscheduled pods and grace period 0 are deleted at once either way.
+    pub pod_termination: Option<Duration>,
 }
 
 impl Default for SimConfig {
@@ -108,6 +114,7 @@ impl Default for SimConfig {
             auto_create_namespaces: true,
             max_request_body_bytes: 3 * 1024 * 1024,
             seed_demo: false,
+            pod_termination: Some(Duration::from_millis(500)),
         }
     }
 }

@@ -74,6 +74,9 @@ mod store;
 mod table;
 mod util;
 mod watch;
+mod strategy;
+mod kubelet;
+mod smp;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -160,6 +163,9 @@ impl Sim {
     pub async fn start(cfg: SimConfig) -> Result<Sim, SimError> {
         let registry = Registry::new(&cfg.custom_resources).map_err(SimError::Config)?;
         let store = Arc::new(Store::new(registry, cfg.watch_cache_size));
+        if let Some(cap) = cfg.pod_termination {
+            kubelet::start(&store, cap);
+        }
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             ops::ensure_namespace(&store, ns, true)?;
         }

@@ -5,11 +5,15 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use crate::kubelet::Termination;
 use crate::object::{Key, StoredObject, meta_mut, meta_str};
 use crate::resources::{CreateStatus, NameRule, ResourceDef};
 use crate::status::ApiError;
 use crate::store::{Outcome, Store, Write};
-use crate::util::{new_uid, now_rfc3339, random_suffix, validate_label, validate_subdomain};
+use crate::strategy::{self, DeletePlan};
+use crate::util::{
+    new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
+};
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,8 +33,8 @@ pub(crate) enum PatchKind {
     Merge,
     /// `application/json-patch+json` (RFC 6902).
     Json,
-    /// `application/strategic-merge-patch+json`, applied as a merge patch (lists are replaced,
-    /// not merged by key).
+    /// `application/strategic-merge-patch+json`: merged by the built-in kinds' patch strategies
+    /// and merge keys (see `smp`); custom kinds refuse it with 415, as kube-apiserver does.
     Strategic,
     /// `application/apply-patch+yaml` (server-side apply), approximated: the applied config is
     /// merge-patched onto the live object, or creates it. Only JSON syntax is accepted.
@@ -57,6 +61,8 @@ pub(crate) struct DeleteOptions {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
     pub dry_run: bool,
+    /// `gracePeriodSeconds` (for pods: see `strategy::pod_grace_period`).
+    pub grace_period_seconds: Option<i64>,
 }
 
 impl DeleteOptions {
@@ -80,6 +86,7 @@ impl DeleteOptions {
                 .get("dryRun")
                 .and_then(Value::as_array)
                 .is_some_and(|a| a.iter().any(|x| x == "All")),
+            grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
         })
     }
 }
@@ -305,18 +312,6 @@ fn stale_check(
     }
 }
 
-/// Whether anything but metadata and status differs: what a generation bump looks at.
-fn spec_changed(old: &Value, new: &Value) -> bool {
-    let is_spec = |k: &String| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind");
-    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
-        return old != new;
-    };
-    o.iter().filter(|(k, _)| is_spec(k)).count() != n.iter().filter(|(k, _)| is_spec(k)).count()
-        || o.iter()
-            .filter(|(k, _)| is_spec(k))
-            .any(|(k, v)| n.get(k) != Some(v))
-}
-
 /// Builds the object to store when `new` replaces `old` through `part`; `None` means "no change".
 fn merge_update(
     def: &ResourceDef,
@@ -356,15 +351,8 @@ fn merge_update(
                     None => obj.remove("status"),
                 };
             }
-            if def.tracks_generation && spec_changed(old, &new) {
-                let g = old_meta
-                    .get("generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-                    + 1;
-                if let Some(meta) = meta_mut(&mut new) {
-                    meta.insert("generation".into(), json!(g));
-                }
+            if strategy::bumps_generation(def, old, &new) {
+                strategy::bump_generation(old, &mut new);
             }
         }
         Part::Status | Part::Scale => {
@@ -384,15 +372,11 @@ fn merge_update(
                     }
                 }
             }
-            if part == Part::Scale && def.tracks_generation && spec_changed(old, &out) {
-                let g = old_meta
-                    .get("generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-                    + 1;
-                if let Some(meta) = meta_mut(&mut out) {
-                    meta.insert("generation".into(), json!(g));
-                }
+            // The scale subresource updates the object through the kind's own strategy
+            // (`pkg/registry/apps/deployment/storage/storage.go` `scaleUpdatedObjectInfo`), so a
+            // replicas change bumps the generation as a spec change does.
+            if part == Part::Scale && strategy::bumps_generation(def, old, &out) {
+                strategy::bump_generation(old, &mut out);
             }
             new = out;
         }
@@ -409,16 +393,7 @@ fn merge_update(
     if new == *old {
         return Ok(Write::Noop);
     }
-    let deleting = new
-        .get("metadata")
-        .and_then(|m| m.get("deletionTimestamp"))
-        .is_some_and(|d| !d.is_null());
-    let no_finalizers = new
-        .get("metadata")
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty);
-    if deleting && no_finalizers {
+    if strategy::deletes_during_update(old, &new) {
         return Ok(Write::DeleteAs(new));
     }
     Ok(Write::Put(new))
@@ -593,6 +568,15 @@ pub(crate) fn patch(
         }
         None
     };
+    if kind == PatchKind::Strategic && !def.builtin {
+        // `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go` `PatchResource`: custom
+        // resources have no Go struct to take patch strategies from.
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        ));
+    }
     let key = key_of(def, ns, name);
     if kind == PatchKind::Apply && part == Part::Main && store.get(def, &key).is_none() {
         let mut body = patch_value.clone();
@@ -606,6 +590,9 @@ pub(crate) fn patch(
         match &json_patch {
             Some(p) => {
                 json_patch::patch(base, p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))
+            }
+            None if kind == PatchKind::Strategic => {
+                crate::smp::apply(&def.kind, base, &patch_value).map_err(ApiError::bad_request)
             }
             None => {
                 json_patch::merge(base, &patch_value);
@@ -658,7 +645,10 @@ pub(crate) fn patch(
     result_of(outcome)
 }
 
-/// Deletes an object; with finalizers it is only marked (deletionTimestamp) and stays.
+/// Deletes an object as kube-apiserver's generic store does (see `strategy::plan_delete`):
+/// at once; or marked (`deletionTimestamp`, `deletionGracePeriodSeconds`) and kept while
+/// finalizers hold it; or, for a pod, gracefully: marked, then deleted by the kubelet stand-in
+/// after its grace period, or at once (a second write) when the period is 0.
 pub(crate) fn delete(
     store: &Store,
     def: &ResourceDef,
@@ -674,7 +664,11 @@ pub(crate) fn delete(
     {
         delete_namespace_contents(store, name);
     }
-    store.write(def, &key, opts.dry_run, |cur| {
+    // (uid, grace) of a pod left for the kubelet; the uid when a grace-0 mark is to be followed
+    // by the removal.
+    let mut terminate: Option<(String, i64)> = None;
+    let mut then_delete: Option<String> = None;
+    let outcome = store.write(def, &key, opts.dry_run, |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         if let Some(uid) = &opts.uid
             && *uid != cur.uid
@@ -692,19 +686,65 @@ pub(crate) fn delete(
                 cur.rv
             )));
         }
-        if cur.has_finalizers {
-            if cur.deleting {
-                return Ok(Write::Noop);
+        let v = cur.to_value(def)?;
+        match strategy::plan_delete(def, &v, opts.grace_period_seconds, now_unix()) {
+            DeletePlan::Delete => Ok(Write::Delete),
+            DeletePlan::Pending => Ok(Write::Noop),
+            DeletePlan::Mark {
+                mut object,
+                grace,
+                then_delete: delete_now,
+            } => {
+                if delete_now {
+                    then_delete = Some(cur.uid.clone());
+                } else if grace > 0 {
+                    terminate = Some((cur.uid.clone(), grace));
+                }
+                if let Some(meta) = meta_mut(&mut object) {
+                    // The store sets the new resourceVersion; compare without it.
+                    meta.insert(
+                        "resourceVersion".into(),
+                        json!(cur.rv.to_string()),
+                    );
+                }
+                if object == v && !delete_now {
+                    Ok(Write::Noop)
+                } else {
+                    Ok(Write::Put(object))
+                }
             }
-            let mut v = cur.to_value(def)?;
-            if let Some(meta) = meta_mut(&mut v) {
-                meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-            }
-            return Ok(Write::Put(v));
         }
-        Ok(Write::Delete)
-    })
+    })?;
+    if opts.dry_run {
+        return Ok(match (outcome, then_delete) {
+            (Outcome::Updated(o), Some(_)) => Outcome::Deleted(o),
+            (o, _) => o,
+        });
+    }
+    if let Some((uid, grace)) = terminate
+        && let Some(def) = store.registry.all().get(def.idx).cloned()
+    {
+        store.schedule_termination(Termination {
+            def,
+            key: key.clone(),
+            uid,
+            grace,
+        });
+    }
+    if let Some(uid) = then_delete {
+        // The second write of a graceful deletion with period 0: the DELETED event. Another
+        // writer may have deleted it in between (the real store ignores NotFound here).
+        let marked = outcome.clone();
+        let second = store.write(def, &key, false, |cur| match cur {
+            Some(c) if c.uid == uid && !c.has_finalizers => Ok(Write::Delete),
+            _ => Ok(Write::Noop),
+        })?;
+        return Ok(match (second, marked) {
+            (Outcome::Deleted(o), _) | (_, Outcome::Updated(o)) => Outcome::Deleted(o),
+            (other, _) => other,
+        });
+    }
+    Ok(outcome)
 }
 
 /// Deletes every namespaced object in `ns` (the namespace controller's job, done at once).

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::config::{CustomResource, Scope};
+use crate::strategy::GenerationRule;
 
 /// How names of a kind are validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,8 +63,10 @@ pub(crate) struct ResourceDef {
     pub scale: bool,
     /// Built into Kubernetes (list items then carry no apiVersion/kind, like the real server).
     pub builtin: bool,
-    /// `metadata.generation` is maintained.
+    /// `metadata.generation` is maintained (set to 1 on create).
     pub tracks_generation: bool,
+    /// What bumps `metadata.generation` on update (see [`GenerationRule`]).
+    pub generation: GenerationRule,
     /// Field paths selectable besides metadata.name/namespace.
     pub field_labels: Vec<&'static str>,
     pub name_rule: NameRule,
@@ -383,6 +386,11 @@ impl Registry {
                 scale: b.scale,
                 builtin: true,
                 tracks_generation: b.generation,
+                generation: if b.generation {
+                    GenerationRule::builtin(b.group, b.kind)
+                } else {
+                    GenerationRule::None
+                },
                 field_labels: b.fields.to_vec(),
                 name_rule: b.name_rule,
                 create_status,
@@ -428,6 +436,7 @@ impl Registry {
                 scale: false,
                 builtin: false,
                 tracks_generation: true,
+                generation: GenerationRule::NonMetadata,
                 field_labels: vec![],
                 name_rule: NameRule::Subdomain,
                 create_status: if c.status_subresource {

@@ -1,0 +1,411 @@
+//! Strategic merge patch (`application/strategic-merge-patch+json`) for the built-in kinds the
+//! sim serves, following apimachinery's
+//! `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go` `StrategicMergePatch`
+//! (`mergeMap`, `mergeSlice`, `mergeSliceWithSpecialElements`, `normalizeElementOrder`):
+//! - maps merge key by key; `null` deletes a key;
+//! - lists with `patchStrategy:"merge"` merge by their `patchMergeKey` (containers by `name`,
+//!   container ports by `containerPort`, Service ports by `port`, ...) or, for lists of
+//!   primitives (`metadata.finalizers`), as a set; other lists are replaced;
+//! - the directives kubectl sends: `$patch: replace|merge|delete` (in a map or as a list
+//!   element), `$setElementOrder/<list>`, `$deleteFromPrimitiveList/<list>`, `$retainKeys`.
+//!
+//! The merge keys come from the `patchStrategy`/`patchMergeKey` struct tags of `k8s.io/api`
+//! (`core/v1/types.go`, `apps/v1/types.go`, `meta/v1/types.go`) for the fields of the kinds the
+//! sim serves; other lists are atomic (replaced). Custom kinds have no strategic merge patch:
+//! the sim refuses it with 415 as kube-apiserver does.
+
+use serde_json::{Map, Value};
+
+/// How a list field merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListStrategy {
+    /// Replaced by the patch's list.
+    Replace,
+    /// Merged element by element, matched on this key.
+    MergeByKey(&'static str),
+    /// A set of primitives: patch values not present are appended.
+    MergePrimitives,
+}
+
+const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
+
+/// The strategy of the list at `path` (field names from the object root; list elements add no
+/// segment) in an object of `kind`.
+fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
+    use ListStrategy::{MergeByKey, MergePrimitives, Replace};
+    let Some(field) = path.last() else {
+        return Replace;
+    };
+    let parent = path.len().checked_sub(2).and_then(|i| path.get(i));
+    match field.as_str() {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "schedulingGates" => MergeByKey("name"),
+        // ServiceAccount.secrets (ObjectReference, merge key name).
+        "secrets" if kind == "ServiceAccount" && path.len() == 1 => MergeByKey("name"),
+        "ports" if kind == "Service" && path == ["spec", "ports"] => MergeByKey("port"),
+        "ports" if parent.is_some_and(|p| CONTAINER_LISTS.contains(&p.as_str())) => {
+            MergeByKey("containerPort")
+        }
+        "volumeMounts" => MergeByKey("mountPath"),
+        "volumeDevices" => MergeByKey("devicePath"),
+        "hostAliases" | "podIPs" | "hostIPs" => MergeByKey("ip"),
+        "topologySpreadConstraints" => MergeByKey("topologyKey"),
+        "conditions" | "addresses" if parent.is_some_and(|p| p == "status") => MergeByKey("type"),
+        "ownerReferences" if parent.is_some_and(|p| p == "metadata") => MergeByKey("uid"),
+        "finalizers" if parent.is_some_and(|p| p == "metadata") => MergePrimitives,
+        "podCIDRs" if kind == "Node" => MergePrimitives,
+        _ => Replace,
+    }
+}
+
+const PATCH: &str = "$patch";
+const SET_ORDER: &str = "$setElementOrder/";
+const DELETE_PRIMITIVES: &str = "$deleteFromPrimitiveList/";
+const RETAIN_KEYS: &str = "$retainKeys";
+
+/// Applies a strategic merge patch to `original` (an object of built-in `kind`). The error is
+/// the message of kube-apiserver's 400 for a malformed patch.
+pub(crate) fn apply(kind: &str, original: &mut Value, patch: &Value) -> Result<(), String> {
+    let Some(p) = patch.as_object() else {
+        return Err("a strategic merge patch must be a JSON object".into());
+    };
+    if !original.is_object() {
+        *original = Value::Object(Map::new());
+    }
+    let Value::Object(o) = original else {
+        return Err("the object is not a JSON object".into());
+    };
+    let mut path = Vec::new();
+    merge_map(kind, o, p, &mut path)
+}
+
+fn directive(m: &Map<String, Value>) -> Result<Option<&str>, String> {
+    match m.get(PATCH) {
+        None => Ok(None),
+        Some(Value::String(s)) if matches!(s.as_str(), "replace" | "merge" | "delete") => {
+            Ok(Some(s))
+        }
+        Some(v) => Err(format!("Unable to find unknown patch type: {v}")),
+    }
+}
+
+fn without_directive(m: &Map<String, Value>) -> Map<String, Value> {
+    m.iter()
+        .filter(|(k, _)| k.as_str() != PATCH)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn merge_map(
+    kind: &str,
+    orig: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &mut Vec<String>,
+) -> Result<(), String> {
+    match directive(patch)? {
+        Some("replace") => {
+            *orig = without_directive(patch);
+            return Ok(());
+        }
+        Some("delete") => {
+            orig.clear();
+            return Ok(());
+        }
+        _ => {}
+    }
+    if let Some(keys) = patch.get(RETAIN_KEYS) {
+        let keys = keys
+            .as_array()
+            .filter(|a| a.iter().all(Value::is_string))
+            .ok_or("invalid patch: $retainKeys must be a list of strings")?;
+        orig.retain(|k, _| keys.iter().any(|x| x == k.as_str()));
+    }
+    for (k, v) in patch {
+        if let Some(field) = k.strip_prefix(DELETE_PRIMITIVES) {
+            let gone = v
+                .as_array()
+                .ok_or("invalid patch: $deleteFromPrimitiveList must be a list")?;
+            if let Some(Value::Array(list)) = orig.get_mut(field) {
+                list.retain(|x| !gone.contains(x));
+            }
+        }
+    }
+    for (k, pv) in patch {
+        if k.starts_with('$') {
+            continue;
+        }
+        if pv.is_null() {
+            orig.remove(k);
+            continue;
+        }
+        path.push(k.clone());
+        let r = merge_field(kind, orig, k, pv, path);
+        path.pop();
+        r?;
+    }
+    for (k, order) in patch {
+        if let Some(field) = k.strip_prefix(SET_ORDER) {
+            let order = order
+                .as_array()
+                .ok_or("invalid patch: $setElementOrder must be a list")?;
+            path.push(field.to_string());
+            let strategy = list_strategy(kind, path);
+            path.pop();
+            if let Some(Value::Array(list)) = orig.get_mut(field) {
+                reorder(list, order, strategy);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn merge_field(
+    kind: &str,
+    orig: &mut Map<String, Value>,
+    k: &str,
+    pv: &Value,
+    path: &mut Vec<String>,
+) -> Result<(), String> {
+    match pv {
+        Value::Object(pm) => {
+            if directive(pm)? == Some("delete") {
+                orig.remove(k);
+                return Ok(());
+            }
+            let slot = orig
+                .entry(k.to_string())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !slot.is_object() {
+                *slot = Value::Object(Map::new());
+            }
+            if let Value::Object(om) = slot {
+                merge_map(kind, om, pm, path)?;
+            }
+        }
+        Value::Array(pa) => {
+            let strategy = list_strategy(kind, path);
+            let slot = orig
+                .entry(k.to_string())
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if !slot.is_array() {
+                *slot = Value::Array(Vec::new());
+            }
+            if let Value::Array(oa) = slot {
+                merge_list(kind, oa, pa, strategy, path)?;
+            }
+        }
+        other => {
+            orig.insert(k.to_string(), other.clone());
+        }
+    }
+    Ok(())
+}
+
+fn merge_list(
+    kind: &str,
+    orig: &mut Vec<Value>,
+    patch: &[Value],
+    strategy: ListStrategy,
+    path: &mut Vec<String>,
+) -> Result<(), String> {
+    // An element `{"$patch": "replace"}` replaces the whole list with the other elements.
+    let mut replace = false;
+    for el in patch {
+        if let Value::Object(m) = el {
+            if directive(m)? == Some("replace") {
+                replace = true;
+            }
+        }
+    }
+    if replace || strategy == ListStrategy::Replace {
+        *orig = patch
+            .iter()
+            .filter(|el| !el.get(PATCH).is_some_and(|d| d == "replace"))
+            .cloned()
+            .collect();
+        return Ok(());
+    }
+    match strategy {
+        ListStrategy::Replace => {}
+        ListStrategy::MergePrimitives => {
+            for el in patch {
+                if el.is_object() || el.is_array() {
+                    return Err(format!(
+                        "invalid patch: the list {} holds primitives",
+                        path.join(".")
+                    ));
+                }
+                if !orig.contains(el) {
+                    orig.push(el.clone());
+                }
+            }
+        }
+        ListStrategy::MergeByKey(key) => {
+            for el in patch {
+                let Value::Object(pm) = el else {
+                    return Err(format!(
+                        "invalid patch: the list {} holds objects merged by {key:?}",
+                        path.join(".")
+                    ));
+                };
+                let Some(id) = pm.get(key) else {
+                    return Err(format!(
+                        "map: {} does not contain declared merge key: {key}",
+                        Value::Object(pm.clone())
+                    ));
+                };
+                let at = orig.iter().position(|o| o.get(key) == Some(id));
+                if directive(pm)? == Some("delete") {
+                    orig.retain(|o| o.get(key) != Some(id));
+                    continue;
+                }
+                match at.and_then(|i| orig.get_mut(i)) {
+                    Some(Value::Object(om)) => merge_map(kind, om, pm, path)?,
+                    _ => {
+                        let mut fresh = Map::new();
+                        merge_map(kind, &mut fresh, pm, path)?;
+                        orig.push(Value::Object(fresh));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Orders `list` as `$setElementOrder` says: the listed elements in its order, then any others
+/// (present on the server only) in their current relative order.
+fn reorder(list: &mut Vec<Value>, order: &[Value], strategy: ListStrategy) {
+    let rank = |el: &Value| -> Option<usize> {
+        order.iter().position(|o| match strategy {
+            ListStrategy::MergeByKey(key) => o.get(key).is_some() && o.get(key) == el.get(key),
+            _ => o == el,
+        })
+    };
+    let mut items: Vec<(Option<usize>, usize, Value)> = list
+        .drain(..)
+        .enumerate()
+        .map(|(i, v)| (rank(&v), i, v))
+        .collect();
+    items.sort_by_key(|(r, i, _)| (r.is_none(), r.unwrap_or(0), *i));
+    list.extend(items.into_iter().map(|(_, _, v)| v));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn smp(kind: &str, mut o: Value, p: Value) -> Value {
+        apply(kind, &mut o, &p).unwrap();
+        o
+    }
+
+    #[test]
+    fn containers_merge_by_name_with_directives() {
+        let d = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "a", "image": "a:1", "ports": [{"containerPort": 80}]},
+            {"name": "b", "image": "b:1"}
+        ]}}}});
+        // What kubectl apply sends when container b is replaced by c and a's image changes.
+        let p = json!({"spec": {"template": {"spec": {
+            "$setElementOrder/containers": [{"name": "c"}, {"name": "a"}],
+            "containers": [
+                {"name": "a", "image": "a:2"},
+                {"$patch": "delete", "name": "b"},
+                {"name": "c", "image": "c:1"}
+            ]
+        }}}});
+        let out = smp("Deployment", d, p);
+        let cs = &out["spec"]["template"]["spec"]["containers"];
+        assert_eq!(
+            cs,
+            &json!([
+                {"name": "c", "image": "c:1"},
+                {"name": "a", "image": "a:2", "ports": [{"containerPort": 80}]}
+            ])
+        );
+    }
+
+    #[test]
+    fn ports_env_finalizers_and_replace() {
+        let svc = json!({"spec": {"ports": [{"port": 80, "name": "http"}]}});
+        let out = smp(
+            "Service",
+            svc,
+            json!({"spec": {"ports": [{"port": 443, "name": "https"}]}}),
+        );
+        assert_eq!(out["spec"]["ports"].as_array().unwrap().len(), 2);
+        let cm = json!({"metadata": {"finalizers": ["a"]}, "data": {"x": "1", "y": "2"}});
+        let out = smp(
+            "ConfigMap",
+            cm,
+            json!({"metadata": {"finalizers": ["b", "a"]}, "data": {"x": null}}),
+        );
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
+        assert_eq!(out["data"], json!({"y": "2"}));
+        let out = smp(
+            "ConfigMap",
+            out,
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
+        );
+        assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
+        // Atomic lists (args) are replaced; `$patch: replace` replaces a merge list or a map.
+        let pod = json!({"spec": {"containers": [{"name": "a", "args": ["1", "2"], "env": [{"name": "X", "value": "1"}]}]}});
+        let out = smp(
+            "Pod",
+            pod,
+            json!({"spec": {"containers": [{"name": "a", "args": ["3"], "env": [{"name": "Y", "value": "2"}]}]}}),
+        );
+        assert_eq!(out["spec"]["containers"][0]["args"], json!(["3"]));
+        assert_eq!(
+            out["spec"]["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        let out = smp(
+            "Pod",
+            out,
+            json!({"spec": {"containers": [{"name": "a", "env": [{"$patch": "replace"}, {"name": "Z", "value": "3"}]}]}}),
+        );
+        assert_eq!(
+            out["spec"]["containers"][0]["env"],
+            json!([{"name": "Z", "value": "3"}])
+        );
+        let out = smp(
+            "Pod",
+            json!({"metadata": {"labels": {"a": "1", "b": "2"}}}),
+            json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}}),
+        );
+        assert_eq!(out["metadata"]["labels"], json!({"c": "3"}));
+        let out = smp(
+            "Deployment",
+            json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}}),
+            json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}}),
+        );
+        assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
+    }
+
+    #[test]
+    fn malformed_patches() {
+        let mut o = json!({"spec": {"containers": [{"name": "a"}]}});
+        assert!(
+            apply(
+                "Pod",
+                &mut o,
+                &json!({"spec": {"containers": [{"image": "x"}]}})
+            )
+            .is_err()
+        );
+        assert!(apply("Pod", &mut o, &json!({"$patch": "bogus"})).is_err());
+        assert!(apply("Pod", &mut o, &json!([1])).is_err());
+    }
+}

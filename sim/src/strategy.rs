@@ -1,0 +1,395 @@
+//! What kube-apiserver's registry strategies decide per kind, for the writes the sim serves:
+//! when `metadata.generation` moves, and how a delete proceeds (graceful deletion of pods,
+//! finalizers holding objects). Each rule names the function of kubernetes' source it follows.
+
+use serde_json::{Value, json};
+
+use crate::object::meta_mut;
+use crate::resources::ResourceDef;
+use crate::util::{format_rfc3339, parse_rfc3339};
+
+/// What changes bump `metadata.generation` on an update of a kind (its strategy's
+/// `PrepareForUpdate`); status updates never do (the status strategies copy the old spec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GenerationRule {
+    /// No generation is kept (ConfigMap, Secret, Service, Namespace, Node, Event,
+    /// ServiceAccount, Lease: their strategies never set one).
+    None,
+    /// `spec` changes (`pkg/registry/apps/replicaset/strategy.go` `PrepareForUpdate`,
+    /// `pkg/registry/core/pod/strategy.go` `updatePodGeneration`).
+    Spec,
+    /// `spec` or `metadata.annotations` changes, because the deployment controller copies
+    /// annotations to its replica sets (`pkg/registry/apps/deployment/strategy.go`
+    /// `PrepareForUpdate`).
+    SpecOrAnnotations,
+    /// Anything but `metadata` changes (custom resources:
+    /// `staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go`
+    /// `PrepareForUpdate`, which compares `copyNonMetadata` of both; with a status subresource
+    /// the status was already reset to the old one, so only a status-less kind bumps on status).
+    NonMetadata,
+}
+
+impl GenerationRule {
+    /// The rule of a built-in kind, by (group, kind).
+    pub(crate) fn builtin(group: &str, kind: &str) -> Self {
+        match (group, kind) {
+            ("apps", "Deployment") => Self::SpecOrAnnotations,
+            ("apps", "ReplicaSet") | ("", "Pod") => Self::Spec,
+            _ => Self::None,
+        }
+    }
+}
+
+/// Whether a value is absent for `apiequality.Semantic.DeepEqual` (nil and empty maps and
+/// slices are equal there).
+fn semantically_empty(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(m)) => m.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(_) => false,
+    }
+}
+
+fn semantically_equal(a: Option<&Value>, b: Option<&Value>) -> bool {
+    (semantically_empty(a) && semantically_empty(b)) || a == b
+}
+
+/// Whether replacing `old` by `new` (through the main resource or `/scale`) bumps the
+/// generation under the kind's rule.
+pub(crate) fn bumps_generation(def: &ResourceDef, old: &Value, new: &Value) -> bool {
+    match def.generation {
+        GenerationRule::None => false,
+        GenerationRule::Spec => !semantically_equal(old.get("spec"), new.get("spec")),
+        GenerationRule::SpecOrAnnotations => {
+            let ann = |v: &Value| {
+                v.get("metadata")
+                    .and_then(|m| m.get("annotations"))
+                    .cloned()
+            };
+            !semantically_equal(old.get("spec"), new.get("spec"))
+                || !semantically_equal(ann(old).as_ref(), ann(new).as_ref())
+        }
+        GenerationRule::NonMetadata => {
+            let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+                return old != new;
+            };
+            let rest = |m: &serde_json::Map<String, Value>| {
+                m.iter()
+                    .filter(|(k, _)| k.as_str() != "metadata")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<serde_json::Map<_, _>>()
+            };
+            rest(o) != rest(n)
+        }
+    }
+}
+
+/// Sets `metadata.generation` to the old one plus one.
+pub(crate) fn bump_generation(old: &Value, new: &mut Value) {
+    let g = generation(old) + 1;
+    if let Some(meta) = meta_mut(new) {
+        meta.insert("generation".into(), json!(g));
+    }
+}
+
+fn generation(v: &Value) -> i64 {
+    v.get("metadata")
+        .and_then(|m| m.get("generation"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+/// How a DELETE proceeds, decided from the stored object and the request's
+/// `DeleteOptions.gracePeriodSeconds`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum DeletePlan {
+    /// Remove the object now (one DELETED event).
+    Delete,
+    /// A graceful deletion with an equal or shorter period is already under way: change
+    /// nothing, answer with the object.
+    Pending,
+    /// Store this marked object (a MODIFIED event carrying `deletionTimestamp` and
+    /// `deletionGracePeriodSeconds`); then, when `then_delete`, remove it (a DELETED event).
+    Mark {
+        /// The object with its deletion marks.
+        object: Value,
+        /// The grace period written (0 for objects only held by finalizers).
+        grace: i64,
+        /// Remove the object right after the mark (grace 0 and no finalizers).
+        then_delete: bool,
+    },
+}
+
+/// The grace period kube-apiserver stores on a pod's first delete
+/// (`pkg/registry/core/pod/strategy.go` `CheckGracefulDelete`): the request's
+/// `gracePeriodSeconds`, else `spec.terminationGracePeriodSeconds` (which the real server's
+/// defaulting sets to 30 on create; the sim does no defaulting, so a missing one counts as 30),
+/// 0 for an unscheduled pod (no `spec.nodeName`) or one in a terminal phase; a negative value is 1.
+pub(crate) fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
+    let spec = pod.get("spec");
+    let mut period = requested.unwrap_or_else(|| {
+        spec.and_then(|s| s.get("terminationGracePeriodSeconds"))
+            .and_then(Value::as_i64)
+            .unwrap_or(30)
+    });
+    let node = spec
+        .and_then(|s| s.get("nodeName"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if node.is_empty() {
+        period = 0;
+    }
+    let phase = pod
+        .get("status")
+        .and_then(|s| s.get("phase"))
+        .and_then(Value::as_str);
+    if matches!(phase, Some("Failed" | "Succeeded")) {
+        period = 0;
+    }
+    if period < 0 { 1 } else { period }
+}
+
+/// Whether the kind's strategy implements `RESTGracefulDeleteStrategy` (only pods, among the
+/// kinds the sim serves).
+fn graceful_kind(def: &ResourceDef) -> bool {
+    def.builtin && def.group.is_empty() && def.kind == "Pod"
+}
+
+fn meta_i64(v: &Value, k: &str) -> Option<i64> {
+    v.get("metadata")?.get(k)?.as_i64()
+}
+
+fn meta_time(v: &Value, k: &str) -> Option<i64> {
+    parse_rfc3339(v.get("metadata")?.get(k)?.as_str()?)
+}
+
+fn has_finalizers(v: &Value) -> bool {
+    v.get("metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+}
+
+fn set_marks(v: &mut Value, timestamp: i64, grace: i64, bump: bool) {
+    let g = generation(v);
+    if let Some(meta) = meta_mut(v) {
+        meta.insert("deletionTimestamp".into(), json!(format_rfc3339(timestamp)));
+        meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        if bump && g > 0 {
+            meta.insert("generation".into(), json!(g + 1));
+        }
+    }
+}
+
+/// Decides a DELETE of `obj` at Unix time `now`, as kube-apiserver's generic store does:
+/// `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go` `Delete` and
+/// `updateForGracefulDeletionAndFinalizers` (with `markAsDeleting` for kinds without graceful
+/// deletion), and `staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go` `BeforeDelete`
+/// (the first graceful delete sets `deletionTimestamp = now + grace` and bumps a set
+/// generation; a later one may only shorten the period, moving the timestamp back by the
+/// difference; one at a stored period of 0 deletes).
+pub(crate) fn plan_delete(
+    def: &ResourceDef,
+    obj: &Value,
+    requested: Option<i64>,
+    now: i64,
+) -> DeletePlan {
+    // BeforeDelete: negative periods are treated as 1 second.
+    let requested = requested.map(|p| if p < 0 { 1 } else { p });
+    let deleting = obj
+        .get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|d| !d.is_null());
+    let finalizers = has_finalizers(obj);
+    let mut graceful: Option<(Value, i64)> = None;
+    if graceful_kind(def) {
+        if deleting {
+            match meta_i64(obj, "deletionGracePeriodSeconds") {
+                None | Some(0) => {}
+                Some(current) => match requested {
+                    Some(p) if p < current => {
+                        let ts = meta_time(obj, "deletionTimestamp").unwrap_or(now + current);
+                        let mut v = obj.clone();
+                        set_marks(&mut v, ts - current + p, p, false);
+                        graceful = Some((v, p));
+                    }
+                    _ => return DeletePlan::Pending,
+                },
+            }
+        } else {
+            let period = pod_grace_period(obj, requested);
+            let mut v = obj.clone();
+            set_marks(&mut v, now + period, period, true);
+            graceful = Some((v, period));
+        }
+    }
+    match graceful {
+        Some((object, grace)) => DeletePlan::Mark {
+            object,
+            grace,
+            then_delete: grace == 0 && !finalizers,
+        },
+        None if finalizers => {
+            // markAsDeleting: bump a set generation on the first mark, set the timestamp unless
+            // an earlier one is stored, and the grace period to 0.
+            let mut v = obj.clone();
+            let ts = match meta_time(obj, "deletionTimestamp") {
+                Some(t) if t <= now => t,
+                _ => now,
+            };
+            set_marks(&mut v, ts, 0, !deleting);
+            DeletePlan::Mark {
+                object: v,
+                grace: 0,
+                then_delete: false,
+            }
+        }
+        None => DeletePlan::Delete,
+    }
+}
+
+/// Whether an update that leaves `new` without finalizers deletes the object
+/// (`staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`
+/// `shouldDeleteDuringUpdate`): only when the stored object is marked for deletion with no
+/// grace period left (a pod still in its graceful termination waits for the kubelet).
+pub(crate) fn deletes_during_update(old: &Value, new: &Value) -> bool {
+    let old_deleting = old
+        .get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|d| !d.is_null());
+    !has_finalizers(new)
+        && old_deleting
+        && meta_i64(old, "deletionGracePeriodSeconds").is_none_or(|g| g == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Registry;
+
+    fn def(reg: &Registry, plural: &str) -> std::sync::Arc<ResourceDef> {
+        reg.by_plural(plural).unwrap().clone()
+    }
+
+    #[test]
+    fn pod_grace_periods() {
+        let scheduled = json!({"spec": {"nodeName": "n1"}});
+        assert_eq!(pod_grace_period(&scheduled, None), 30);
+        assert_eq!(pod_grace_period(&scheduled, Some(5)), 5);
+        assert_eq!(pod_grace_period(&scheduled, Some(-3)), 1);
+        let own = json!({"spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 7}});
+        assert_eq!(pod_grace_period(&own, None), 7);
+        assert_eq!(pod_grace_period(&json!({"spec": {}}), Some(30)), 0);
+        let done = json!({"spec": {"nodeName": "n1"}, "status": {"phase": "Succeeded"}});
+        assert_eq!(pod_grace_period(&done, None), 0);
+    }
+
+    #[test]
+    fn delete_plans() {
+        let reg = Registry::new(&[]).unwrap();
+        let pods = def(&reg, "pods");
+        let cms = def(&reg, "configmaps");
+        let pod = json!({"metadata": {"name": "p", "generation": 1}, "spec": {"nodeName": "n"}});
+        let DeletePlan::Mark {
+            object,
+            grace,
+            then_delete,
+        } = plan_delete(&pods, &pod, None, 1000)
+        else {
+            panic!("a pod is deleted gracefully");
+        };
+        assert_eq!((grace, then_delete), (30, false));
+        assert_eq!(object["metadata"]["deletionGracePeriodSeconds"], 30);
+        assert_eq!(
+            object["metadata"]["deletionTimestamp"],
+            format_rfc3339(1030)
+        );
+        assert_eq!(object["metadata"]["generation"], 2);
+        // A longer or equal period changes nothing; a shorter one moves the timestamp back.
+        assert_eq!(
+            plan_delete(&pods, &object, Some(30), 1001),
+            DeletePlan::Pending
+        );
+        assert_eq!(plan_delete(&pods, &object, None, 1001), DeletePlan::Pending);
+        let DeletePlan::Mark {
+            object: shorter,
+            grace,
+            ..
+        } = plan_delete(&pods, &object, Some(10), 1001)
+        else {
+            panic!("a shorter period shortens");
+        };
+        assert_eq!(grace, 10);
+        assert_eq!(
+            shorter["metadata"]["deletionTimestamp"],
+            format_rfc3339(1010)
+        );
+        assert_eq!(shorter["metadata"]["generation"], 2, "no second bump");
+        // The kubelet's grace-0 delete: mark with 0, then delete.
+        assert!(matches!(
+            plan_delete(&pods, &shorter, Some(0), 1002),
+            DeletePlan::Mark {
+                grace: 0,
+                then_delete: true,
+                ..
+            }
+        ));
+        // Unscheduled: grace 0, still a mark first.
+        assert!(matches!(
+            plan_delete(&pods, &json!({"metadata": {}, "spec": {}}), Some(60), 1000),
+            DeletePlan::Mark {
+                grace: 0,
+                then_delete: true,
+                ..
+            }
+        ));
+        // Kinds without graceful deletion: at once, or marked when finalizers hold them.
+        assert_eq!(
+            plan_delete(&cms, &json!({"metadata": {}}), Some(5), 1000),
+            DeletePlan::Delete
+        );
+        let held = json!({"metadata": {"finalizers": ["x/y"]}});
+        let DeletePlan::Mark {
+            object,
+            then_delete,
+            ..
+        } = plan_delete(&cms, &held, None, 1000)
+        else {
+            panic!("finalizers hold");
+        };
+        assert!(!then_delete);
+        assert_eq!(object["metadata"]["deletionGracePeriodSeconds"], 0);
+        assert!(deletes_during_update(&object, &json!({"metadata": {}})));
+        assert!(!deletes_during_update(&object, &held));
+    }
+
+    #[test]
+    fn generation_rules() {
+        let reg = Registry::new(&[]).unwrap();
+        let d = def(&reg, "deployments");
+        let base = json!({"metadata": {"annotations": {"a": "1"}}, "spec": {"replicas": 1}});
+        let mut ann = base.clone();
+        ann["metadata"]["annotations"]["a"] = json!("2");
+        assert!(bumps_generation(&d, &base, &ann));
+        let rs = def(&reg, "replicasets");
+        assert!(!bumps_generation(&rs, &base, &ann));
+        let cm = def(&reg, "configmaps");
+        assert!(!bumps_generation(
+            &cm,
+            &json!({"data": {}}),
+            &json!({"data": {"a": "b"}})
+        ));
+        let mut no_ann = base.clone();
+        no_ann["metadata"]["annotations"] = json!({});
+        let mut null_ann = base.clone();
+        null_ann["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
+        assert!(
+            !bumps_generation(&d, &no_ann, &null_ann),
+            "nil and empty are equal"
+        );
+    }
+}
