@@ -1,1 +1,28 @@
-//! Reader of kinformer trace files (`docs/trace-format.md`, T2).
+//! Reader of kinformer trace files (`docs/trace-format.md`, T2): the library behind the
+//! `kinformer-trace` command.
+//!
+//! [`TraceFile::open`] parses a file (refusing a foreign file or an unknown version, reporting a
+//! truncated last line and using the lines before it); [`traces::traces`] groups its hops into
+//! traces (one event of one object through reflector → fifo → indexer → listener → handler).
+//! On top of that: [`follow::follow`] (one object's timeline), [`stats::stats`] (per-hop
+//! latency percentiles, handler run times, FIFO and buffer depth, drops), [`slow::slow`] (the
+//! traces over a latency bound and where their time went), [`chrome::chrome`] (Chrome
+//! trace-event JSON for Perfetto and chrome://tracing) and [`html::html`] (a self-contained
+//! page with a swimlane per actor). Nothing here panics on any input.
+
+pub mod chrome;
+mod error;
+pub mod fmt;
+pub mod follow;
+pub mod html;
+mod model;
+pub mod slow;
+pub mod stats;
+pub mod traces;
+
+pub use error::TraceError;
+pub use follow::{ObjectQuery, Timeline, follow};
+pub use model::{
+    DepthSample, Dropped, End, FORMAT_NAME, FORMAT_VERSION, Header, Hop, HopKind, TraceFile,
+    Truncation,
+};

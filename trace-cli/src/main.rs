@@ -1,2 +1,168 @@
-//! `kinformer-trace`: the command-line reader of kinformer trace files.
-fn main() {}
+//! `kinformer-trace`: reads a kinformer trace file (`docs/trace-format.md`).
+//!
+//! Exit status: 0 on success (a truncated file is a warning on stderr, not a failure), 1 on an
+//! error (missing, foreign, unsupported or damaged file; object not in the file; output not
+//! writable), 2 on a usage error.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use kinformer_trace::{ObjectQuery, TraceFile};
+
+/// Read a kinformer trace file: follow one object, latency statistics, slow events, and
+/// exports for Perfetto / chrome://tracing and the browser.
+#[derive(Parser)]
+#[command(name = "kinformer-trace", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// One object's timeline: each trace's hops with wall time and latency from the reflector.
+    Follow {
+        /// The object: ns/name, or name for a cluster-scoped object.
+        object: String,
+        /// The trace file (JSON lines, as written by the trace sink).
+        file: PathBuf,
+        /// Only objects of this kind (e.g. Pod).
+        #[arg(long)]
+        kind: Option<String>,
+    },
+    /// Per-hop latency percentiles, handler run times, FIFO and buffer depth, drops.
+    Stats {
+        /// The trace file.
+        file: PathBuf,
+    },
+    /// The traces whose end-to-end latency (reflector → last handler) passed a bound.
+    Slow {
+        /// The bound, e.g. 100ms, 2s, 500us.
+        #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+        over: Duration,
+        /// The trace file.
+        file: PathBuf,
+    },
+    /// Export in Chrome trace-event format (opens in Perfetto and chrome://tracing).
+    Chrome {
+        /// Where to write the JSON (`-` for standard output).
+        out: PathBuf,
+        /// The trace file.
+        file: PathBuf,
+    },
+    /// Export a self-contained HTML page with a swimlane per actor and an object's path.
+    Html {
+        /// Where to write the page (`-` for standard output).
+        out: PathBuf,
+        /// The trace file.
+        file: PathBuf,
+        /// The object drawn first: ns/name, or name (default: the one with the most hops).
+        #[arg(long)]
+        object: Option<String>,
+        /// Only objects of this kind for --object.
+        #[arg(long)]
+        kind: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // A closed pipe (`kinformer-trace follow … | head`) is not an error worth a message.
+            let broken_pipe = e
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+            if !broken_pipe {
+                eprintln!("kinformer-trace: error: {e:#}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Opens a trace file, warning on stderr when it was cut short.
+fn open(file: &Path) -> anyhow::Result<TraceFile> {
+    let trace = TraceFile::open(file).with_context(|| file.display().to_string())?;
+    if let Some(cut) = trace.truncated {
+        eprintln!("kinformer-trace: warning: {}: {cut}", file.display());
+    }
+    Ok(trace)
+}
+
+fn object(text: &str, kind: Option<String>) -> anyhow::Result<ObjectQuery> {
+    Ok(text.parse::<ObjectQuery>()?.with_kind(kind))
+}
+
+/// Writes `text` to `out`, or to standard output for `-`.
+fn write_out(out: &Path, text: &str) -> anyhow::Result<()> {
+    if out == Path::new("-") {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(text.as_bytes())?;
+        stdout.flush()?;
+        Ok(())
+    } else {
+        std::fs::write(out, text).with_context(|| format!("cannot write {}", out.display()))
+    }
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    write_out(Path::new("-"), text)
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Follow {
+            object: o,
+            file,
+            kind,
+        } => {
+            let query = object(&o, kind)?;
+            let trace = open(&file)?;
+            let timeline = kinformer_trace::follow(&trace, &query)
+                .with_context(|| file.display().to_string())?;
+            print(&timeline.to_string())
+        }
+        Command::Stats { file } => {
+            let trace = open(&file)?;
+            print(&kinformer_trace::stats::stats(&trace).to_string())
+        }
+        Command::Slow { over, file } => {
+            let trace = open(&file)?;
+            print(&kinformer_trace::slow::slow(&trace, over).to_string())
+        }
+        Command::Chrome { out, file } => {
+            let trace = open(&file)?;
+            let json = kinformer_trace::chrome::chrome(&trace);
+            write_out(&out, &json.to_string())?;
+            if out != Path::new("-") {
+                eprintln!(
+                    "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)",
+                    out.display()
+                );
+            }
+            Ok(())
+        }
+        Command::Html {
+            out,
+            file,
+            object: o,
+            kind,
+        } => {
+            let query = o.map(|o| object(&o, kind)).transpose()?;
+            let trace = open(&file)?;
+            let page = kinformer_trace::html::html(&trace, query.as_ref())
+                .with_context(|| file.display().to_string())?;
+            write_out(&out, &page)?;
+            if out != Path::new("-") {
+                eprintln!("wrote {}", out.display());
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! `follow`: one object's timeline, trace by trace.
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use crate::fmt::{duration, millis, wall};
+use crate::traces::{ObjectKey, Trace, objects, traces};
+use crate::{HopKind, TraceError, TraceFile};
+
+/// Which object to follow: `ns/name` or, for a cluster-scoped object, `name`; optionally a kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectQuery {
+    /// The namespace, `""` for a cluster-scoped object.
+    pub ns: String,
+    /// The name.
+    pub name: String,
+    /// The kind (case-insensitive), or any kind.
+    pub kind: Option<String>,
+}
+
+impl ObjectQuery {
+    /// Restricts the query to a kind.
+    pub fn with_kind(mut self, kind: Option<String>) -> ObjectQuery {
+        self.kind = kind;
+        self
+    }
+
+    /// Whether an object is the one asked for.
+    pub fn matches(&self, object: &ObjectKey) -> bool {
+        object.ns == self.ns
+            && object.name == self.name
+            && self
+                .kind
+                .as_ref()
+                .is_none_or(|k| k.eq_ignore_ascii_case(&object.kind))
+    }
+
+    /// The object as asked for: `[Kind ]ns/name`.
+    pub fn describe(&self) -> String {
+        let path = if self.ns.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.ns, self.name)
+        };
+        match &self.kind {
+            Some(kind) => format!("{kind} {path}"),
+            None => path,
+        }
+    }
+
+    /// [`TraceError::ObjectNotFound`] with a hint naming objects the file has.
+    pub(crate) fn not_found(&self, file: &TraceFile) -> TraceError {
+        let all = objects(file);
+        let same_name: Vec<String> = all
+            .iter()
+            .filter(|o| o.name == self.name)
+            .map(|o| format!("{} ({})", o.path(), o.kind))
+            .collect();
+        let hint = if all.is_empty() {
+            " (the file has no hop at all)".to_string()
+        } else if !same_name.is_empty() {
+            format!("; did you mean {}?", same_name.join(", "))
+        } else {
+            let some: Vec<String> = all.iter().take(5).map(ToString::to_string).collect();
+            let more = if all.len() > 5 { ", …" } else { "" };
+            format!(" ({} objects there: {}{more})", all.len(), some.join(", "))
+        };
+        TraceError::ObjectNotFound {
+            query: self.describe(),
+            hint,
+        }
+    }
+}
+
+impl FromStr for ObjectQuery {
+    type Err = TraceError;
+
+    /// Parses `ns/name` or `name`.
+    fn from_str(s: &str) -> Result<ObjectQuery, TraceError> {
+        let bad = || TraceError::BadObject(s.to_string());
+        let (ns, name) = match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                (ns, name)
+            }
+            Some(_) => return Err(bad()),
+            None if !s.is_empty() => ("", s),
+            None => return Err(bad()),
+        };
+        Ok(ObjectQuery {
+            ns: ns.to_string(),
+            name: name.to_string(),
+            kind: None,
+        })
+    }
+}
+
+/// One hop of a followed trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HopView {
+    /// When, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// The actor.
+    pub hop: HopKind,
+    /// The actor instance.
+    pub inst: String,
+    /// What happened.
+    pub what: String,
+    /// The resourceVersion.
+    pub rv: String,
+    /// Nanoseconds since the trace's origin (its reflector hop, or its first hop).
+    pub latency: i64,
+    /// The handler's run time, on handler hops.
+    pub dur: Option<u64>,
+}
+
+/// One trace of a followed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceView {
+    /// The trace id.
+    pub id: String,
+    /// The object.
+    pub object: ObjectKey,
+    /// The object's uid at the origin hop.
+    pub uid: String,
+    /// Where the trace was born (`reflector`, or `indexer` for a resync).
+    pub origin: HopKind,
+    /// What happened at the origin (`added`, `listed`, `sync`, …).
+    pub what: String,
+    /// The origin's time, nanoseconds since the Unix epoch.
+    pub start: u64,
+    /// The hops in pipeline order.
+    pub hops: Vec<HopView>,
+}
+
+impl TraceView {
+    /// The view of a grouped trace.
+    pub(crate) fn of(trace: &Trace<'_>) -> TraceView {
+        let origin = trace.origin();
+        TraceView {
+            id: trace.id.to_string(),
+            object: trace.object.clone(),
+            uid: origin.map(|h| h.uid.clone()).unwrap_or_default(),
+            origin: origin.map_or(HopKind::Reflector, |h| h.hop),
+            what: origin.map(|h| h.what.clone()).unwrap_or_default(),
+            start: trace.start(),
+            hops: trace
+                .hops
+                .iter()
+                .map(|h| HopView {
+                    t: h.t,
+                    hop: h.hop,
+                    inst: h.inst.clone(),
+                    what: h.what.clone(),
+                    rv: h.rv.clone(),
+                    latency: trace.latency(h),
+                    dur: h.dur,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An object's timeline: its traces ordered by their first hop's time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeline {
+    /// The objects that matched (more than one when kinds share the name and none was given).
+    pub objects: Vec<ObjectKey>,
+    /// The traces.
+    pub traces: Vec<TraceView>,
+}
+
+/// The timeline of the object `query` names, or [`TraceError::ObjectNotFound`].
+pub fn follow(file: &TraceFile, query: &ObjectQuery) -> Result<Timeline, TraceError> {
+    let traces: Vec<TraceView> = traces(file)
+        .iter()
+        .filter(|t| query.matches(&t.object))
+        .map(TraceView::of)
+        .collect();
+    if traces.is_empty() {
+        return Err(query.not_found(file));
+    }
+    let mut objects: Vec<ObjectKey> = traces.iter().map(|t| t.object.clone()).collect();
+    objects.sort();
+    objects.dedup();
+    Ok(Timeline { objects, traces })
+}
+
+impl std::fmt::Display for Timeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hops: usize = self.traces.iter().map(|t| t.hops.len()).sum();
+        let names: Vec<String> = self.objects.iter().map(ToString::to_string).collect();
+        writeln!(
+            f,
+            "{}: {} traces, {} hops (wall times UTC; latency from the trace's reflector hop)",
+            names.join(", "),
+            self.traces.len(),
+            hops
+        )?;
+        let inst_width = self
+            .traces
+            .iter()
+            .flat_map(|t| t.hops.iter().map(|h| h.inst.chars().count()))
+            .max()
+            .unwrap_or(0);
+        let what_width = self
+            .traces
+            .iter()
+            .flat_map(|t| t.hops.iter().map(|h| h.what.chars().count()))
+            .max()
+            .unwrap_or(0);
+        for trace in &self.traces {
+            let mut title = format!("\ntrace {}  {} {}", trace.id, trace.object.kind, trace.what);
+            if trace.origin != HopKind::Reflector {
+                let _ = write!(title, " (born in the {}, latency from there)", trace.origin);
+            }
+            if !trace.uid.is_empty() {
+                let _ = write!(title, "  uid={}", trace.uid);
+            }
+            writeln!(f, "{title}")?;
+            for hop in &trace.hops {
+                let mut line = format!(
+                    "  {}  {:>11}  {:<9}  {:<iw$}  {:<ww$}",
+                    wall(hop.t),
+                    millis(hop.latency),
+                    hop.hop,
+                    hop.inst,
+                    hop.what,
+                    iw = inst_width,
+                    ww = what_width,
+                );
+                if !hop.rv.is_empty() {
+                    let _ = write!(line, "  rv={}", hop.rv);
+                }
+                if let Some(dur) = hop.dur {
+                    let _ = write!(
+                        line,
+                        "  dur={}",
+                        duration(i64::try_from(dur).unwrap_or(i64::MAX))
+                    );
+                }
+                writeln!(f, "{}", line.trim_end())?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,329 @@
+//! The lines of a trace file and the parser (`docs/trace-format.md`).
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::TraceError;
+
+/// The trace format version this reader understands (the header's `v`).
+pub const FORMAT_VERSION: u64 = 1;
+
+/// The `format` value of a kinformer header line.
+pub const FORMAT_NAME: &str = "kinformer-trace";
+
+/// The actor a hop happened in, in pipeline order (`Ord` follows the pipeline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HopKind {
+    /// The reflector decoded a watch event or a listed object (traces are born here).
+    Reflector,
+    /// The DeltaFIFO queued the delta.
+    Fifo,
+    /// The indexer applied the delta to the store (resync traces are born here).
+    Indexer,
+    /// A listener accepted the notification into its buffer.
+    Listener,
+    /// A listener's handler finished with the notification.
+    Handler,
+}
+
+impl HopKind {
+    /// Every hop kind, in pipeline order.
+    pub const ALL: [HopKind; 5] = [
+        HopKind::Reflector,
+        HopKind::Fifo,
+        HopKind::Indexer,
+        HopKind::Listener,
+        HopKind::Handler,
+    ];
+
+    /// The name used in the file (`reflector`, `fifo`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HopKind::Reflector => "reflector",
+            HopKind::Fifo => "fifo",
+            HopKind::Indexer => "indexer",
+            HopKind::Listener => "listener",
+            HopKind::Handler => "handler",
+        }
+    }
+}
+
+impl std::fmt::Display for HopKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// The header line (always the first line).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Header {
+    /// Always [`FORMAT_NAME`].
+    pub format: String,
+    /// Format version, [`FORMAT_VERSION`].
+    pub v: u64,
+    /// When the sink was opened, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// The writing process's id.
+    #[serde(default)]
+    pub pid: Option<u64>,
+    /// Whether object bodies were opted in (T3).
+    #[serde(default)]
+    pub bodies: bool,
+}
+
+/// One object at one hop.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Hop {
+    /// When the hop happened, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// The trace id (16 hex digits) that follows one event through every hop.
+    pub trace: String,
+    /// The actor.
+    pub hop: HopKind,
+    /// The actor instance: the informer id (reflector, fifo, indexer) or the listener's name.
+    pub inst: String,
+    /// The object's kind.
+    pub kind: String,
+    /// The object's namespace, `""` when cluster-scoped.
+    #[serde(default)]
+    pub ns: String,
+    /// The object's name.
+    pub name: String,
+    /// The object's uid, may be `""`.
+    #[serde(default)]
+    pub uid: String,
+    /// The object's resourceVersion, may be `""`.
+    #[serde(default)]
+    pub rv: String,
+    /// What happened (`added`, `queued`, `sync`, `update`, `handled`, …).
+    pub what: String,
+    /// On handler hops: nanoseconds the handler's callback took.
+    #[serde(default)]
+    pub dur: Option<u64>,
+}
+
+/// A mailbox or buffer depth sample.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct DepthSample {
+    /// When, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// Which actor (`fifo` or `listener`).
+    pub hop: HopKind,
+    /// Which instance.
+    pub inst: String,
+    /// The depth.
+    pub depth: u64,
+}
+
+/// The sink's writer fell behind and dropped records.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Dropped {
+    /// When, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// Records lost since the previous `dropped` line.
+    pub count: u64,
+}
+
+/// The last line of a cleanly closed trace.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct End {
+    /// When the sink was closed, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// Records written.
+    pub written: u64,
+    /// Records dropped in all.
+    pub dropped: u64,
+}
+
+/// Where a truncated file was cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Truncation {
+    /// 1-based number of the incomplete last line.
+    pub line: usize,
+    /// How many complete lines (the header included) were used.
+    pub complete_lines: usize,
+}
+
+impl std::fmt::Display for Truncation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "truncated at line {}; using the {} complete lines",
+            self.line, self.complete_lines
+        )
+    }
+}
+
+/// One line after the header.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Line {
+    Header(serde::de::IgnoredAny),
+    Hop(Hop),
+    Depth(DepthSample),
+    Dropped(Dropped),
+    End(End),
+    /// A line type this reader does not know: skipped and counted (a newer writer may add
+    /// types without a version change).
+    #[serde(other)]
+    Unknown,
+}
+
+/// A parsed trace file: every record, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceFile {
+    /// The header line.
+    pub header: Header,
+    /// Every hop line, in file order (not necessarily time order).
+    pub hops: Vec<Hop>,
+    /// Every depth sample, in file order.
+    pub depths: Vec<DepthSample>,
+    /// Every `dropped` line, in file order.
+    pub dropped: Vec<Dropped>,
+    /// The `end` line, when the sink was closed cleanly.
+    pub end: Option<End>,
+    /// Set when the last line was incomplete (the lines before it are used).
+    pub truncated: Option<Truncation>,
+    /// Lines of a type this reader does not know (skipped).
+    pub unknown_lines: usize,
+}
+
+impl TraceFile {
+    /// Reads and parses the trace file at `path`.
+    pub fn open(path: &Path) -> Result<TraceFile, TraceError> {
+        let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => TraceError::Missing,
+            _ => TraceError::Read(e),
+        })?;
+        TraceFile::parse(&bytes)
+    }
+
+    /// Parses a whole trace file. Never panics, whatever the bytes.
+    ///
+    /// The first non-blank line must be a kinformer header of version [`FORMAT_VERSION`]. A last
+    /// line that does not parse is taken as a cut-short write ([`TraceFile::truncated`]); any
+    /// earlier line that does not parse is an error naming it. Blank lines are skipped; lines of
+    /// an unknown `type` are counted in [`TraceFile::unknown_lines`].
+    pub fn parse(bytes: &[u8]) -> Result<TraceFile, TraceError> {
+        let mut lines = bytes
+            .split(|b| *b == b'\n')
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.strip_suffix(b"\r").unwrap_or(l)))
+            .filter(|(_, l)| !l.iter().all(u8::is_ascii_whitespace))
+            .peekable();
+        let Some((_, first)) = lines.next() else {
+            return Err(TraceError::Empty);
+        };
+        let header = parse_header(first)?;
+        let mut file = TraceFile {
+            header,
+            hops: Vec::new(),
+            depths: Vec::new(),
+            dropped: Vec::new(),
+            end: None,
+            truncated: None,
+            unknown_lines: 0,
+        };
+        let mut complete_lines = 1;
+        while let Some((number, text)) = lines.next() {
+            let line = match serde_json::from_slice::<Line>(text) {
+                Ok(line) => line,
+                Err(_) if lines.peek().is_none() => {
+                    file.truncated = Some(Truncation {
+                        line: number,
+                        complete_lines,
+                    });
+                    break;
+                }
+                Err(e) => {
+                    return Err(TraceError::Malformed {
+                        line: number,
+                        reason: e.to_string(),
+                    });
+                }
+            };
+            complete_lines += 1;
+            match line {
+                Line::Header(_) => {
+                    return Err(TraceError::Malformed {
+                        line: number,
+                        reason: "a second header line".to_string(),
+                    });
+                }
+                Line::Hop(hop) => file.hops.push(hop),
+                Line::Depth(depth) => file.depths.push(depth),
+                Line::Dropped(dropped) => file.dropped.push(dropped),
+                Line::End(end) => file.end = Some(end),
+                Line::Unknown => file.unknown_lines += 1,
+            }
+        }
+        Ok(file)
+    }
+
+    /// Whether the file was closed cleanly: it has its `end` line and was not cut short.
+    pub fn is_complete(&self) -> bool {
+        self.end.is_some() && self.truncated.is_none()
+    }
+
+    /// Sum of the `dropped` lines' counts.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped
+            .iter()
+            .fold(0u64, |sum, d| sum.saturating_add(d.count))
+    }
+
+    /// The latest time of any record (the header's when there is none).
+    pub fn last_t(&self) -> u64 {
+        let hops = self.hops.iter().map(|h| h.t);
+        let depths = self.depths.iter().map(|d| d.t);
+        let dropped = self.dropped.iter().map(|d| d.t);
+        let end = self.end.iter().map(|e| e.t);
+        hops.chain(depths)
+            .chain(dropped)
+            .chain(end)
+            .fold(self.header.t, u64::max)
+    }
+}
+
+/// Parses the first line: a kinformer header, else [`TraceError::Foreign`].
+fn parse_header(line: &[u8]) -> Result<Header, TraceError> {
+    let foreign = || TraceError::Foreign {
+        first_line: excerpt(line),
+    };
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|_| foreign())?;
+    let is_header = value.get("type").and_then(|t| t.as_str()) == Some("header")
+        && value.get("format").and_then(|f| f.as_str()) == Some(FORMAT_NAME);
+    if !is_header {
+        return Err(foreign());
+    }
+    match value.get("v") {
+        Some(v) if v.as_u64() == Some(FORMAT_VERSION) => {}
+        Some(v) => {
+            return Err(TraceError::UnsupportedVersion {
+                version: v.to_string(),
+            });
+        }
+        None => {
+            return Err(TraceError::UnsupportedVersion {
+                version: "(none)".to_string(),
+            });
+        }
+    }
+    serde_json::from_value(value).map_err(|e| TraceError::Malformed {
+        line: 1,
+        reason: e.to_string(),
+    })
+}
+
+/// The first 80 characters of a line, for an error message.
+fn excerpt(line: &[u8]) -> String {
+    const MAX: usize = 80;
+    let text = String::from_utf8_lossy(line);
+    let mut out: String = text.chars().take(MAX).collect();
+    if text.chars().nth(MAX).is_some() {
+        out.push('…');
+    }
+    out
+}
