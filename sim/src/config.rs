@@ -94,6 +94,10 @@ pub struct SimConfig {
     pub max_request_body_bytes: usize,
     /// Create a few demo namespaces, deployments, replica sets and pods at start.
     pub seed_demo: bool,
+    /// How long a read at a resourceVersion the server has not reached waits for it before
+    /// `504 Timeout` with the cause `ResourceVersionTooLarge` (the watch cache's 3 s
+    /// `blockTimeout`); shorten it in tests.
+    pub resource_version_wait: Duration,
     /// The kubelet stand-in: a scheduled pod deleted gracefully is marked (`deletionTimestamp`,
     /// `deletionGracePeriodSeconds`) and then deleted by the sim, acting as the pod's kubelet,
     /// after its grace period capped at this (so tests need not wait 30 s). `None`: no
@@ -114,6 +118,7 @@ impl Default for SimConfig {
             auto_create_namespaces: true,
             max_request_body_bytes: 3 * 1024 * 1024,
             seed_demo: false,
+            resource_version_wait: Duration::from_secs(3),
             pod_termination: Some(Duration::from_millis(500)),
         }
     }

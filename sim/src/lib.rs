@@ -62,6 +62,7 @@ mod demo;
 mod faults;
 mod http;
 mod kubeconfig;
+mod kubelet;
 mod object;
 mod openapi;
 mod ops;
@@ -69,14 +70,14 @@ mod resources;
 mod selector;
 mod server;
 mod shared;
+mod smp;
 mod status;
 mod store;
+mod strategy;
 mod table;
 mod util;
+mod validation;
 mod watch;
-mod strategy;
-mod kubelet;
-mod smp;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -190,6 +191,7 @@ impl Sim {
             server_address: addr.to_string(),
             shutdown: shutdown_rx.clone(),
             churn: Mutex::new(None),
+            rv_wait: cfg.resource_version_wait,
         });
         let server = tokio::spawn(server::serve(listener, shared.clone(), shutdown_rx));
         let client = kube::Client::try_from(Self::config_for(&uri))?;

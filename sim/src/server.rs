@@ -32,6 +32,7 @@ use crate::status::ApiError;
 use crate::store::{ObjectMap, Outcome};
 use crate::table::{self, IncludeObject};
 use crate::util::Query;
+use crate::validation::{ListOptions, parse_bool};
 use crate::watch::{self as watchstream, Start, WatchParams};
 
 /// Accepts connections until `shutdown` fires (or its sender is dropped), then aborts them all.
@@ -332,9 +333,11 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<
 fn verb_of(method: &Method, t: &Target, query: &Query) -> Result<Verb, ApiError> {
     let collection = t.name.is_none();
     Ok(match (method.as_str(), collection) {
-        ("GET", true) if query.flag("watch") => Verb::Watch,
+        ("GET", true) if query.get("watch").is_some_and(parse_bool) => Verb::Watch,
         ("GET", true) => Verb::List,
-        ("GET", false) if t.sub.is_none() && query.flag("watch") => Verb::Watch,
+        ("GET", false) if t.sub.is_none() && query.get("watch").is_some_and(parse_bool) => {
+            Verb::Watch
+        }
         ("GET", false) => Verb::Get,
         ("POST", true) if t.def.namespaced == t.namespace.is_some() => Verb::Create,
         ("PUT", false) => Verb::Update,
@@ -373,14 +376,21 @@ async fn resource(
     match verb {
         Verb::List => {
             let repr = negotiate(headers, query)?;
-            list(shared, &t, query, repr)
+            list(shared, &t, query, repr).await
         }
         Verb::Watch => {
             let repr = negotiate(headers, query)?;
-            watch(shared, &t, query, repr)
+            watch(shared, &t, query, repr).await
         }
         Verb::Get => {
             let repr = negotiate(headers, query)?;
+            if let Some(rv) = query.non_empty("resourceVersion")
+                && rv != "0"
+            {
+                // `Cacher.Get` serves a get at a resourceVersion from the watch cache,
+                // `WaitUntilFreshAndGet` (`staging/src/k8s.io/apiserver/pkg/storage/cacher/`).
+                wait_until_fresh(shared, parse_rv(rv)?).await?;
+            }
             let name = t.name.as_deref().unwrap_or("");
             let obj = store
                 .get(&def, &ops::key_of(&def, ns, name))
@@ -559,7 +569,63 @@ fn parse_rv(s: &str) -> Result<u64, ApiError> {
     })
 }
 
-fn list(
+/// Waits until the store has reached resourceVersion `target` or `shared.rv_wait` passed, as
+/// the watch cache does before serving a read at a resourceVersion it has not seen
+/// (`staging/src/k8s.io/apiserver/pkg/storage/cacher/watch_cache.go`, `waitUntilFreshAndBlock`:
+/// `blockTimeout` of 3 s, then `storage.NewTooLargeResourceVersionError(rv, current,
+/// resourceVersionTooHighRetrySeconds = 1)`).
+async fn wait_until_fresh(shared: &Shared, target: u64) -> Result<(), ApiError> {
+    let store = &shared.store;
+    if store.resource_version() >= target {
+        return Ok(());
+    }
+    // Subscribe before re-reading the RV, so that no write between the two is missed.
+    let mut rxs: Vec<watch::Receiver<u64>> = (0..store.registry.all().len())
+        .filter_map(|i| store.subscribe(i))
+        .collect();
+    let deadline = tokio::time::Instant::now() + shared.rv_wait;
+    loop {
+        let current = store.resource_version();
+        if current >= target {
+            return Ok(());
+        }
+        let any_change = async {
+            if rxs.is_empty() {
+                futures::future::pending::<()>().await;
+            }
+            let (r, _, _) =
+                futures::future::select_all(rxs.iter_mut().map(|r| Box::pin(r.changed()))).await;
+            if r.is_err() {
+                // The store outlives every request; never spin on a closed channel.
+                futures::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = any_change => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                let current = store.resource_version();
+                if current >= target {
+                    return Ok(());
+                }
+                return Err(ApiError::too_large_resource_version(target, current, 1));
+            }
+        }
+    }
+}
+
+/// The error etcd gives for a read at a future revision, which the apiserver passes through
+/// unconverted (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`, `GetList`:
+/// `interpretListError` converts only compaction errors; `ErrorToAPIStatus` makes any other
+/// error a 500 with reason `Unknown`, i.e. none).
+fn future_revision() -> ApiError {
+    ApiError::new(
+        500,
+        "",
+        "etcdserver: mvcc: required revision is a future revision",
+    )
+}
+
+async fn list(
     shared: &Arc<Shared>,
     t: &Target,
     query: &Query,
@@ -567,41 +633,46 @@ fn list(
 ) -> Result<Response<Body>, ApiError> {
     let def = &t.def;
     let store = &shared.store;
+    // ListResource: DecodeParameters (400), then ValidateListOptions (422).
+    let opts = ListOptions::decode(query, false)?;
     let labels = parse_labels(query)?;
     let fields = parse_fields(def, query)?;
-    let limit = query
-        .non_empty("limit")
-        .map(|l| l.parse::<i64>())
-        .transpose()
-        .map_err(|_| ApiError::bad_request("limit must be an integer"))?;
-    let limit = limit
-        .filter(|l| *l > 0)
-        .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
-    let rv = query.get("resourceVersion").unwrap_or("");
-    let rvm = query.get("resourceVersionMatch").unwrap_or("");
-    let cont = query.non_empty("continue");
-    if !matches!(rvm, "" | "Exact" | "NotOlderThan") {
-        return Err(ApiError::new(
-            422,
-            "Invalid",
-            format!(
-                "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Unsupported value: {rvm:?}"
-            ),
-        ));
+    let errs = opts.errors();
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_list_options(&errs));
     }
-    if !rvm.is_empty() && rv.is_empty() {
-        return Err(ApiError::new(
-            422,
-            "Invalid",
-            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
-        ));
+    let limit = (opts.limit > 0).then(|| usize::try_from(opts.limit).unwrap_or(usize::MAX));
+    let rv = opts.resource_version.as_str();
+    let rvm = opts.resource_version_match.as_str();
+    let cont = (!opts.continue_token.is_empty()).then_some(opts.continue_token.as_str());
+    let requested = if rv.is_empty() || rv == "0" {
+        None
+    } else {
+        Some(parse_rv(rv)?)
+    };
+    // Which store serves the list, as `shouldDelegateList` decides
+    // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`): continuations, limits
+    // (except at RV 0) and `Exact` go to etcd, the rest to the watch cache.
+    let from_etcd = cont.is_some() || (limit.is_some() && rv != "0") || rvm == "Exact";
+    if let Some(n) = requested {
+        let current = store.resource_version();
+        if n > current {
+            if !from_etcd {
+                wait_until_fresh(shared, n).await?;
+            } else if cont.is_none() && rvm == "NotOlderThan" {
+                // etcd3 store `validateMinimumResourceVersion`: no wait, retry 0.
+                return Err(ApiError::too_large_resource_version(n, current, 0));
+            } else if cont.is_none() {
+                // `Exact`, or the legacy unset match with a limit (read at exactly that revision).
+                return Err(future_revision());
+            }
+        }
     }
     let (map, list_rv, after, limit) = if let Some(token) = cont {
-        if !rv.is_empty() {
-            return Err(ApiError::new(
-                422,
-                "Invalid",
-                "ListOptions.meta.k8s.io \"\" is invalid: resourceVersion: Forbidden: specifying resource version is not allowed when using continue",
+        if requested.is_some() {
+            // `storage.ValidateListOptions` (`staging/src/k8s.io/apiserver/pkg/storage/util.go`).
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
             ));
         }
         let (trv, key) = decode_continue(token)?;
@@ -630,9 +701,6 @@ fn list(
         let (map, cur) = store.snapshot(def, false);
         (map, cur, None, None)
     } else {
-        if !rv.is_empty() {
-            parse_rv(rv)?;
-        }
         let (map, cur) = store.snapshot(def, limit.is_some());
         (map, cur, None, limit)
     };
@@ -792,81 +860,58 @@ fn render_list_full(
     resp::stream(200, s)
 }
 
-fn watch(
+async fn watch(
     shared: &Arc<Shared>,
     t: &Target,
     query: &Query,
     repr: Repr,
 ) -> Result<Response<Body>, ApiError> {
     let def = t.def.clone();
+    // ListResource: DecodeParameters (400), then ValidateListOptions (422).
+    let mut opts = ListOptions::decode(query, true)?;
     let labels = parse_labels(query)?;
     let mut fields = parse_fields(&def, query)?;
     if let Some(name) = &t.name {
         // The legacy single-object watch path: a watch filtered to that name.
         fields = fields.and_name(name);
     }
-    let rv = query.get("resourceVersion").unwrap_or("");
-    let mut rvm = query.get("resourceVersionMatch").unwrap_or("");
-    let bookmarks = query.flag("allowWatchBookmarks");
-    let mut send_initial = query
-        .get("sendInitialEvents")
-        .map(|v| matches!(v, "true" | "1" | "True"));
-    if send_initial == Some(true) && shared.faults.rejects_watch_list() {
+    if opts.send_initial_events == Some(true) && shared.faults.rejects_watch_list() {
         shared.faults.bump(Count::WatchListsRejected);
         return Err(ApiError::watch_list_forbidden());
     }
     if shared.faults.ignores_watch_list() {
         // A server that predates watch-list knows neither parameter.
-        if send_initial == Some(true) {
+        if opts.send_initial_events == Some(true) {
             shared.faults.bump(Count::WatchListsIgnored);
         }
-        send_initial = None;
-        rvm = "";
+        opts.send_initial_events = None;
+        opts.resource_version_match.clear();
     }
-    let invalid = |m: &str| {
-        ApiError::new(
-            422,
-            "Invalid",
-            format!("ListOptions.meta.k8s.io \"\" is invalid: {m}"),
-        )
+    let errs = opts.errors();
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_list_options(&errs));
+    }
+    let rv = opts.resource_version.as_str();
+    let bookmarks = opts.allow_watch_bookmarks;
+    // `timeoutSeconds=0` (or unset) leaves the server's own (long) timeout; a negative one has
+    // already expired.
+    let timeout = match opts.timeout_seconds {
+        None | Some(0) => None,
+        Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
     };
-    let timeout = match query.non_empty("timeoutSeconds") {
-        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
-            ApiError::bad_request("timeoutSeconds must be a non-negative integer")
-        })?)),
-        None => None,
-    };
-    let start = match send_initial {
+    let start = match opts.send_initial_events {
         Some(true) => {
-            if rvm != "NotOlderThan" {
-                return Err(invalid(
-                    "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                ));
-            }
-            if !bookmarks {
-                return Err(invalid(
-                    "allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true",
-                ));
-            }
             if !rv.is_empty() && rv != "0" {
-                parse_rv(rv)?;
+                // A watch-list at an RV the cache has not reached waits for it
+                // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`,
+                // `waitUntilWatchCacheFreshAndForceAllEvents`), then 504.
+                wait_until_fresh(shared, parse_rv(rv)?).await?;
             }
             Start::Initial { end_bookmark: true }
         }
         Some(false) | None => {
-            if send_initial == Some(false) {
-                if !rvm.is_empty() && rvm != "NotOlderThan" {
-                    return Err(invalid(
-                        "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                    ));
-                }
-            } else if !rvm.is_empty() {
-                return Err(invalid(
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-                ));
-            }
             if rv.is_empty() || rv == "0" {
-                if send_initial == Some(false) {
+                if opts.send_initial_events == Some(false) {
                     Start::FromRv(shared.store.resource_version())
                 } else {
                     Start::Initial {
@@ -874,6 +919,9 @@ fn watch(
                     }
                 }
             } else {
+                // A plain watch from an RV the server has not reached starts at once and sends
+                // the events after it (`Cacher.Watch` does not wait:
+                // `watchCache.getAllEventsSinceLocked` only rejects RVs that are too old).
                 Start::FromRv(parse_rv(rv)?)
             }
         }

@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub server_address: String,
     pub shutdown: watch::Receiver<bool>,
     pub churn: Mutex<Option<ChurnHandle>>,
+    /// How long a read at a future resourceVersion waits ([`crate::SimConfig::resource_version_wait`]).
+    pub rv_wait: Duration,
 }
 
 impl Shared {

@@ -149,6 +149,56 @@ impl ApiError {
         }))
     }
 
+    /// 422 Invalid for a request's list options, as `ListResource` answers a
+    /// `ValidateListOptions` failure (`staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`,
+    /// `NewInvalid` with the GroupKind `ListOptions.meta.k8s.io` and an empty name): one cause per
+    /// error, and the message aggregating them (`[a, b]` when several, duplicates dropped).
+    pub(crate) fn invalid_list_options(errs: &[FieldError]) -> Self {
+        let mut msgs: Vec<String> = Vec::new();
+        for e in errs {
+            let m = e.error();
+            if !msgs.contains(&m) {
+                msgs.push(m);
+            }
+        }
+        let agg = match msgs.as_slice() {
+            [] => String::new(),
+            [one] => format!(": {one}"),
+            many => format!(": [{}]", many.join(", ")),
+        };
+        let causes: Vec<Value> = errs
+            .iter()
+            .map(|e| json!({"reason": e.cause_type(), "message": e.body(), "field": e.field}))
+            .collect();
+        Self::new(
+            422,
+            "Invalid",
+            format!("ListOptions.meta.k8s.io \"\" is invalid{agg}"),
+        )
+        .with_details(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}))
+    }
+
+    /// 504 Timeout for a read at a resourceVersion the server has not reached
+    /// (`staging/src/k8s.io/apiserver/pkg/storage/errors.go`, `NewTooLargeResourceVersionError`,
+    /// over `errors.NewTimeoutError`): the cause `ResourceVersionTooLarge`, and `retryAfterSeconds`
+    /// (with a `Retry-After` header) when not 0.
+    pub(crate) fn too_large_resource_version(requested: u64, current: u64, retry: u64) -> Self {
+        let mut details = json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]});
+        if retry > 0
+            && let Some(d) = details.as_object_mut()
+        {
+            d.insert("retryAfterSeconds".into(), json!(retry));
+        }
+        let mut e = Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        )
+        .with_details(details);
+        e.retry_after = (retry > 0).then_some(retry);
+        e
+    }
+
     /// 405 MethodNotAllowed.
     pub(crate) fn method_not_allowed() -> Self {
         Self::new(
@@ -235,7 +285,82 @@ impl ApiError {
         if let (Some(d), Some(obj)) = (&self.details, v.as_object_mut()) {
             obj.insert("details".into(), d.clone());
         }
+        // `StatusReasonUnknown` is the empty string, omitted from JSON.
+        if self.reason.is_empty()
+            && let Some(obj) = v.as_object_mut()
+        {
+            obj.remove("reason");
+        }
         v
+    }
+}
+
+/// One `field.Error` of apimachinery's validation (`staging/src/k8s.io/apimachinery/pkg/util/validation/field/errors.go`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FieldError {
+    /// The field path, e.g. `resourceVersionMatch`.
+    pub field: &'static str,
+    kind: FieldErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum FieldErrorKind {
+    Forbidden(&'static str),
+    NotSupported {
+        value: String,
+        supported: Vec<&'static str>,
+    },
+}
+
+impl FieldError {
+    /// `field.Forbidden(path, detail)`.
+    pub(crate) fn forbidden(field: &'static str, detail: &'static str) -> Self {
+        Self {
+            field,
+            kind: FieldErrorKind::Forbidden(detail),
+        }
+    }
+
+    /// `field.NotSupported(path, value, supported)`.
+    pub(crate) fn not_supported(
+        field: &'static str,
+        value: &str,
+        supported: &[&'static str],
+    ) -> Self {
+        Self {
+            field,
+            kind: FieldErrorKind::NotSupported {
+                value: value.to_string(),
+                supported: supported.to_vec(),
+            },
+        }
+    }
+
+    /// The cause type (`metav1.CauseType(err.Type)`).
+    pub(crate) fn cause_type(&self) -> &'static str {
+        match self.kind {
+            FieldErrorKind::Forbidden(_) => "FieldValueForbidden",
+            FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
+        }
+    }
+
+    /// `ErrorBody()`: the type, the quoted value where the type carries one, then the detail.
+    pub(crate) fn body(&self) -> String {
+        match &self.kind {
+            FieldErrorKind::Forbidden(d) => format!("Forbidden: {d}"),
+            FieldErrorKind::NotSupported { value, supported } => {
+                let quoted: Vec<String> = supported.iter().map(|v| format!("{v:?}")).collect();
+                format!(
+                    "Unsupported value: {value:?}: supported values: {}",
+                    quoted.join(", ")
+                )
+            }
+        }
+    }
+
+    /// `Error()`: `field: body`.
+    pub(crate) fn error(&self) -> String {
+        format!("{}: {}", self.field, self.body())
     }
 }
 

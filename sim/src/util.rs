@@ -196,7 +196,8 @@ pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Parsed query string: the last value wins for repeated keys.
+/// Parsed query string: the first value wins for repeated keys, as kube-apiserver reads
+/// parameters (Go's `url.Values.Get`, and `(*in)[0]` in apimachinery's query conversions).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Query(HashMap<String, String>);
 
@@ -207,7 +208,8 @@ impl Query {
         if let Some(q) = q {
             for pair in q.split('&').filter(|p| !p.is_empty()) {
                 let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                map.insert(percent_decode(k, true), percent_decode(v, true));
+                map.entry(percent_decode(k, true))
+                    .or_insert_with(|| percent_decode(v, true));
             }
         }
         Self(map)
@@ -221,11 +223,6 @@ impl Query {
     /// The value of `key` if present and not empty.
     pub(crate) fn non_empty(&self, key: &str) -> Option<&str> {
         self.get(key).filter(|v| !v.is_empty())
-    }
-
-    /// Whether `key` is a true boolean (`true`, `1`).
-    pub(crate) fn flag(&self, key: &str) -> bool {
-        matches!(self.get(key), Some("true" | "1" | "True" | "TRUE"))
     }
 }
 
@@ -271,7 +268,7 @@ mod tests {
             "labelSelector=app%3Dweb%2Ctier+in+%28a%2Cb%29&watch=1&x",
         ));
         assert_eq!(q.get("labelSelector"), Some("app=web,tier in (a,b)"));
-        assert!(q.flag("watch"));
+        assert_eq!(q.get("watch"), Some("1"));
         assert_eq!(q.get("x"), Some(""));
         assert_eq!(percent_decode("%zz%4", false), "%zz%4");
     }
