@@ -43,41 +43,47 @@ pub fn chrome(file: &TraceFile) -> Value {
     let traces = traces(file);
     let mut slices: Vec<Slice<'_>> = Vec::new();
     let mut instants: Vec<(&Hop, usize)> = Vec::new();
-    let label = |h: &Hop| {
+    // Every slice of one event carries the event's name (`modified Pod demo/web-1`), so the
+    // viewers colour one event alike on every track.
+    let label = |what: &str, h: &Hop| {
         let path = if h.ns.is_empty() {
             h.name.clone()
         } else {
             format!("{}/{}", h.ns, h.name)
         };
-        format!("{} {} {}", h.what, h.kind, path)
+        format!("{what} {} {path}", h.kind)
     };
     for (index, trace) in traces.iter().enumerate() {
+        let event = trace.origin().map(|h| h.what.as_str()).unwrap_or_default();
         for hop in trace.hops.iter().filter(|h| h.hop == HopKind::Reflector) {
             instants.push((hop, index));
         }
         for step in trace.steps() {
             let (from, to) = (step.from, step.to);
             let args = json!({
-                "trace": trace.id, "from": format!("{} {}", from.hop, from.inst),
+                "trace": trace.id, "what": to.what, "from": format!("{} {}", from.hop, from.inst),
                 "rv": to.rv, "uid": to.uid, "step_us": step.nanos as f64 / 1e3,
             });
             let (start, end) = (from.t, to.t.max(from.t));
             match (to.hop, to.dur) {
                 (HopKind::Handler, Some(dur)) => {
                     let run_start = end.saturating_sub(dur).max(start);
+                    let mut buffered = args.clone();
+                    buffered["step"] = json!("in the listener's buffer until the handler ran");
                     slices.push(Slice {
                         track: (HopKind::Listener, &to.inst),
-                        name: format!("buffered {}", label(to)),
+                        name: label(event, to),
                         start,
                         end: run_start,
-                        args: args.clone(),
+                        args: buffered,
                         trace: index,
                     });
                     let mut args = args;
                     args["dur_us"] = json!(dur as f64 / 1e3);
+                    args["step"] = json!("the handler ran");
                     slices.push(Slice {
                         track: (HopKind::Handler, &to.inst),
-                        name: label(to),
+                        name: label(event, to),
                         start: run_start,
                         end,
                         args,
@@ -86,7 +92,7 @@ pub fn chrome(file: &TraceFile) -> Value {
                 }
                 _ => slices.push(Slice {
                     track: (to.hop, &to.inst),
-                    name: label(to),
+                    name: label(event, to),
                     start,
                     end,
                     args,
@@ -167,7 +173,7 @@ pub fn chrome(file: &TraceFile) -> Value {
             .copied()
             .unwrap_or(0);
         events.push(json!({
-            "name": label(hop), "cat": "reflector", "ph": "i", "s": "t", "pid": PID, "tid": tid,
+            "name": label(&hop.what, hop), "cat": "reflector", "ph": "i", "s": "t", "pid": PID, "tid": tid,
             "ts": micros(base, hop.t),
             "args": {"trace": traces[*index].id, "rv": hop.rv, "uid": hop.uid},
         }));
