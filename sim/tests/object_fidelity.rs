@@ -1,0 +1,681 @@
+//! Object semantics as kube-apiserver's registry strategies decide them, checked through
+//! `kube::Api` and raw HTTP: `metadata.generation` per kind, graceful pod deletion (two writes,
+//! the grace period, the kubelet stand-in), finalizers holding deletion, and strategic merge
+//! patch with kubectl's directives.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Chunk, next_event, raw, raw_watch};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kinformer_sim::{CustomResource, Scope, Sim, SimConfig};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+async fn sim_with(pod_termination: Option<Duration>) -> Sim {
+    Sim::start(SimConfig {
+        pod_termination,
+        custom_resources: vec![
+            CustomResource::new("example.com", "v1", "Widget", "widgets", Scope::Namespaced),
+            CustomResource::new("example.com", "v1", "Gadget", "gadgets", Scope::Namespaced)
+                .with_status_subresource(),
+        ],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("sim starts")
+}
+
+fn generation(v: &Value) -> Option<i64> {
+    v["metadata"]["generation"].as_i64()
+}
+
+async fn merge(sim: &Sim, path: &str, body: Value) -> Value {
+    let r = raw(
+        sim,
+        "PATCH",
+        path,
+        &[("content-type", "application/merge-patch+json")],
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+async fn post(sim: &Sim, path: &str, body: Value) -> Value {
+    let r = raw(
+        sim,
+        "POST",
+        path,
+        &[("content-type", "application/json")],
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+async fn delete(sim: &Sim, path: &str, grace: Option<i64>) -> (u16, Value) {
+    let body = match grace {
+        Some(g) => json!({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": g})
+            .to_string(),
+        None => String::new(),
+    };
+    let r = raw(
+        sim,
+        "DELETE",
+        path,
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await;
+    (r.status, r.json())
+}
+
+fn pod_body(name: &str, node: Option<&str>, extra_meta: Value) -> Value {
+    let mut meta = json!({"name": name});
+    if let (Some(m), Some(e)) = (meta.as_object_mut(), extra_meta.as_object()) {
+        m.extend(e.clone());
+    }
+    let mut spec = json!({"containers": [{"name": "c", "image": "img:1"}]});
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+}
+
+/// The next watch event, as (type, object).
+async fn event<S: futures::Stream<Item = Chunk> + Unpin>(s: &mut S) -> (String, Value) {
+    let e = next_event(s).await;
+    (
+        e["type"].as_str().unwrap_or("").to_string(),
+        e["object"].clone(),
+    )
+}
+
+fn grace(o: &Value) -> Option<i64> {
+    o["metadata"]["deletionGracePeriodSeconds"].as_i64()
+}
+
+fn deletion_ts(o: &Value) -> Option<i64> {
+    // `YYYY-MM-DDTHH:MM:SSZ` to Unix seconds (days from civil: Howard Hinnant's algorithm).
+    let s = o["metadata"]["deletionTimestamp"].as_str()?;
+    let (date, time) = s.strip_suffix('Z')?.split_once('T')?;
+    let d: Vec<i64> = date.split('-').filter_map(|x| x.parse().ok()).collect();
+    let t: Vec<i64> = time.split(':').filter_map(|x| x.parse().ok()).collect();
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    Some(days * 86_400 + t[0] * 3600 + t[1] * 60 + t[2])
+}
+
+#[tokio::test]
+async fn generation_follows_each_kinds_strategy() {
+    let sim = sim_with(Some(Duration::from_millis(200))).await;
+    let deploys: Api<Deployment> = Api::default_namespaced(sim.client());
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "annotations": {"a": "1"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "img:1"}]}}}
+    }))
+    .unwrap();
+    let d = deploys.create(&PostParams::default(), &d).await.unwrap();
+    assert_eq!(d.metadata.generation, Some(1));
+    let path = "/apis/apps/v1/namespaces/default/deployments/web";
+    // Deployment: an annotation change bumps (PrepareForUpdate compares annotations too) ...
+    let v = merge(&sim, path, json!({"metadata": {"annotations": {"a": "2"}}})).await;
+    assert_eq!(generation(&v), Some(2), "annotation change on a Deployment");
+    // ... a label change does not ...
+    let v = merge(&sim, path, json!({"metadata": {"labels": {"l": "x"}}})).await;
+    assert_eq!(generation(&v), Some(2), "label change on a Deployment");
+    // ... nor does a status write ...
+    let v = merge(
+        &sim,
+        &format!("{path}/status"),
+        json!({"status": {"observedGeneration": 2, "replicas": 1}}),
+    )
+    .await;
+    assert_eq!(generation(&v), Some(2), "status update");
+    // ... the scale subresource does (a spec.replicas change), and a spec change by JSON patch.
+    deploys
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        deploys.get("web").await.unwrap().metadata.generation,
+        Some(3)
+    );
+    let r = raw(
+        &sim,
+        "PATCH",
+        path,
+        &[("content-type", "application/json-patch+json")],
+        r#"[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"img:2"}]"#,
+    )
+    .await;
+    assert_eq!(generation(&r.json()), Some(4), "spec change by JSON patch");
+    // An update that changes nothing keeps generation and resourceVersion.
+    let cur = deploys.get("web").await.unwrap();
+    let same = deploys
+        .replace("web", &PostParams::default(), &cur)
+        .await
+        .unwrap();
+    assert_eq!(
+        (same.metadata.generation, same.metadata.resource_version),
+        (Some(4), cur.metadata.resource_version)
+    );
+
+    // ReplicaSet: spec only (annotations do not bump).
+    let rs = post(
+        &sim,
+        "/apis/apps/v1/namespaces/default/replicasets",
+        json!({"metadata": {"name": "rs"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}}}),
+    )
+    .await;
+    assert_eq!(generation(&rs), Some(1));
+    let rs_path = "/apis/apps/v1/namespaces/default/replicasets/rs";
+    let v = merge(
+        &sim,
+        rs_path,
+        json!({"metadata": {"annotations": {"x": "y"}}}),
+    )
+    .await;
+    assert_eq!(generation(&v), Some(1), "annotation change on a ReplicaSet");
+    let v = merge(&sim, rs_path, json!({"spec": {"replicas": 2}})).await;
+    assert_eq!(generation(&v), Some(2));
+
+    // ConfigMap: no generation at all, whatever changes.
+    let cms: Api<ConfigMap> = Api::default_namespaced(sim.client());
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "c", "generation": 7}, "data": {"k": "v"}}),
+    )
+    .unwrap();
+    let cm = cms.create(&PostParams::default(), &cm).await.unwrap();
+    assert_eq!(
+        cm.metadata.generation, None,
+        "a ConfigMap keeps no generation"
+    );
+    let v = merge(
+        &sim,
+        "/api/v1/namespaces/default/configmaps/c",
+        json!({"data": {"k": "w"}, "metadata": {"annotations": {"a": "b"}}}),
+    )
+    .await;
+    assert_eq!(generation(&v), None);
+
+    // Pod: spec changes bump, metadata and status do not.
+    let p = post(&sim, PODS, pod_body("p", None, json!({}))).await;
+    assert_eq!(generation(&p), Some(1));
+    let v = merge(
+        &sim,
+        &format!("{PODS}/p"),
+        json!({"metadata": {"labels": {"a": "b"}}}),
+    )
+    .await;
+    assert_eq!(generation(&v), Some(1));
+    let v = merge(
+        &sim,
+        &format!("{PODS}/p/status"),
+        json!({"status": {"phase": "Running"}}),
+    )
+    .await;
+    assert_eq!(generation(&v), Some(1));
+    let v = merge(
+        &sim,
+        &format!("{PODS}/p"),
+        json!({"spec": {"activeDeadlineSeconds": 60}}),
+    )
+    .await;
+    assert_eq!(generation(&v), Some(2));
+
+    // Custom kinds: anything but metadata; with a status subresource, status through the main
+    // resource is ignored (so no bump), without one a status change bumps.
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let w = post(
+        &sim,
+        widgets,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"n": 1}}),
+    )
+    .await;
+    assert_eq!(generation(&w), Some(1));
+    let v = merge(
+        &sim,
+        &format!("{widgets}/w"),
+        json!({"status": {"ok": true}}),
+    )
+    .await;
+    assert_eq!(
+        generation(&v),
+        Some(2),
+        "status of a kind without status subresource"
+    );
+    let v = merge(
+        &sim,
+        &format!("{widgets}/w"),
+        json!({"metadata": {"annotations": {"a": "b"}}}),
+    )
+    .await;
+    assert_eq!(generation(&v), Some(2));
+    let v = merge(&sim, &format!("{widgets}/w"), json!({"extra": [1]})).await;
+    assert_eq!(generation(&v), Some(3), "any non-metadata field");
+    let gadgets = "/apis/example.com/v1/namespaces/default/gadgets";
+    post(
+        &sim,
+        gadgets,
+        json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"n": 1}}),
+    )
+    .await;
+    let v = merge(
+        &sim,
+        &format!("{gadgets}/g"),
+        json!({"status": {"ok": true}}),
+    )
+    .await;
+    assert_eq!(
+        generation(&v),
+        Some(1),
+        "status ignored through the main resource"
+    );
+    let v = merge(
+        &sim,
+        &format!("{gadgets}/g/status"),
+        json!({"status": {"ok": true}}),
+    )
+    .await;
+    assert_eq!(
+        (generation(&v), v["status"]["ok"].as_bool()),
+        (Some(1), Some(true))
+    );
+    let v = merge(&sim, &format!("{gadgets}/g"), json!({"spec": {"n": 2}})).await;
+    assert_eq!(generation(&v), Some(2));
+
+    // Service: no generation.
+    let s = post(
+        &sim,
+        "/api/v1/namespaces/default/services",
+        json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .await;
+    assert_eq!(generation(&s), None);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn scheduled_pod_is_marked_then_deleted_by_the_kubelet_stand_in() {
+    let sim = sim_with(Some(Duration::from_millis(300))).await;
+    post(&sim, PODS, pod_body("p", Some("node-1"), json!({}))).await;
+    let (status, mut w) = raw_watch(
+        &sim,
+        &format!(
+            "{PODS}?watch=true&resourceVersion={}",
+            sim.resource_version()
+        ),
+    )
+    .await;
+    assert_eq!(status, 200);
+    // Through kube::Api: the answer is the pod, still there, marked.
+    let pods: Api<Pod> = Api::default_namespaced(sim.client());
+    let started = Instant::now();
+    let answer = pods.delete("p", &DeleteParams::default()).await.unwrap();
+    let marked = answer
+        .left()
+        .expect("a graceful delete answers with the object");
+    assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(30));
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        marked.metadata.generation,
+        Some(2),
+        "BeforeDelete bumps a set generation"
+    );
+    let (t, o) = event(&mut w).await;
+    assert_eq!((t.as_str(), grace(&o)), ("MODIFIED", Some(30)), "{o}");
+    assert!(
+        pods.get_opt("p").await.unwrap().is_some(),
+        "terminating, not gone"
+    );
+    // The kubelet stand-in deletes it with grace 0: MODIFIED (grace 0), then DELETED.
+    let (t, o) = event(&mut w).await;
+    assert_eq!((t.as_str(), grace(&o)), ("MODIFIED", Some(0)), "{o}");
+    let (t, o) = event(&mut w).await;
+    assert_eq!(t, "DELETED", "{o}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "deleted after the capped grace period, not at once ({:?})",
+        started.elapsed()
+    );
+    assert!(pods.get_opt("p").await.unwrap().is_none());
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn unscheduled_and_terminal_pods_get_grace_zero_in_two_events() {
+    let sim = sim_with(None).await;
+    post(&sim, PODS, pod_body("unscheduled", None, json!({}))).await;
+    sim.create_object(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "done"}, "spec": {"nodeName": "n", "containers": []},
+               "status": {"phase": "Succeeded"}}),
+    )
+    .unwrap();
+    let (_, mut w) = raw_watch(
+        &sim,
+        &format!(
+            "{PODS}?watch=true&resourceVersion={}",
+            sim.resource_version()
+        ),
+    )
+    .await;
+    for name in ["unscheduled", "done"] {
+        // Even an explicit long grace period is 0 for these (CheckGracefulDelete).
+        let (code, _) = delete(&sim, &format!("{PODS}/{name}"), Some(60)).await;
+        assert_eq!(code, 200);
+        let (t, o) = event(&mut w).await;
+        assert_eq!(
+            (t.as_str(), grace(&o)),
+            ("MODIFIED", Some(0)),
+            "{name}: {o}"
+        );
+        assert!(o["metadata"]["deletionTimestamp"].is_string());
+        let (t, o) = event(&mut w).await;
+        assert_eq!(
+            (t.as_str(), o["metadata"]["name"].as_str()),
+            ("DELETED", Some(name))
+        );
+        // Gone when the DELETE answered.
+        assert!(
+            sim.get_object("pods", Some("default"), name)
+                .unwrap()
+                .is_none()
+        );
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn explicit_grace_periods_and_shortening() {
+    // No kubelet stand-in: the pod stays terminating until a grace-0 delete.
+    let sim = sim_with(None).await;
+    let mut body = pod_body("p", Some("node-1"), json!({}));
+    body["spec"]["terminationGracePeriodSeconds"] = json!(45);
+    post(&sim, PODS, body).await;
+    let (_, mut w) = raw_watch(
+        &sim,
+        &format!(
+            "{PODS}?watch=true&resourceVersion={}",
+            sim.resource_version()
+        ),
+    )
+    .await;
+    // No gracePeriodSeconds: the pod's own terminationGracePeriodSeconds.
+    let (_, o) = delete(&sim, &format!("{PODS}/p"), None).await;
+    assert_eq!(grace(&o), Some(45));
+    let first = deletion_ts(&o).unwrap();
+    let (t, _) = event(&mut w).await;
+    assert_eq!(t, "MODIFIED");
+    // A longer or equal period changes nothing (no event; the next one proves it).
+    let rv = o["metadata"]["resourceVersion"].clone();
+    let (code, o) = delete(&sim, &format!("{PODS}/p"), Some(100)).await;
+    assert_eq!(
+        (code, grace(&o), &o["metadata"]["resourceVersion"]),
+        (200, Some(45), &rv)
+    );
+    // A shorter one moves deletionTimestamp back by the difference.
+    let (_, o) = delete(&sim, &format!("{PODS}/p"), Some(5)).await;
+    assert_eq!(grace(&o), Some(5));
+    assert_eq!(deletion_ts(&o).unwrap(), first - 40);
+    let (t, o) = event(&mut w).await;
+    assert_eq!((t.as_str(), grace(&o)), ("MODIFIED", Some(5)));
+    assert_eq!(
+        o["metadata"]["generation"], 2,
+        "bumped once, on the first mark"
+    );
+    // Grace 0 (kubectl delete --grace-period=0 --force, or the kubelet): mark with 0, delete.
+    let (code, _) = delete(&sim, &format!("{PODS}/p"), Some(0)).await;
+    assert_eq!(code, 200);
+    let (t, o) = event(&mut w).await;
+    assert_eq!((t.as_str(), grace(&o)), ("MODIFIED", Some(0)));
+    let (t, _) = event(&mut w).await;
+    assert_eq!(t, "DELETED");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion() {
+    let sim = sim_with(Some(Duration::from_millis(100))).await;
+    let cm_path = "/api/v1/namespaces/default/configmaps";
+    post(
+        &sim,
+        cm_path,
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "data": {}}),
+    )
+    .await;
+    post(
+        &sim,
+        PODS,
+        pod_body(
+            "held",
+            Some("node-1"),
+            json!({"finalizers": ["example.com/hold"]}),
+        ),
+    )
+    .await;
+    let (_, mut cw) = raw_watch(
+        &sim,
+        &format!(
+            "{cm_path}?watch=true&resourceVersion={}",
+            sim.resource_version()
+        ),
+    )
+    .await;
+    let (_, mut pw) = raw_watch(
+        &sim,
+        &format!(
+            "{PODS}?watch=true&resourceVersion={}",
+            sim.resource_version()
+        ),
+    )
+    .await;
+
+    // A ConfigMap (no graceful deletion): marked with grace 0 and kept.
+    let (code, o) = delete(&sim, &format!("{cm_path}/held"), None).await;
+    assert_eq!((code, grace(&o)), (200, Some(0)));
+    let (t, o) = event(&mut cw).await;
+    assert_eq!(t, "MODIFIED");
+    assert!(o["metadata"]["deletionTimestamp"].is_string());
+    // A second delete changes nothing.
+    let (_, again) = delete(&sim, &format!("{cm_path}/held"), None).await;
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        o["metadata"]["resourceVersion"]
+    );
+    // Removing the last finalizer deletes it (one DELETED event).
+    merge(
+        &sim,
+        &format!("{cm_path}/held"),
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    let (t, _) = event(&mut cw).await;
+    assert_eq!(t, "DELETED");
+
+    // A pod with a finalizer: graceful mark; the kubelet's grace-0 delete only marks again;
+    // the finalizer's removal then deletes it.
+    let (_, o) = delete(&sim, &format!("{PODS}/held"), None).await;
+    assert_eq!(grace(&o), Some(30));
+    let (t, o) = event(&mut pw).await;
+    assert_eq!((t.as_str(), grace(&o)), ("MODIFIED", Some(30)));
+    let (t, o) = event(&mut pw).await;
+    assert_eq!(
+        (t.as_str(), grace(&o)),
+        ("MODIFIED", Some(0)),
+        "the kubelet stand-in"
+    );
+    assert!(
+        sim.get_object("pods", Some("default"), "held")
+            .unwrap()
+            .is_some()
+    );
+    merge(
+        &sim,
+        &format!("{PODS}/held"),
+        json!({"metadata": {"finalizers": []}}),
+    )
+    .await;
+    let (t, _) = event(&mut pw).await;
+    assert_eq!(t, "DELETED");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn finalizer_removal_during_the_grace_period_waits_for_the_kubelet() {
+    let sim = sim_with(None).await;
+    post(
+        &sim,
+        PODS,
+        pod_body(
+            "p",
+            Some("node-1"),
+            json!({"finalizers": ["example.com/hold"]}),
+        ),
+    )
+    .await;
+    delete(&sim, &format!("{PODS}/p"), None).await;
+    // shouldDeleteDuringUpdate: the stored grace period is 30, so the pod stays.
+    let v = merge(
+        &sim,
+        &format!("{PODS}/p"),
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    assert_eq!(grace(&v), Some(30));
+    assert!(
+        sim.get_object("pods", Some("default"), "p")
+            .unwrap()
+            .is_some()
+    );
+    let (code, _) = delete(&sim, &format!("{PODS}/p"), Some(0)).await;
+    assert_eq!(code, 200);
+    assert!(
+        sim.get_object("pods", Some("default"), "p")
+            .unwrap()
+            .is_none()
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn strategic_merge_patch_by_merge_keys_and_directives() {
+    let sim = sim_with(None).await;
+    let deploys: Api<Deployment> = Api::default_namespaced(sim.client());
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "finalizers": ["a/b"]},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [
+                                  {"name": "app", "image": "app:1",
+                                   "env": [{"name": "A", "value": "1"}],
+                                   "ports": [{"containerPort": 80}]},
+                                  {"name": "sidecar", "image": "side:1"}]}}}
+    }))
+    .unwrap();
+    deploys.create(&PostParams::default(), &d).await.unwrap();
+    // What kubectl apply sends when `sidecar` is replaced by `log` listed first, app's image
+    // changes and env gains B (kubectl's three-way strategic patch).
+    let patch = json!({
+        "metadata": {"finalizers": ["c/d"]},
+        "spec": {"template": {"spec": {
+            "$setElementOrder/containers": [{"name": "log"}, {"name": "app"}],
+            "containers": [
+                {"name": "app", "image": "app:2",
+                 "$setElementOrder/env": [{"name": "A"}, {"name": "B"}],
+                 "env": [{"name": "B", "value": "2"}]},
+                {"name": "log", "image": "log:1"},
+                {"$patch": "delete", "name": "sidecar"}
+            ]}}}
+    });
+    let out = deploys
+        .patch("web", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+    let v = serde_json::to_value(&out).unwrap();
+    let cs = &v["spec"]["template"]["spec"]["containers"];
+    assert_eq!(cs[0]["name"], "log", "{cs}");
+    assert_eq!(cs[1]["name"], "app");
+    assert_eq!(cs[1]["image"], "app:2");
+    assert_eq!(
+        cs[1]["ports"],
+        json!([{"containerPort": 80, "protocol": null}])
+            .get(0)
+            .map(|_| json!([{"containerPort": 80}]))
+            .unwrap(),
+        "kept by the merge"
+    );
+    assert_eq!(
+        cs[1]["env"],
+        json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
+    );
+    assert_eq!(cs.as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        v["metadata"]["finalizers"],
+        json!(["a/b", "c/d"]),
+        "finalizers merge as a set"
+    );
+    // $patch: replace on a list and a malformed patch (no merge key): 400.
+    let r = raw(
+        &sim,
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        &[("content-type", "application/strategic-merge-patch+json")],
+        json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}}).to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    // Custom kinds have no strategic merge patch: 415, as on kube-apiserver.
+    let widgets = Api::<DynamicObject>::namespaced_with(
+        sim.client(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+            "widgets",
+        ),
+    );
+    let w: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {}
+    }))
+    .unwrap();
+    widgets.create(&PostParams::default(), &w).await.unwrap();
+    let e = widgets
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"a": 1}})),
+        )
+        .await
+        .unwrap_err();
+    match e {
+        kube::Error::Api(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (415, "UnsupportedMediaType"))
+        }
+        other => panic!("{other:?}"),
+    }
+    sim.shutdown().await;
+}
