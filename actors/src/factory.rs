@@ -20,6 +20,7 @@ use crate::{
     error::InformerError,
     informer::{SharedIndexInformer, ShutdownReport},
     lister_watcher::{KubeListerWatcher, MetadataListerWatcher},
+    metrics::Telemetry,
     object::InformerObject,
 };
 
@@ -148,6 +149,8 @@ struct FactoryInner {
     type_resync: Mutex<HashMap<TypeId, Duration>>,
     informers: Mutex<Vec<(InformerKey, Entry)>>,
     started: Mutex<bool>,
+    /// Where every informer made from now on is registered.
+    telemetry: Option<Telemetry>,
 }
 
 /// Makes and shares informers (client-go's `SharedInformerFactory`).
@@ -203,6 +206,7 @@ impl SharedInformerFactory {
                 type_resync: Mutex::new(HashMap::new()),
                 informers: Mutex::new(Vec::new()),
                 started: Mutex::new(false),
+                telemetry: None,
             }),
         }
     }
@@ -216,8 +220,16 @@ impl SharedInformerFactory {
             i.label_selector.clone(),
             i.field_selector.clone(),
         );
+        mut_inner(&mut next).telemetry = i.telemetry.clone();
         f(&mut next);
         next
+    }
+
+    /// Registers every informer this factory makes from now on with `telemetry` (metrics,
+    /// health, `/debug/informers`), named after its identity: `[namespace/]resource`, then
+    /// ` (metadata)` and its selectors when set. Call before asking for informers.
+    pub fn with_telemetry(self, telemetry: Telemetry) -> Self {
+        self.rebuild(|f| mut_inner(f).telemetry = Some(telemetry))
     }
 
     /// Scope every informer to one namespace (X2). Call before asking for informers.
@@ -352,7 +364,10 @@ impl SharedInformerFactory {
                 return (i.clone(), conflict);
             }
         }
-        let informer = make();
+        let informer = make().in_namespace(key.id.namespace.as_deref());
+        if let Some(t) = &self.inner.telemetry {
+            t.register_probe(&telemetry_name(&key.id), informer.probe());
+        }
         informers.push((
             key,
             Entry {
@@ -541,6 +556,26 @@ impl SharedInformerFactory {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The `informer` label of a factory-made informer.
+fn telemetry_name(id: &InformerId) -> String {
+    let mut name = match &id.namespace {
+        Some(ns) => format!("{ns}/{}", id.resource),
+        None => id.resource.clone(),
+    };
+    if id.metadata_only {
+        name.push_str(" (metadata)");
+    }
+    if let Some(l) = &id.label_selector {
+        name.push_str(" labels=");
+        name.push_str(l);
+    }
+    if let Some(f) = &id.field_selector {
+        name.push_str(" fields=");
+        name.push_str(f);
+    }
+    name
 }
 
 /// Logs a resync conflict (X2) and hands it back.

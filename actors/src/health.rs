@@ -4,8 +4,8 @@
 
 use std::{
     sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, OnceLock,
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant, SystemTime},
 };
@@ -73,6 +73,10 @@ pub struct ReflectorHealth {
     pub retry_after_waits: u64,
     /// Watch-lists that fell back to LIST (R7).
     pub watch_list_fallbacks: u64,
+    /// Since when the reflector has been failing: the first failure (a backoff) after its last
+    /// success (a LIST whose items reached the FIFO, watch events that did, or a watch that
+    /// opened). None while healthy. See [`ReflectorStatus::failing_for`] (S2).
+    pub failing_since: Option<SystemTime>,
 }
 
 /// Shared, lock-light status of one informer's reflector, published by the reflector and read
@@ -95,6 +99,14 @@ pub struct ReflectorStatus {
     failures: AtomicU64,
     retry_after_waits: AtomicU64,
     watch_list_fallbacks: AtomicU64,
+    /// True while `failing_since` is set: lets the success path skip the lock.
+    failing: AtomicBool,
+    /// The first failure since the last success: monotonic (for the grace period) and wall
+    /// clock (for people).
+    failing_since: Mutex<Option<(Instant, SystemTime)>>,
+    /// The namespace the reflector lists (unset: all namespaces, or unknown for a custom
+    /// lister-watcher); set once, when the informer is made.
+    namespace: OnceLock<String>,
 }
 
 impl Default for ReflectorStatus {
@@ -115,18 +127,89 @@ impl Default for ReflectorStatus {
             failures: AtomicU64::new(0),
             retry_after_waits: AtomicU64::new(0),
             watch_list_fallbacks: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            failing_since: Mutex::new(None),
+            namespace: OnceLock::new(),
         }
     }
 }
 
 impl ReflectorStatus {
+    /// Sets the phase. A backoff starts the failing period (if none is running); an opened
+    /// watch ends it.
     pub(crate) fn set_phase(&self, p: ReflectorPhase) {
+        match p {
+            ReflectorPhase::BackingOff(_) => self.mark_failing(),
+            ReflectorPhase::Watching => self.mark_succeeded(),
+            _ => {}
+        }
         if let Ok(mut g) = self.phase.lock() {
             *g = p;
         }
     }
 
+    /// A failure: starts the failing period unless one is running.
+    fn mark_failing(&self) {
+        if let Ok(mut g) = self.failing_since.lock()
+            && g.is_none()
+        {
+            *g = Some((Instant::now(), SystemTime::now()));
+            self.failing.store(true, Ordering::Release);
+        }
+    }
+
+    /// A success: ends the failing period. One relaxed load when healthy.
+    fn mark_succeeded(&self) {
+        if self.failing.load(Ordering::Acquire)
+            && let Ok(mut g) = self.failing_since.lock()
+        {
+            *g = None;
+            self.failing.store(false, Ordering::Release);
+        }
+    }
+
+    /// How long the reflector has been failing at `now`: since the first failure (backoff)
+    /// after its last success (a LIST or watch events handed to the FIFO, or a watch opened).
+    /// None while healthy. `/healthz` compares it with a grace period.
+    pub fn failing_for(&self, now: Instant) -> Option<Duration> {
+        if !self.failing.load(Ordering::Acquire) {
+            return None;
+        }
+        self.failing_since
+            .lock()
+            .ok()
+            .and_then(|g| g.map(|(at, _)| now.saturating_duration_since(at)))
+    }
+
+    /// The wall-clock time of the first failure since the last success (see
+    /// [`failing_for`](Self::failing_for)).
+    pub fn failing_since(&self) -> Option<SystemTime> {
+        if !self.failing.load(Ordering::Acquire) {
+            return None;
+        }
+        self.failing_since
+            .lock()
+            .ok()
+            .and_then(|g| g.map(|(_, wall)| wall))
+    }
+
+    /// Records the namespace the reflector lists (once; later calls are ignored).
+    pub(crate) fn set_namespace(&self, namespace: Option<&str>) {
+        if let Some(ns) = namespace {
+            let _ = self.namespace.set(ns.to_string());
+        }
+    }
+
+    /// The namespace the reflector lists; None for all namespaces (or a custom lister-watcher
+    /// that did not say).
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.get().map(String::as_str)
+    }
+
+    /// Records the resourceVersion after outputs reached the FIFO: a success (ends a failing
+    /// period).
     pub(crate) fn set_resource_version(&self, rv: &str) {
+        self.mark_succeeded();
         if self.resource_version.load().as_str() != rv {
             self.resource_version.store(Arc::new(rv.to_string()));
         }
@@ -175,6 +258,7 @@ impl ReflectorStatus {
             failures: c(&self.failures),
             retry_after_waits: c(&self.retry_after_waits),
             watch_list_fallbacks: c(&self.watch_list_fallbacks),
+            failing_since: self.failing_since(),
         }
     }
 }

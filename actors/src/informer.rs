@@ -26,8 +26,10 @@ use crate::{
     error::InformerError,
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler},
     health::{ReflectorHealth, ReflectorStatus},
+    listener::listener_name,
     lister_watcher::{KubeListerWatcher, ListerWatcher},
     messages::{AddIndexers, AddListener, Notify, RemoveListener, Stop},
+    metrics::{InformerProbe, Lifecycle},
     object::InformerObject,
     sink::HandlerKind,
     stats::{FifoStatus, IndexerStatus, ListenerStats},
@@ -92,6 +94,7 @@ where
             KubeListerWatcher::new(client, Some(namespace), &Default::default()),
             InformerConfig::default(),
         )
+        .in_namespace(Some(namespace))
     }
 
     /// An informer over one namespace (or all), with the given options.
@@ -100,14 +103,17 @@ where
             KubeListerWatcher::new(client, namespace, &Default::default()),
             config,
         )
+        .in_namespace(namespace)
     }
 
     /// An informer over an existing `Api`, with the given options.
     pub fn from_api(api: Api<K>, config: InformerConfig) -> Self {
+        let namespace = api.namespace().map(str::to_string);
         Self::new(
             KubeListerWatcher::from_api(api, &Default::default()),
             config,
         )
+        .in_namespace(namespace.as_deref())
     }
 }
 
@@ -150,7 +156,26 @@ impl<K: InformerObject> SharedIndexInformer<K> {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State<K>> {
-        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.state()
+    }
+
+    /// Records the namespace the informer's lister-watcher lists (metrics, debug view).
+    pub(crate) fn in_namespace(self, namespace: Option<&str>) -> Self {
+        self.inner.reflector.set_namespace(namespace);
+        self
+    }
+
+    /// The namespace this informer lists; None for all namespaces (or a custom
+    /// [`ListerWatcher`] built with [`new`](Self::new), whose scope the informer does not know).
+    pub fn namespace(&self) -> Option<&str> {
+        self.inner.reflector.namespace()
+    }
+
+    /// The type-erased, weak view of this informer that [`Telemetry`](crate::Telemetry)
+    /// reads at scrape time.
+    pub(crate) fn probe(&self) -> std::sync::Weak<dyn InformerProbe> {
+        let weak: std::sync::Weak<Inner<K>> = Arc::downgrade(&self.inner);
+        weak
     }
 
     /// True when both handles are the same informer (X1).
@@ -296,7 +321,10 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         config: ListenerConfig,
     ) -> Result<HandlerRegistration<K>, InformerError> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let stats = Arc::new(ListenerStats::default());
+        let stats = Arc::new(ListenerStats::for_listener(
+            listener_name(&config, &self.inner.kind, id),
+            config.policy,
+        ));
         let resync = config.resync;
         let registration = HandlerRegistration {
             id,
@@ -418,6 +446,52 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         running
             .shutdown(&self.inner.kind, self.inner.config.shutdown_timeout)
             .await
+    }
+}
+
+impl<K: InformerObject> Inner<K> {
+    fn state(&self) -> std::sync::MutexGuard<'_, State<K>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What telemetry reads of an informer at scrape time: the live counters, never a copy kept
+/// up to date (nothing on the hot path).
+impl<K: InformerObject> InformerProbe for Inner<K> {
+    fn resource(&self) -> &str {
+        &self.kind
+    }
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<K>()
+    }
+    fn label_selector(&self) -> Option<&str> {
+        self.config.reflector.label_selector.as_deref()
+    }
+    fn field_selector(&self) -> Option<&str> {
+        self.config.reflector.field_selector.as_deref()
+    }
+    fn reflector(&self) -> &ReflectorStatus {
+        &self.reflector
+    }
+    fn fifo(&self) -> &FifoStatus {
+        &self.fifo
+    }
+    fn store_objects(&self) -> usize {
+        self.lister.len()
+    }
+    fn lifecycle(&self) -> Lifecycle {
+        match &*self.state() {
+            State::Idle(_) => Lifecycle::Idle,
+            State::Running(_) => Lifecycle::Running,
+            State::Stopped => Lifecycle::Stopped,
+        }
+    }
+    fn listeners(&self) -> Vec<Arc<ListenerStats>> {
+        match &*self.state() {
+            State::Idle(idle) => idle.handlers.iter().map(|h| Arc::clone(&h.stats)).collect(),
+            State::Running(r) => r.listeners.values().map(|l| Arc::clone(&l.stats)).collect(),
+            State::Stopped => Vec::new(),
+        }
     }
 }
 

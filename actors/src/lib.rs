@@ -77,6 +77,7 @@
 
 mod assembly;
 mod config;
+mod endpoint;
 mod error;
 mod factory;
 mod fifo;
@@ -85,6 +86,7 @@ mod health;
 mod indexer;
 mod informer;
 mod list_decode;
+mod metrics;
 mod listener;
 pub mod lister_watcher;
 pub mod messages;
@@ -100,6 +102,7 @@ mod waiters;
 pub mod workqueue;
 
 pub use config::{FifoConfig, InformerConfig, ListenerConfig, OverflowPolicy};
+pub use endpoint::EndpointHandle;
 pub use error::{InformerError, ReflectorError, WatchWarning};
 pub use factory::{InformerId, InformerOptions, ResyncConflict, SharedInformerFactory};
 pub use handler::{
@@ -109,6 +112,10 @@ pub use health::{ReflectorHealth, ReflectorPhase};
 pub use informer::{HandlerRegistration, SharedIndexInformer, ShutdownReport};
 pub use lister_watcher::{KubeListerWatcher, ListerWatcher, MetadataListerWatcher};
 pub use messages::Notify;
+pub use metrics::{
+    ErrorReport, HealthReport, InformerReport, ListenerReport, ReadinessReport,
+    ReflectorCountersReport, Telemetry, TelemetryError, TelemetryOptions,
+};
 pub use object::InformerObject;
 // The reflector's translation of kube's watch items, for the fuzz harness (not an API).
 pub use reflector::{Transform, Validate, WatchErrorHandler};

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use kinformer::{fifo::DeltaFifo, processor::SyncTracker};
 
+use crate::config::OverflowPolicy;
+
 /// Live counters of a DeltaFifo actor, shared with the informer handle.
 #[derive(Debug, Default)]
 pub struct FifoStatus {
@@ -128,9 +130,33 @@ pub struct ListenerStats {
     pub(crate) undeliverable: AtomicU64,
     pub(crate) stop_timed_out: AtomicBool,
     pub(crate) handle_latency: LatencyHistogram,
+    /// The listener's name (logs, metrics, `/debug/informers`).
+    name: Option<Arc<str>>,
+    /// The listener's overflow policy (B3).
+    policy: OverflowPolicy,
 }
 
 impl ListenerStats {
+    /// The counters of a new listener named `name` with `policy`.
+    pub(crate) fn for_listener(name: Arc<str>, policy: OverflowPolicy) -> Self {
+        ListenerStats {
+            name: Some(name),
+            policy,
+            ..ListenerStats::default()
+        }
+    }
+
+    /// The listener's name: its [`ListenerConfig::name`](crate::ListenerConfig::name), or
+    /// `<resource>-handler-<id>`.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("")
+    }
+
+    /// The listener's overflow policy (B3).
+    pub fn policy(&self) -> OverflowPolicy {
+        self.policy
+    }
+
     /// Records how long the handler took on one notification.
     pub(crate) fn record_handled(&self, elapsed: Duration) {
         self.handle_latency.observe(elapsed);

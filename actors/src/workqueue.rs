@@ -44,7 +44,7 @@
 use std::{
     fmt,
     hash::Hash,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
     time::Duration,
 };
 
@@ -54,7 +54,7 @@ use kinformer::{
 };
 use tokio::sync::Notify;
 
-use crate::handler::EnqueueKeys;
+use crate::{handler::EnqueueKeys, metrics::WorkQueueProbe};
 
 /// client-go's rate-limiting workqueue for async workers (W1–W4).
 ///
@@ -416,6 +416,24 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     /// ```
     pub fn metrics(&self) -> WorkQueueMetrics {
         self.lock().metrics(now())
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
+    /// The type-erased, weak view of this queue that [`Telemetry`](crate::Telemetry) reads at
+    /// scrape time (a dropped queue yields no series).
+    pub(crate) fn probe(&self) -> Weak<dyn WorkQueueProbe> {
+        let weak: Weak<Shared<T>> = Arc::downgrade(&self.shared);
+        weak
+    }
+}
+
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueueProbe for Shared<T> {
+    fn metrics(&self) -> WorkQueueMetrics {
+        self.core
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .metrics(now())
     }
 }
 

@@ -1,0 +1,427 @@
+//! The telemetry HTTP endpoint (issue 10): `/metrics`, `/healthz`, `/readyz` and
+//! `/debug/informers`, served by hyper 1 on the caller's tokio runtime.
+//!
+//! One call starts it: [`Telemetry::serve`] on a loopback address (`127.0.0.1:0` picks a free
+//! port; [`EndpointHandle::local_addr`] says which). Telemetry is not for the world by
+//! default: a non-loopback address is refused unless asked for with
+//! [`Telemetry::serve_on_any_interface`] (e.g. `0.0.0.0:9090` in a pod, where Prometheus and
+//! the kubelet's probes connect from outside the container).
+//!
+//! | path | answer |
+//! |---|---|
+//! | `GET /metrics` | every metric, OpenMetrics text (`application/openmetrics-text; version=1.0.0`) |
+//! | `GET /healthz` | `200 ok`, or `503` with one line per informer whose reflector has been failing longer than [`TelemetryOptions::failing_grace`](crate::TelemetryOptions::failing_grace) |
+//! | `GET /readyz` | `200 ok` once every registered informer synced, else `503` listing the others |
+//! | `GET /debug/informers` | JSON: every informer ([`InformerReport`]); a self-refreshing HTML page when the request's `Accept` prefers `text/html` (a browser), or with `?format=html` |
+//!
+//! Other paths answer 404, other methods 405. The endpoint stops when its handle is dropped or
+//! [`EndpointHandle::shutdown`] is awaited; open connections are closed then.
+
+use std::{convert::Infallible, fmt::Write as _, net::SocketAddr, time::Duration};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::{body::Incoming, server::conn::http1, service::service_fn};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinSet};
+
+use crate::metrics::{InformerReport, Telemetry, TelemetryError};
+
+/// OpenMetrics' text content type, as Prometheus negotiates it.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const TEXT: &str = "text/plain; charset=utf-8";
+const JSON: &str = "application/json";
+const HTML: &str = "text/html; charset=utf-8";
+
+/// A running telemetry endpoint. Dropping it stops the endpoint (in the background);
+/// [`shutdown`](Self::shutdown) stops it and waits.
+#[derive(Debug)]
+pub struct EndpointHandle {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl EndpointHandle {
+    /// The address the endpoint is bound to (the real port when `:0` was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, closes open connections and waits until the server task ended.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for EndpointHandle {
+    fn drop(&mut self) {
+        // Dropping the sender ends the accept loop, which aborts its connections.
+        self.stop.take();
+    }
+}
+
+impl Telemetry {
+    /// Serves `/metrics`, `/healthz`, `/readyz` and `/debug/informers` on `addr`, which must
+    /// be a loopback address (`127.0.0.1:0` for any free port). Must be called within a tokio
+    /// runtime (an actix `System` is one); the server runs as tasks of that runtime.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let telemetry = kinformer_actors::Telemetry::new();
+    /// let endpoint = telemetry.serve("127.0.0.1:9090".parse()?).await?;
+    /// println!("http://{}/debug/informers", endpoint.local_addr());
+    /// # Ok(()) }
+    /// ```
+    pub async fn serve(&self, addr: SocketAddr) -> Result<EndpointHandle, TelemetryError> {
+        if !addr.ip().is_loopback() {
+            return Err(TelemetryError::NotLoopback(addr));
+        }
+        self.serve_on_any_interface(addr).await
+    }
+
+    /// [`serve`](Self::serve) on any address, loopback or not: telemetry (object names,
+    /// namespaces, errors) becomes reachable by whoever can reach `addr`.
+    pub async fn serve_on_any_interface(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<EndpointHandle, TelemetryError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| TelemetryError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| TelemetryError::Bind { addr, source })?;
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(accept_loop(listener, self.clone(), stopped));
+        tracing::info!(addr = %local, "telemetry endpoint listening");
+        Ok(EndpointHandle {
+            addr: local,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+}
+
+/// Accepts connections until `stopped` fires or its sender is dropped, then aborts them.
+async fn accept_loop(
+    listener: TcpListener,
+    telemetry: Telemetry,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    let telemetry = telemetry.clone();
+                    conns.spawn(async move {
+                        let svc = service_fn(move |req| {
+                            let telemetry = telemetry.clone();
+                            async move { Ok::<_, Infallible>(route(&telemetry, &req)) }
+                        });
+                        let conn = http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(Duration::from_secs(30))
+                            .serve_connection(TokioIo::new(stream), svc);
+                        if let Err(e) = conn.await {
+                            tracing::debug!(error = %e, "telemetry connection ended with an error");
+                        }
+                    });
+                }
+                Err(e) => {
+                    // E.g. out of file descriptors: back off a little rather than spin.
+                    tracing::warn!(error = %e, "telemetry endpoint: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = &mut stopped => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    conns.abort_all();
+    while conns.join_next().await.is_some() {}
+}
+
+fn respond(
+    status: StatusCode,
+    content_type: &str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn route(telemetry: &Telemetry, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if !matches!(
+        path,
+        "/metrics" | "/healthz" | "/readyz" | "/debug/informers"
+    ) {
+        return respond(StatusCode::NOT_FOUND, TEXT, "not found\n");
+    }
+    if req.method() != Method::GET {
+        let mut r = respond(StatusCode::METHOD_NOT_ALLOWED, TEXT, "only GET\n");
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
+        return r;
+    }
+    match path {
+        "/metrics" => match telemetry.encode_metrics() {
+            Ok(text) => respond(StatusCode::OK, OPENMETRICS, text),
+            Err(e) => respond(StatusCode::INTERNAL_SERVER_ERROR, TEXT, format!("{e}\n")),
+        },
+        "/healthz" => {
+            let h = telemetry.health();
+            if h.is_healthy() {
+                respond(StatusCode::OK, TEXT, "ok\n")
+            } else {
+                respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    TEXT,
+                    lines("unhealthy", &h.failing),
+                )
+            }
+        }
+        "/readyz" => {
+            let r = telemetry.readiness();
+            if r.is_ready() {
+                respond(StatusCode::OK, TEXT, "ok\n")
+            } else {
+                respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    TEXT,
+                    lines("not synced", &r.unsynced),
+                )
+            }
+        }
+        _ => {
+            let informers = telemetry.informers();
+            if wants_html(req) {
+                respond(StatusCode::OK, HTML, render_html(&informers))
+            } else {
+                match serde_json::to_vec_pretty(&serde_json::json!({ "informers": informers })) {
+                    Ok(body) => respond(StatusCode::OK, JSON, body),
+                    Err(e) => respond(StatusCode::INTERNAL_SERVER_ERROR, TEXT, format!("{e}\n")),
+                }
+            }
+        }
+    }
+}
+
+fn lines(title: &str, items: &[String]) -> String {
+    let mut out = format!("{title}\n");
+    for i in items {
+        let _ = writeln!(out, "{i}");
+    }
+    out
+}
+
+/// True when the request asks for HTML: `?format=html`, or an `Accept` header that ranks
+/// `text/html` above `application/json` (a browser's does; `*/*` alone gets JSON).
+fn wants_html(req: &Request<Incoming>) -> bool {
+    if let Some(q) = req.uri().query() {
+        for pair in q.split('&') {
+            match pair {
+                "format=html" => return true,
+                "format=json" => return false,
+                _ => {}
+            }
+        }
+    }
+    let accept = req
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    accept_quality(&accept, "text", "html") > accept_quality(&accept, "application", "json")
+}
+
+/// The quality `accept` gives `kind/sub`: from its most specific matching range (RFC 9110
+/// §12.5.1), 0 when none matches.
+fn accept_quality(accept: &str, kind: &str, sub: &str) -> f32 {
+    let mut best: Option<(u8, f32)> = None;
+    for range in accept.split(',') {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|v| v.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        let (k, s) = media.split_once('/').unwrap_or((media.as_str(), ""));
+        let specificity = match (k, s) {
+            (k, s) if k == kind && s == sub => 2,
+            (k, "*") if k == kind => 1,
+            ("*", "*") => 0,
+            _ => continue,
+        };
+        if best.is_none_or(|(sp, _)| specificity > sp) {
+            best = Some((specificity, q));
+        }
+    }
+    best.map_or(0.0, |(_, q)| q)
+}
+
+/// Escapes text for HTML element content and attribute values.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The debug view as a small self-contained page (no script, no external resource) that
+/// reloads itself every 2 s.
+fn render_html(informers: &[InformerReport]) -> String {
+    let mut h = String::from(concat!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<meta http-equiv=\"refresh\" content=\"2\">",
+        "<title>kinformer: informers</title><style>",
+        "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}",
+        "table{border-collapse:collapse;margin:.4em 0 1.2em}",
+        "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}",
+        "th{background:#f3f3f3}.ok{color:#176f2c}.bad{color:#b00020}",
+        "section{border-top:2px solid #ddd;padding-top:.5em}",
+        "</style></head><body>\n<h1>Informers</h1>\n",
+    ));
+    if informers.is_empty() {
+        h.push_str("<p>No informer registered.</p>\n");
+    }
+    for i in informers {
+        let state_class = if i.synced && i.failing_since.is_none() {
+            "ok"
+        } else {
+            "bad"
+        };
+        let _ = write!(
+            h,
+            "<section class=\"informer\" data-informer=\"{name}\"><h2>{name}</h2>\n\
+             <p class=\"state {state_class}\">state: <b>{state}</b>, synced: <b>{synced}</b>, \
+             phase: <b>{phase}</b></p>\n<table>",
+            name = esc(&i.name),
+            state = esc(&i.state),
+            synced = i.synced,
+            phase = esc(&i.phase),
+        );
+        let mut row = |k: &str, v: &str| {
+            let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
+        };
+        row("resource", &i.resource);
+        row("type", &i.type_name);
+        row("namespace", i.namespace.as_deref().unwrap_or("(all)"));
+        if let Some(l) = &i.label_selector {
+            row("label selector", l);
+        }
+        if let Some(f) = &i.field_selector {
+            row("field selector", f);
+        }
+        row("last synced RV", &i.last_sync_resource_version);
+        row("restarts", &i.restarts.to_string());
+        if let Some(since) = &i.failing_since {
+            row("failing since", since);
+        }
+        match &i.last_error {
+            Some(e) => row("last error", &format!("{} at {}", e.message, e.at)),
+            None => row("last error", "none"),
+        }
+        row(
+            "FIFO",
+            &format!(
+                "{} keys, {} deltas",
+                i.fifo_queued_keys, i.fifo_pending_deltas
+            ),
+        );
+        row("store objects", &i.store_objects.to_string());
+        let r = &i.reflector;
+        row(
+            "reflector",
+            &format!(
+                "{} lists, {} watches, {} events, {} bookmarks, {} relists, {} stalls, {} failures, {} dropped",
+                r.lists,
+                r.watches,
+                r.events,
+                r.bookmarks,
+                r.relists,
+                r.stalls,
+                r.failures,
+                r.dropped_objects
+            ),
+        );
+        h.push_str("</table>\n");
+        if !i.listeners.is_empty() {
+            h.push_str(
+                "<table class=\"listeners\"><tr><th>listener</th><th>policy</th><th>buffered</th>\
+                 <th>received</th><th>delivered</th><th>dropped</th><th>panics</th>\
+                 <th>synced</th></tr>",
+            );
+            for l in &i.listeners {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                     <td>{}</td><td>{}</td></tr>",
+                    esc(&l.name),
+                    esc(&l.policy),
+                    l.buffered,
+                    l.received,
+                    l.delivered,
+                    l.dropped,
+                    l.panics,
+                    l.synced
+                );
+            }
+            h.push_str("</table>\n");
+        }
+        h.push_str("</section>\n");
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_negotiation_prefers_the_most_specific_range() {
+        let chromium =
+            "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
+        assert!(
+            accept_quality(chromium, "text", "html")
+                > accept_quality(chromium, "application", "json")
+        );
+        assert_eq!(
+            accept_quality("*/*", "text", "html"),
+            accept_quality("*/*", "application", "json")
+        );
+        assert!(accept_quality("application/json, text/html;q=0.5", "text", "html") < 1.0);
+        assert_eq!(accept_quality("image/png", "text", "html"), 0.0);
+    }
+
+    #[test]
+    fn html_escapes_names() {
+        assert_eq!(
+            esc("<a href='x'>&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+        );
+    }
+}

@@ -1,0 +1,1010 @@
+//! Telemetry: Prometheus metrics, health and a debug view of informers and workqueues
+//! (issue 10).
+//!
+//! A [`Telemetry`] is a registry of informers and workqueues. Nothing is counted for it on the
+//! hot path: at each scrape its collector reads the counters the actors already publish
+//! ([`ReflectorHealth`](crate::ReflectorHealth), [`FifoStatus`](crate::FifoStatus),
+//! [`ListenerStats`](crate::ListenerStats), [`WorkQueue::metrics`]) through `Weak` references.
+//! An informer that was shut down or dropped yields no series from the next scrape on (and
+//! is forgotten): client-go's reflector metrics leaked such series forever
+//! (kubernetes#73587). A dropped workqueue's series go the same way.
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_actors::{SharedInformerFactory, Telemetry, WorkQueue, ObjectKey};
+//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let telemetry = Telemetry::new();
+//! let factory = SharedInformerFactory::new(client).with_telemetry(telemetry.clone());
+//! let pods = factory.informer::<Pod>(); // registered by the factory
+//! let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+//! telemetry.register_workqueue("pods", &queue)?;
+//! let endpoint = telemetry.serve("127.0.0.1:9090".parse()?).await?;
+//! println!("metrics on http://{}/metrics", endpoint.local_addr());
+//! # let _ = pods;
+//! # Ok(()) }
+//! ```
+//!
+//! # Series
+//!
+//! Informer series carry `informer` (the name it was registered under, unique in the
+//! telemetry), `resource` (plural) and `namespace` (empty: all namespaces); listener series
+//! add `listener`; workqueue series carry `name`, with client-go's names, semantics and
+//! buckets (`workqueue_depth`, `workqueue_adds_total`, `workqueue_queue_duration_seconds`,
+//! `workqueue_work_duration_seconds`, `workqueue_retries_total`,
+//! `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds`).
+
+use std::{
+    fmt::{self, Write as _},
+    sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak},
+    time::{Duration, Instant, SystemTime},
+};
+
+use kinformer::workqueue::{DurationHistogram, HISTOGRAM_BOUNDS, WorkQueueMetrics};
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet},
+    metrics::MetricType,
+    registry::Registry,
+};
+use serde::Serialize;
+
+use crate::{
+    config::OverflowPolicy,
+    health::{ReflectorPhase, ReflectorStatus},
+    informer::SharedIndexInformer,
+    object::InformerObject,
+    stats::{FifoStatus, LATENCY_BUCKETS, LatencyHistogram, ListenerStats},
+    workqueue::WorkQueue,
+};
+
+/// Where an informer is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    Idle,
+    Running,
+    Stopped,
+}
+
+impl Lifecycle {
+    fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Idle => "idle",
+            Lifecycle::Running => "running",
+            Lifecycle::Stopped => "stopped",
+        }
+    }
+}
+
+/// What telemetry reads of an informer, type-erased (implemented by the informer's shared
+/// state; see `informer.rs`).
+pub(crate) trait InformerProbe: Send + Sync {
+    fn resource(&self) -> &str;
+    fn type_name(&self) -> &'static str;
+    fn label_selector(&self) -> Option<&str>;
+    fn field_selector(&self) -> Option<&str>;
+    fn reflector(&self) -> &ReflectorStatus;
+    fn fifo(&self) -> &FifoStatus;
+    fn store_objects(&self) -> usize;
+    fn lifecycle(&self) -> Lifecycle;
+    fn listeners(&self) -> Vec<Arc<ListenerStats>>;
+}
+
+/// What telemetry reads of a workqueue, type-erased (see `workqueue.rs`).
+pub(crate) trait WorkQueueProbe: Send + Sync {
+    fn metrics(&self) -> WorkQueueMetrics;
+}
+
+/// Errors of [`Telemetry`] and its HTTP endpoint.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TelemetryError {
+    /// [`Telemetry::serve`] was asked for an address that is not loopback; use
+    /// [`Telemetry::serve_on_any_interface`] to expose telemetry beyond this host.
+    #[error(
+        "refusing to serve telemetry on {0}: not a loopback address (use serve_on_any_interface to expose it)"
+    )]
+    NotLoopback(std::net::SocketAddr),
+    /// The endpoint could not bind its address.
+    #[error("cannot bind the telemetry endpoint to {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A live workqueue is already registered under this name (series would collide).
+    #[error("a workqueue named {0:?} is already registered")]
+    DuplicateWorkQueue(String),
+    /// Encoding the metrics failed (a user collector returned an error).
+    #[error("encoding the metrics failed")]
+    Encode(#[from] fmt::Error),
+}
+
+/// Options of a [`Telemetry`].
+#[derive(Clone, Debug)]
+pub struct TelemetryOptions {
+    /// How long a reflector may fail (back off, with no successful LIST, watch events or opened
+    /// watch since its first failure) before `/healthz` reports the process unhealthy.
+    /// Default 60 s: above a few of the reflector's backoff steps (R8), so a single failed
+    /// request or a short API server restart never fails a liveness probe.
+    pub failing_grace: Duration,
+}
+
+impl Default for TelemetryOptions {
+    fn default() -> Self {
+        TelemetryOptions {
+            failing_grace: Duration::from_secs(60),
+        }
+    }
+}
+
+struct InformerEntry {
+    name: Arc<str>,
+    probe: Weak<dyn InformerProbe>,
+}
+
+struct QueueEntry {
+    name: Arc<str>,
+    probe: Weak<dyn WorkQueueProbe>,
+}
+
+/// The registered sources, shared by the telemetry handle and its collector.
+#[derive(Default)]
+struct Sources {
+    informers: Mutex<Vec<InformerEntry>>,
+    queues: Mutex<Vec<QueueEntry>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The lists stay consistent whatever panicked while one was held (pushes and retains).
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Sources {
+    /// The informers still alive and not shut down, by registration order; forgets the
+    /// others (their series disappear).
+    fn live_informers(&self) -> Vec<(Arc<str>, Arc<dyn InformerProbe>)> {
+        let mut live = Vec::new();
+        lock(&self.informers).retain(|e| match e.probe.upgrade() {
+            Some(p) if p.lifecycle() != Lifecycle::Stopped => {
+                live.push((Arc::clone(&e.name), p));
+                true
+            }
+            _ => false,
+        });
+        live
+    }
+
+    /// The workqueues still alive; forgets dropped ones.
+    fn live_queues(&self) -> Vec<(Arc<str>, Arc<dyn WorkQueueProbe>)> {
+        let mut live = Vec::new();
+        lock(&self.queues).retain(|e| match e.probe.upgrade() {
+            Some(p) => {
+                live.push((Arc::clone(&e.name), p));
+                true
+            }
+            None => false,
+        });
+        live
+    }
+}
+
+struct TelemetryInner {
+    options: TelemetryOptions,
+    sources: Arc<Sources>,
+    registry: Mutex<Registry>,
+}
+
+/// Metrics, health and a debug view of informers and workqueues, collected at scrape time
+/// (see the [module docs](self)). Cheap to clone; every clone is the same registry.
+#[derive(Clone)]
+pub struct Telemetry {
+    inner: Arc<TelemetryInner>,
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Telemetry {
+    /// Same as [`Telemetry::new`].
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Telemetry {
+    /// A telemetry registry with default options.
+    pub fn new() -> Self {
+        Self::with_options(TelemetryOptions::default())
+    }
+
+    /// A telemetry registry with the given options.
+    pub fn with_options(options: TelemetryOptions) -> Self {
+        let sources = Arc::new(Sources::default());
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(KinformerCollector {
+            sources: Arc::clone(&sources),
+        }));
+        Telemetry {
+            inner: Arc::new(TelemetryInner {
+                options,
+                sources,
+                registry: Mutex::new(registry),
+            }),
+        }
+    }
+
+    /// The process-wide telemetry, for programs that want one without passing it around.
+    pub fn global() -> &'static Telemetry {
+        static GLOBAL: OnceLock<Telemetry> = OnceLock::new();
+        GLOBAL.get_or_init(Telemetry::new)
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &TelemetryOptions {
+        &self.inner.options
+    }
+
+    /// Registers an informer under a name made of its scope (`pods`, `default/pods`, with its
+    /// selectors if any) and returns that name, the `informer` label of its series. The same
+    /// informer registered again keeps its first name; another informer with the same name
+    /// gets a `#2`, `#3`… suffix. Its series go away once it is shut down or dropped.
+    pub fn register_informer<K: InformerObject>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+    ) -> String {
+        let probe = informer.probe();
+        let name = match probe.upgrade() {
+            Some(p) => default_informer_name(&*p),
+            None => informer.resource().to_string(),
+        };
+        self.register_probe(&name, probe)
+    }
+
+    /// Registers an informer under `name` (made unique as in
+    /// [`register_informer`](Self::register_informer)); returns the name used.
+    pub fn register_informer_as<K: InformerObject>(
+        &self,
+        name: &str,
+        informer: &SharedIndexInformer<K>,
+    ) -> String {
+        self.register_probe(name, informer.probe())
+    }
+
+    pub(crate) fn register_probe(&self, name: &str, probe: Weak<dyn InformerProbe>) -> String {
+        let mut informers = lock(&self.inner.sources.informers);
+        informers.retain(|e| e.probe.strong_count() > 0);
+        if let Some(e) = informers.iter().find(|e| Weak::ptr_eq(&e.probe, &probe)) {
+            return e.name.to_string();
+        }
+        let taken = |n: &str| informers.iter().any(|e| &*e.name == n);
+        let mut unique = name.to_string();
+        let mut i = 2;
+        while taken(&unique) {
+            unique = format!("{name}#{i}");
+            i += 1;
+        }
+        informers.push(InformerEntry {
+            name: unique.as_str().into(),
+            probe,
+        });
+        unique
+    }
+
+    /// Registers a workqueue under `name` (the `name` label of client-go's `workqueue_*`
+    /// series). Its series go away when the queue is dropped. Fails if a live queue already
+    /// has that name.
+    pub fn register_workqueue<T>(
+        &self,
+        name: &str,
+        queue: &WorkQueue<T>,
+    ) -> Result<(), TelemetryError>
+    where
+        T: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+    {
+        let probe = queue.probe();
+        let mut queues = lock(&self.inner.sources.queues);
+        queues.retain(|e| e.probe.strong_count() > 0);
+        if let Some(e) = queues.iter().find(|e| &*e.name == name) {
+            if Weak::ptr_eq(&e.probe, &probe) {
+                return Ok(());
+            }
+            return Err(TelemetryError::DuplicateWorkQueue(name.to_string()));
+        }
+        queues.push(QueueEntry {
+            name: name.into(),
+            probe,
+        });
+        Ok(())
+    }
+
+    /// Runs `f` on the underlying `prometheus-client` registry, e.g. to register a
+    /// controller's own metrics, served with kinformer's on `/metrics`.
+    pub fn with_registry<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
+        f(&mut lock(&self.inner.registry))
+    }
+
+    /// Every metric in the OpenMetrics text format (what `/metrics` serves), `# EOF` included.
+    pub fn encode_metrics(&self) -> Result<String, TelemetryError> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &lock(&self.inner.registry))?;
+        Ok(out)
+    }
+
+    /// A report of every registered informer still alive (what `/debug/informers` serves).
+    pub fn informers(&self) -> Vec<InformerReport> {
+        let now = Instant::now();
+        self.inner
+            .sources
+            .live_informers()
+            .into_iter()
+            .map(|(name, p)| informer_report(&name, &*p, now))
+            .collect()
+    }
+
+    /// Liveness (what `/healthz` serves): unhealthy when any registered informer's reflector
+    /// has been failing for longer than [`TelemetryOptions::failing_grace`].
+    pub fn health(&self) -> HealthReport {
+        let now = Instant::now();
+        let grace = self.inner.options.failing_grace;
+        let mut failing = Vec::new();
+        for (name, p) in self.inner.sources.live_informers() {
+            let status = p.reflector();
+            if let Some(d) = status.failing_for(now).filter(|d| *d > grace) {
+                let error = status
+                    .health()
+                    .last_error
+                    .map(|(_, e)| e)
+                    .unwrap_or_else(|| "no error recorded".to_string());
+                failing.push(format!(
+                    "{name}: reflector failing for {:.0}s (grace {:.0}s): {error}",
+                    d.as_secs_f64(),
+                    grace.as_secs_f64()
+                ));
+            }
+        }
+        HealthReport { failing }
+    }
+
+    /// Readiness (what `/readyz` serves): ready once every registered informer has synced
+    /// (F5).
+    pub fn readiness(&self) -> ReadinessReport {
+        let unsynced = self
+            .inner
+            .sources
+            .live_informers()
+            .into_iter()
+            .filter(|(_, p)| !p.fifo().has_synced())
+            .map(|(name, _)| name.to_string())
+            .collect();
+        ReadinessReport { unsynced }
+    }
+}
+
+/// The default `informer` label of an informer: `[namespace/]resource`, then its selectors
+/// when set (as the factory names its informers).
+fn default_informer_name(p: &dyn InformerProbe) -> String {
+    let mut name = match p.reflector().namespace() {
+        Some(ns) => format!("{ns}/{}", p.resource()),
+        None => p.resource().to_string(),
+    };
+    if let Some(l) = p.label_selector() {
+        let _ = write!(name, " labels={l}");
+    }
+    if let Some(f) = p.field_selector() {
+        let _ = write!(name, " fields={f}");
+    }
+    name
+}
+
+/// `/healthz`'s answer: the informers whose reflector failed past the grace period.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HealthReport {
+    /// One line per failing informer: name, for how long, the last error.
+    pub failing: Vec<String>,
+}
+
+impl HealthReport {
+    /// True when no reflector failed past the grace period.
+    pub fn is_healthy(&self) -> bool {
+        self.failing.is_empty()
+    }
+}
+
+/// `/readyz`'s answer: the informers not synced yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReadinessReport {
+    /// Names of the registered informers that have not synced (F5).
+    pub unsynced: Vec<String>,
+}
+
+impl ReadinessReport {
+    /// True when every registered informer has synced.
+    pub fn is_ready(&self) -> bool {
+        self.unsynced.is_empty()
+    }
+}
+
+/// One informer in the debug view (`/debug/informers`).
+#[derive(Clone, Debug, Serialize)]
+pub struct InformerReport {
+    /// The name it was registered under (the `informer` label).
+    pub name: String,
+    /// The resource (plural).
+    pub resource: String,
+    /// The Rust type cached.
+    pub type_name: String,
+    /// Namespace scope; None: all namespaces.
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub label_selector: Option<String>,
+    /// Field selector.
+    pub field_selector: Option<String>,
+    /// `idle` (not started) or `running`.
+    pub state: String,
+    /// True once the first list reached every handler (F5).
+    pub synced: bool,
+    /// The resourceVersion the cache is synced to.
+    pub last_sync_resource_version: String,
+    /// The reflector's phase: `idle`, `listing`, `watching`, `backing_off` or `stopped`.
+    pub phase: String,
+    /// While backing off: seconds until the retry, as of the phase change.
+    pub backoff_seconds: Option<f64>,
+    /// Reflector restarts by the supervisor (S1).
+    pub restarts: u64,
+    /// The first failure since the last success (RFC 3339), while failing.
+    pub failing_since: Option<String>,
+    /// Seconds since `failing_since`.
+    pub failing_seconds: Option<f64>,
+    /// The last error with its time.
+    pub last_error: Option<ErrorReport>,
+    /// The reflector's counters.
+    pub reflector: ReflectorCountersReport,
+    /// Keys queued in the FIFO.
+    pub fifo_queued_keys: u64,
+    /// Deltas pending in the FIFO.
+    pub fifo_pending_deltas: u64,
+    /// Objects in the cache.
+    pub store_objects: u64,
+    /// Every listener (handler registration).
+    pub listeners: Vec<ListenerReport>,
+}
+
+/// An error with its time.
+#[derive(Clone, Debug, Serialize)]
+pub struct ErrorReport {
+    /// When (RFC 3339, UTC).
+    pub at: String,
+    /// The error.
+    pub message: String,
+}
+
+/// The reflector's counters in the debug view.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReflectorCountersReport {
+    /// LIST requests (pages count individually).
+    pub lists: u64,
+    /// WATCH requests.
+    pub watches: u64,
+    /// Watch events (ADDED, MODIFIED, DELETED).
+    pub events: u64,
+    /// Bookmarks.
+    pub bookmarks: u64,
+    /// Relists after 410 Expired.
+    pub relists: u64,
+    /// Watches dropped as silent (R4).
+    pub stalls: u64,
+    /// Failures backed off from (R8).
+    pub failures: u64,
+    /// Objects dropped (R5).
+    pub dropped_objects: u64,
+    /// Watch-lists that fell back to LIST (R7).
+    pub watch_list_fallbacks: u64,
+}
+
+/// One listener in the debug view.
+#[derive(Clone, Debug, Serialize)]
+pub struct ListenerReport {
+    /// Its name.
+    pub name: String,
+    /// Its overflow policy (B3): `block`, `coalesce` or `unbounded`.
+    pub policy: String,
+    /// Notifications waiting in its buffer.
+    pub buffered: u64,
+    /// Notifications accepted.
+    pub received: u64,
+    /// Notifications the handler finished.
+    pub delivered: u64,
+    /// Notifications dropped at removal or shutdown (P9).
+    pub dropped: u64,
+    /// Handler panics (P7).
+    pub panics: u64,
+    /// The registration's `HasSynced` (P5).
+    pub synced: bool,
+    /// True once the listener stopped.
+    pub stopped: bool,
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+fn phase_name(p: &ReflectorPhase) -> (&'static str, Option<f64>) {
+    match p {
+        ReflectorPhase::Idle => ("idle", None),
+        ReflectorPhase::Listing => ("listing", None),
+        ReflectorPhase::Watching => ("watching", None),
+        ReflectorPhase::BackingOff(d) => ("backing_off", Some(d.as_secs_f64())),
+        ReflectorPhase::Stopped => ("stopped", None),
+    }
+}
+
+fn policy_name(p: OverflowPolicy) -> &'static str {
+    match p {
+        OverflowPolicy::Block => "block",
+        OverflowPolicy::Coalesce => "coalesce",
+        OverflowPolicy::Unbounded => "unbounded",
+    }
+}
+
+fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerReport {
+    let status = p.reflector();
+    let h = status.health();
+    let (phase, backoff_seconds) = phase_name(&h.phase);
+    let synced = p.fifo().has_synced();
+    InformerReport {
+        name: name.to_string(),
+        resource: p.resource().to_string(),
+        type_name: p.type_name().to_string(),
+        namespace: status.namespace().map(str::to_string),
+        label_selector: p.label_selector().map(str::to_string),
+        field_selector: p.field_selector().map(str::to_string),
+        state: p.lifecycle().as_str().to_string(),
+        synced,
+        last_sync_resource_version: h.last_sync_resource_version.clone(),
+        phase: phase.to_string(),
+        backoff_seconds,
+        restarts: h.restarts,
+        failing_since: h.failing_since.map(rfc3339),
+        failing_seconds: status.failing_for(now).map(|d| d.as_secs_f64()),
+        last_error: h.last_error.as_ref().map(|(at, message)| ErrorReport {
+            at: rfc3339(*at),
+            message: message.clone(),
+        }),
+        reflector: ReflectorCountersReport {
+            lists: h.lists,
+            watches: h.watches,
+            events: h.events,
+            bookmarks: h.bookmarks,
+            relists: h.expired,
+            stalls: h.stalls,
+            failures: h.failures,
+            dropped_objects: h.dropped_objects,
+            watch_list_fallbacks: h.watch_list_fallbacks,
+        },
+        fifo_queued_keys: p.fifo().queued_keys(),
+        fifo_pending_deltas: p.fifo().pending_deltas(),
+        store_objects: p.store_objects() as u64,
+        listeners: p
+            .listeners()
+            .iter()
+            .map(|l| ListenerReport {
+                name: l.name().to_string(),
+                policy: policy_name(l.policy()).to_string(),
+                buffered: l.buffered(),
+                received: l.received(),
+                delivered: l.delivered(),
+                dropped: l.dropped(),
+                panics: l.panics(),
+                synced: l.sync_tracker().has_synced(synced),
+                stopped: l.stopped(),
+            })
+            .collect(),
+    }
+}
+
+/// The collector registered in every [`Telemetry`]'s registry: reads the live counters at
+/// each scrape.
+struct KinformerCollector {
+    sources: Arc<Sources>,
+}
+
+impl fmt::Debug for KinformerCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KinformerCollector").finish_non_exhaustive()
+    }
+}
+
+/// One sample's value.
+enum Value {
+    Counter(u64),
+    Gauge(f64),
+    /// Sum (seconds), count, and per-bucket (non-cumulative) counts with their upper bounds,
+    /// `+Inf` last.
+    Histogram(f64, u64, Vec<(f64, u64)>),
+}
+
+/// Writes one metric family, unless it has no sample.
+fn family<L: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    ty: MetricType,
+    rows: Vec<(L, Value)>,
+) -> fmt::Result {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(name, help, None, ty)?;
+    for (labels, value) in rows {
+        let mut m = metric.encode_family(&labels)?;
+        match value {
+            Value::Counter(v) => m.encode_counter::<NoLabelSet, u64, u64>(&v, None)?,
+            Value::Gauge(v) => m.encode_gauge(&v)?,
+            Value::Histogram(sum, count, buckets) => {
+                m.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?
+            }
+        }
+    }
+    Ok(())
+}
+
+fn latency_buckets(h: &LatencyHistogram) -> Value {
+    let mut prev = 0;
+    let mut buckets: Vec<(f64, u64)> = h
+        .cumulative()
+        .into_iter()
+        .map(|(le, acc)| {
+            let n = acc.saturating_sub(prev);
+            prev = acc;
+            (le, n)
+        })
+        .collect();
+    let count = h.count();
+    buckets.push((f64::INFINITY, count.saturating_sub(prev)));
+    debug_assert_eq!(buckets.len(), LATENCY_BUCKETS.len() + 1);
+    Value::Histogram(h.sum_seconds(), count, buckets)
+}
+
+fn duration_buckets(h: &DurationHistogram) -> Value {
+    let buckets = HISTOGRAM_BOUNDS
+        .iter()
+        .map(Duration::as_secs_f64)
+        .chain(std::iter::once(f64::INFINITY))
+        .zip(h.buckets)
+        .collect();
+    Value::Histogram(h.sum.as_secs_f64(), h.count, buckets)
+}
+
+type InformerLabels<'a> = [(&'static str, &'a str); 3];
+type ListenerLabels<'a> = [(&'static str, &'a str); 4];
+
+/// One informer's values read once per scrape.
+struct InformerSample {
+    name: Arc<str>,
+    resource: String,
+    namespace: String,
+    health: crate::ReflectorHealth,
+    up: bool,
+    synced: bool,
+    failing_seconds: f64,
+    queued_keys: u64,
+    pending_deltas: u64,
+    store_objects: u64,
+    listeners: Vec<Arc<ListenerStats>>,
+}
+
+impl Collector for KinformerCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let now = Instant::now();
+        let informers: Vec<InformerSample> = self
+            .sources
+            .live_informers()
+            .into_iter()
+            .map(|(name, p)| {
+                let status = p.reflector();
+                InformerSample {
+                    name,
+                    resource: p.resource().to_string(),
+                    namespace: status.namespace().unwrap_or("").to_string(),
+                    health: status.health(),
+                    up: p.lifecycle() == Lifecycle::Running,
+                    synced: p.fifo().has_synced(),
+                    failing_seconds: status.failing_for(now).map_or(0.0, |d| d.as_secs_f64()),
+                    queued_keys: p.fifo().queued_keys(),
+                    pending_deltas: p.fifo().pending_deltas(),
+                    store_objects: p.store_objects() as u64,
+                    listeners: p.listeners(),
+                }
+            })
+            .collect();
+        encode_informers(&mut enc, &informers)?;
+        let queues: Vec<(Arc<str>, WorkQueueMetrics)> = self
+            .sources
+            .live_queues()
+            .into_iter()
+            .map(|(name, p)| (name, p.metrics()))
+            .collect();
+        encode_queues(&mut enc, &queues)
+    }
+}
+
+fn informer_labels(s: &InformerSample) -> InformerLabels<'_> {
+    [
+        ("informer", &*s.name),
+        ("resource", s.resource.as_str()),
+        ("namespace", s.namespace.as_str()),
+    ]
+}
+
+fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample]) -> fmt::Result {
+    let labels = informer_labels;
+    let per = |f: &dyn Fn(&InformerSample) -> Value| -> Vec<(InformerLabels<'_>, Value)> {
+        informers.iter().map(|s| (labels(s), f(s))).collect()
+    };
+    use MetricType::{Counter, Gauge};
+    let gauge = |b: bool| Value::Gauge(if b { 1.0 } else { 0.0 });
+    family(
+        enc,
+        "kinformer_informer_up",
+        "1 while the informer runs (0: registered, not started).",
+        Gauge,
+        per(&|s| gauge(s.up)),
+    )?;
+    family(
+        enc,
+        "kinformer_informer_synced",
+        "1 once the first list reached every handler (F5).",
+        Gauge,
+        per(&|s| gauge(s.synced)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_lists",
+        "LIST requests (each page counts).",
+        Counter,
+        per(&|s| Value::Counter(s.health.lists)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_watches",
+        "WATCH requests opened.",
+        Counter,
+        per(&|s| Value::Counter(s.health.watches)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_restarts",
+        "Reflector restarts by the supervisor (S1).",
+        Counter,
+        per(&|s| Value::Counter(s.health.restarts)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_relists",
+        "Relists after 410 Expired (R3).",
+        Counter,
+        per(&|s| Value::Counter(s.health.expired)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_stalls",
+        "Watches dropped client-side because they went silent (R4).",
+        Counter,
+        per(&|s| Value::Counter(s.health.stalls)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_failures",
+        "Failures the reflector backed off from, every cause (R8).",
+        Counter,
+        per(&|s| Value::Counter(s.health.failures)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_watch_events",
+        "Watch events received (ADDED, MODIFIED and DELETED together).",
+        Counter,
+        per(&|s| Value::Counter(s.health.events)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_bookmarks",
+        "Watch bookmarks received.",
+        Counter,
+        per(&|s| Value::Counter(s.health.bookmarks)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_dropped_objects",
+        "Objects dropped: unexpected type or undecodable item (R5).",
+        Counter,
+        per(&|s| Value::Counter(s.health.dropped_objects)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_watch_list_fallbacks",
+        "Watch-lists that fell back to LIST (R7).",
+        Counter,
+        per(&|s| Value::Counter(s.health.watch_list_fallbacks)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_very_short_watches",
+        "Watches that ended in under a second with no event (R4).",
+        Counter,
+        per(&|s| Value::Counter(s.health.very_short_watches)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_retry_after_waits",
+        "429 answers whose Retry-After set the wait (R8).",
+        Counter,
+        per(&|s| Value::Counter(s.health.retry_after_waits)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_failing_seconds",
+        "Seconds since the reflector's first failure after its last success (0: healthy).",
+        Gauge,
+        per(&|s| Value::Gauge(s.failing_seconds)),
+    )?;
+    let rv: Vec<_> = informers
+        .iter()
+        .filter_map(|s| {
+            let v = s.health.last_sync_resource_version.parse::<u64>().ok()?;
+            Some((labels(s), Value::Gauge(v as f64)))
+        })
+        .collect();
+    family(
+        enc,
+        "kinformer_reflector_last_sync_resource_version",
+        "The resourceVersion the cache is synced to, when numeric (etcd's revision).",
+        Gauge,
+        rv,
+    )?;
+    family(
+        enc,
+        "kinformer_fifo_queued_keys",
+        "Keys queued in the DeltaFIFO.",
+        Gauge,
+        per(&|s| Value::Gauge(s.queued_keys as f64)),
+    )?;
+    family(
+        enc,
+        "kinformer_fifo_pending_deltas",
+        "Deltas pending in the DeltaFIFO.",
+        Gauge,
+        per(&|s| Value::Gauge(s.pending_deltas as f64)),
+    )?;
+    family(
+        enc,
+        "kinformer_store_objects",
+        "Objects in the informer's cache.",
+        Gauge,
+        per(&|s| Value::Gauge(s.store_objects as f64)),
+    )?;
+
+    let listener_rows = |f: &dyn Fn(&ListenerStats) -> Value| -> Vec<(ListenerLabels<'_>, Value)> {
+        informers
+            .iter()
+            .flat_map(|s| {
+                s.listeners.iter().map(move |l| {
+                    let [a, b, c] = labels(s);
+                    ([a, b, c, ("listener", l.name())], f(l))
+                })
+            })
+            .collect()
+    };
+    family(
+        enc,
+        "kinformer_listener_buffered",
+        "Notifications waiting in the listener's buffer (B3).",
+        Gauge,
+        listener_rows(&|l| Value::Gauge(l.buffered() as f64)),
+    )?;
+    family(
+        enc,
+        "kinformer_listener_received",
+        "Notifications the listener accepted.",
+        Counter,
+        listener_rows(&|l| Value::Counter(l.received())),
+    )?;
+    family(
+        enc,
+        "kinformer_listener_delivered",
+        "Notifications the handler finished (panicked ones included).",
+        Counter,
+        listener_rows(&|l| Value::Counter(l.delivered())),
+    )?;
+    family(
+        enc,
+        "kinformer_listener_dropped",
+        "Notifications dropped at removal or shutdown (P9).",
+        Counter,
+        listener_rows(&|l| Value::Counter(l.dropped())),
+    )?;
+    family(
+        enc,
+        "kinformer_listener_panics",
+        "Notifications whose handler panicked (P7).",
+        Counter,
+        listener_rows(&|l| Value::Counter(l.panics())),
+    )?;
+    family(
+        enc,
+        "kinformer_listener_handle_duration_seconds",
+        "How long the handler took per notification.",
+        MetricType::Histogram,
+        listener_rows(&|l| latency_buckets(l.handle_latency())),
+    )?;
+    Ok(())
+}
+
+fn encode_queues(
+    enc: &mut DescriptorEncoder<'_>,
+    queues: &[(Arc<str>, WorkQueueMetrics)],
+) -> fmt::Result {
+    let per = |f: &dyn Fn(&WorkQueueMetrics) -> Value| -> Vec<([(&'static str, &str); 1], Value)> {
+        queues
+            .iter()
+            .map(|(n, m)| ([("name", &**n)], f(m)))
+            .collect()
+    };
+    use MetricType::{Counter, Gauge, Histogram};
+    family(
+        enc,
+        "workqueue_depth",
+        "Current depth of workqueue",
+        Gauge,
+        per(&|m| Value::Gauge(m.depth as f64)),
+    )?;
+    family(
+        enc,
+        "workqueue_adds",
+        "Total number of adds handled by workqueue",
+        Counter,
+        per(&|m| Value::Counter(m.adds)),
+    )?;
+    family(
+        enc,
+        "workqueue_queue_duration_seconds",
+        "How long in seconds an item stays in workqueue before being requested.",
+        Histogram,
+        per(&|m| duration_buckets(&m.queue_latency)),
+    )?;
+    family(
+        enc,
+        "workqueue_work_duration_seconds",
+        "How long in seconds processing an item from workqueue takes.",
+        Histogram,
+        per(&|m| duration_buckets(&m.work_duration)),
+    )?;
+    family(
+        enc,
+        "workqueue_unfinished_work_seconds",
+        "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+        Gauge,
+        per(&|m| Value::Gauge(m.unfinished_work.as_secs_f64())),
+    )?;
+    family(
+        enc,
+        "workqueue_longest_running_processor_seconds",
+        "How many seconds has the longest running processor for workqueue been running.",
+        Gauge,
+        per(&|m| Value::Gauge(m.longest_running_processor.as_secs_f64())),
+    )?;
+    family(
+        enc,
+        "workqueue_retries",
+        "Total number of retries handled by workqueue",
+        Counter,
+        per(&|m| Value::Counter(m.retries)),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,559 @@
+//! Telemetry over HTTP against the sim (issue 10): `/metrics` parsed back with a Prometheus
+//! text parser (informer, listener and client-go workqueue series, and the informer's series
+//! gone after its shutdown, kubernetes#73587), `/healthz` turning unhealthy while the sim fails
+//! every list and watch past a short grace period and healthy again once the faults are
+//! cleared, `/readyz` before and after sync, the `/debug/informers` JSON, and its HTML page
+//! rendered by a real headless Chromium.
+//!
+//! The endpoint is fetched with a plain HTTP/1.1 GET over a `TcpStream` (`Connection: close`).
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_actors::{
+    ListenerConfig, OverflowPolicy, SharedIndexInformer, SharedInformerFactory, Telemetry,
+    TelemetryError, TelemetryOptions, WorkQueue,
+};
+use kinformer_sim::Sim;
+use prometheus_parse::{Sample, Scrape, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One HTTP answer.
+struct Answer {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+/// `method path` with `Accept: accept`, over a fresh connection.
+async fn request(addr: std::net::SocketAddr, method: &str, path: &str, accept: &str) -> Answer {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.expect("write request");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.expect("read answer");
+    let raw = String::from_utf8(raw).expect("utf-8 answer");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("head and body");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Answer {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> Answer {
+    request(addr, "GET", path, "*/*").await
+}
+
+/// Polls `path` until `cond` holds on the answer; panics after `DEADLINE`.
+async fn until(
+    addr: std::net::SocketAddr,
+    path: &str,
+    what: &str,
+    cond: impl Fn(&Answer) -> bool,
+) -> Answer {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let a = get(addr, path).await;
+        if cond(&a) {
+            return a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for: {what}; last answer {} {}",
+            a.status,
+            a.body
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `/metrics`, checked for OpenMetrics' content type and end marker, parsed.
+async fn scrape(addr: std::net::SocketAddr) -> Scrape {
+    let a = get(addr, "/metrics").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(
+        a.headers["content-type"].starts_with("application/openmetrics-text"),
+        "content type {}",
+        a.headers["content-type"]
+    );
+    assert!(a.body.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    Scrape::parse(a.body.lines().map(|l| Ok(l.to_string()))).expect("Prometheus text parses")
+}
+
+fn matches(s: &Sample, name: &str, labels: &[(&str, &str)]) -> bool {
+    s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+}
+
+/// The value of the one sample `name{labels}` (counter, gauge or untyped).
+fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let found: Vec<_> = scrape
+        .samples
+        .iter()
+        .filter(|s| matches(s, name, labels))
+        .collect();
+    assert!(
+        found.len() <= 1,
+        "{name}{labels:?} is not unique: {found:?}"
+    );
+    found.first().map(|s| match &s.value {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+        other => panic!("{name} is not a scalar: {other:?}"),
+    })
+}
+
+fn must(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    value(scrape, name, labels).unwrap_or_else(|| panic!("no sample {name}{labels:?}"))
+}
+
+/// The `+Inf` bucket and the bucket bounds of histogram `name{labels}`.
+fn histogram(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> (f64, Vec<f64>) {
+    let s = scrape
+        .samples
+        .iter()
+        .find(|s| matches(s, name, labels))
+        .unwrap_or_else(|| panic!("no histogram {name}{labels:?}"));
+    let Value::Histogram(buckets) = &s.value else {
+        panic!("{name} is not a histogram: {:?}", s.value)
+    };
+    let inf = buckets
+        .iter()
+        .find(|b| b.less_than.is_infinite())
+        .map(|b| b.count)
+        .expect("+Inf bucket");
+    (inf, buckets.iter().map(|b| b.less_than).collect())
+}
+
+fn informer_series(scrape: &Scrape, informer: &str) -> Vec<String> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.labels.get("informer") == Some(informer))
+        .map(|s| s.metric.clone())
+        .collect()
+}
+
+async fn started(sim: &Sim, ns: &str, pods: usize) -> SharedIndexInformer<Pod> {
+    create_pods(&sim.client(), ns, pods).await;
+    SharedIndexInformer::<Pod>::with_config(sim.client(), Some(ns), fast_config())
+}
+
+/// `/metrics` against the live counters: informer, listener and workqueue series under
+/// client-go's names; a stopped informer's series and a dropped queue's series are gone.
+#[actix::test]
+async fn metrics_parse_back_and_vanish_after_shutdown() {
+    let sim = sim().await;
+    let informer = started(&sim, "a", 5).await;
+    let view = View::default();
+    informer
+        .add_event_handler_with(
+            view.handler(),
+            ListenerConfig::default()
+                .name("view")
+                .policy(OverflowPolicy::Unbounded),
+        )
+        .await
+        .expect("handler");
+    let telemetry = Telemetry::new();
+    assert_eq!(telemetry.register_informer(&informer), "a/pods");
+    assert_eq!(
+        telemetry.register_informer(&informer),
+        "a/pods",
+        "same informer, same name"
+    );
+
+    // A workqueue through client-go's cycle: 3 adds (one deduplicated), a rate-limited retry,
+    // two items done and one still in progress.
+    let queue: WorkQueue<String> = WorkQueue::new();
+    telemetry
+        .register_workqueue("test-queue", &queue)
+        .expect("register queue");
+    assert!(matches!(
+        telemetry.register_workqueue("test-queue", &WorkQueue::<String>::new()),
+        Err(TelemetryError::DuplicateWorkQueue(_))
+    ));
+    queue.add("a".into());
+    queue.add("b".into());
+    queue.add("a".into());
+    let a = queue.get().await.expect("a");
+    queue.done(&a);
+    queue.add_rate_limited("c".into());
+    let b = queue.get().await.expect("b");
+    assert_eq!(b, "b");
+    let c = queue.get().await.expect("c, after its 5 ms backoff");
+    queue.done(&c);
+
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let addr = endpoint.local_addr();
+
+    // Readiness: registered and not started is not ready.
+    let r = get(addr, "/readyz").await;
+    assert_eq!(
+        (r.status, r.body.contains("a/pods")),
+        (503, true),
+        "{}",
+        r.body
+    );
+    let m = scrape(addr).await;
+    let inf = [
+        ("informer", "a/pods"),
+        ("resource", "pods"),
+        ("namespace", "a"),
+    ];
+    assert_eq!(must(&m, "kinformer_informer_up", &inf), 0.0, "idle");
+
+    informer.start().expect("start");
+    until(addr, "/readyz", "ready after sync", |a| a.status == 200).await;
+    eventually("the handler saw 5 pods", || view.seen() == 5).await;
+
+    let m = scrape(addr).await;
+    assert_eq!(must(&m, "kinformer_informer_up", &inf), 1.0);
+    assert_eq!(must(&m, "kinformer_informer_synced", &inf), 1.0);
+    assert_eq!(must(&m, "kinformer_store_objects", &inf), 5.0);
+    assert!(must(&m, "kinformer_reflector_lists_total", &inf) >= 1.0);
+    assert_eq!(must(&m, "kinformer_reflector_restarts_total", &inf), 0.0);
+    assert_eq!(
+        must(&m, "kinformer_reflector_last_sync_resource_version", &inf),
+        informer
+            .last_sync_resource_version()
+            .parse::<f64>()
+            .expect("numeric RV")
+    );
+    assert_eq!(must(&m, "kinformer_fifo_pending_deltas", &inf), 0.0);
+    let lis = [("informer", "a/pods"), ("listener", "view")];
+    assert_eq!(must(&m, "kinformer_listener_received_total", &lis), 5.0);
+    assert_eq!(must(&m, "kinformer_listener_delivered_total", &lis), 5.0);
+    assert_eq!(must(&m, "kinformer_listener_dropped_total", &lis), 0.0);
+    assert_eq!(must(&m, "kinformer_listener_panics_total", &lis), 0.0);
+    assert_eq!(must(&m, "kinformer_listener_buffered", &lis), 0.0);
+    let (handled, _) = histogram(&m, "kinformer_listener_handle_duration_seconds", &lis);
+    assert_eq!(handled, 5.0, "one handler latency per notification");
+    assert_eq!(
+        must(&m, "kinformer_listener_handle_duration_seconds_count", &lis),
+        5.0
+    );
+
+    // client-go's workqueue series.
+    let q = [("name", "test-queue")];
+    assert_eq!(must(&m, "workqueue_depth", &q), 0.0);
+    assert_eq!(must(&m, "workqueue_adds_total", &q), 3.0);
+    assert_eq!(must(&m, "workqueue_retries_total", &q), 1.0);
+    let (queued, bounds) = histogram(&m, "workqueue_queue_duration_seconds", &q);
+    assert_eq!(queued, 3.0, "a, b and c were handed out");
+    assert_eq!(
+        bounds.len(),
+        11,
+        "client-go's 10 buckets (10 ns .. 10 s) and +Inf"
+    );
+    assert!((bounds[0] - 1e-8).abs() < 1e-12 && (bounds[9] - 10.0).abs() < 1e-9);
+    let (worked, _) = histogram(&m, "workqueue_work_duration_seconds", &q);
+    assert_eq!(worked, 2.0, "a and c are done, b is in progress");
+    assert!(
+        must(&m, "workqueue_work_duration_seconds_sum", &q) >= 0.0,
+        "sum present"
+    );
+    let before = must(&m, "workqueue_longest_running_processor_seconds", &q);
+    assert!(must(&m, "workqueue_unfinished_work_seconds", &q) >= before);
+    // The in-progress time is real: it grows while b is held.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let m = scrape(addr).await;
+    assert!(must(&m, "workqueue_longest_running_processor_seconds", &q) >= before + 0.019);
+    queue.done(&b);
+
+    // Live values: one more pod shows up at the next scrape.
+    kube::Api::<Pod>::namespaced(sim.client(), "a")
+        .create(&Default::default(), &pod("a", "extra"))
+        .await
+        .expect("create");
+    let deadline = Instant::now() + DEADLINE;
+    while value(&scrape(addr).await, "kinformer_store_objects", &inf) != Some(6.0) {
+        assert!(Instant::now() < deadline, "store_objects reaches 6");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // kubernetes#73587: a stopped informer's series are removed; the queue's stay.
+    informer.shutdown().await;
+    let m = scrape(addr).await;
+    assert_eq!(informer_series(&m, "a/pods"), Vec::<String>::new());
+    assert!(value(&m, "workqueue_depth", &q).is_some());
+    assert_eq!(
+        get(addr, "/readyz").await.status,
+        200,
+        "nothing left to sync"
+    );
+    drop(queue);
+    assert!(
+        value(&scrape(addr).await, "workqueue_depth", &q).is_none(),
+        "dropped queue"
+    );
+    endpoint.shutdown().await;
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the endpoint stopped"
+    );
+}
+
+/// `/healthz`: 503 once the reflector has been failing past the grace period (every list and
+/// watch answered 500), 200 again once a list or watch succeeds.
+#[actix::test]
+async fn healthz_fails_past_grace_and_recovers() {
+    let sim = sim().await;
+    let informer = started(&sim, "a", 2).await;
+    let telemetry = Telemetry::with_options(TelemetryOptions {
+        failing_grace: Duration::from_millis(300),
+    });
+    telemetry.register_informer(&informer);
+    informer.start().expect("start");
+    informer.wait_for_sync().await;
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let addr = endpoint.local_addr();
+    let h = get(addr, "/healthz").await;
+    assert_eq!((h.status, h.body.as_str()), (200, "ok\n"));
+    watching(&sim).await;
+
+    // Every list and watch fails from now on; the open watch is cut.
+    let faults = sim.faults();
+    faults.fail_next_lists(1_000_000, 500);
+    faults.fail_next_watches(1_000_000, 500);
+    faults.drop_watches();
+    let failing_at = Instant::now();
+    let h = until(addr, "/healthz", "unhealthy", |a| a.status == 503).await;
+    assert!(
+        failing_at.elapsed() >= Duration::from_millis(300),
+        "not before the grace period"
+    );
+    assert!(
+        h.body.contains("a/pods") && h.body.contains("failing for"),
+        "{}",
+        h.body
+    );
+    let d = get(addr, "/debug/informers").await;
+    let json: serde_json::Value = serde_json::from_str(&d.body).expect("json");
+    let i = &json["informers"][0];
+    assert!(i["failing_since"].is_string(), "{i}");
+    assert!(i["failing_seconds"].as_f64().expect("failing_seconds") >= 0.3);
+    assert!(i["last_error"]["message"].is_string(), "{i}");
+    assert!(i["restarts"].as_u64().expect("restarts") >= 1);
+    let m = scrape(addr).await;
+    assert!(
+        must(
+            &m,
+            "kinformer_reflector_failing_seconds",
+            &[("informer", "a/pods")]
+        ) >= 0.3
+    );
+
+    faults.clear();
+    // A change makes the recovered watch deliver an event, which the reflector publishes.
+    // (A watch that opens and stays quiet publishes its phase only with its first event today:
+    // see the report on reflector.rs; then this write is not needed.)
+    touch_pod(&sim.client(), "a", "pod-0", "recovered").await;
+    until(addr, "/healthz", "healthy again", |a| a.status == 200).await;
+    let d = get(addr, "/debug/informers").await;
+    let json: serde_json::Value = serde_json::from_str(&d.body).expect("json");
+    assert!(json["informers"][0]["failing_since"].is_null());
+    informer.shutdown().await;
+    endpoint.shutdown().await;
+}
+
+/// `/debug/informers` as JSON: the informer made by a factory with telemetry, its scope,
+/// state, reflector and FIFO figures and its listener; 404, 405 and the loopback rule.
+#[actix::test]
+async fn debug_informers_json_shape() {
+    let sim = sim().await;
+    create_pods(&sim.client(), "a", 3).await;
+    let telemetry = Telemetry::new();
+    let factory = SharedInformerFactory::new(sim.client())
+        .with_namespace("a")
+        .with_config(fast_config())
+        .with_telemetry(telemetry.clone());
+    let pods = factory.informer::<Pod>();
+    let view = View::default();
+    pods.add_event_handler_with(
+        view.handler(),
+        ListenerConfig::default()
+            .name("view")
+            .policy(OverflowPolicy::Block),
+    )
+    .await
+    .expect("handler");
+    factory.start().expect("start");
+    pods.wait_for_sync().await;
+    // One change after sync: the reflector publishes its watching phase with a watch event.
+    touch_pod(&sim.client(), "a", "pod-0", "touched").await;
+    eventually("the handler saw 3 pods and 1 update", || view.seen() == 4).await;
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let addr = endpoint.local_addr();
+
+    let d = request(addr, "GET", "/debug/informers", "application/json").await;
+    assert_eq!(d.status, 200);
+    assert_eq!(d.headers["content-type"], "application/json");
+    let json: serde_json::Value = serde_json::from_str(&d.body).expect("json");
+    let informers = json["informers"].as_array().expect("informers array");
+    assert_eq!(informers.len(), 1);
+    let i = &informers[0];
+    assert_eq!(i["name"], "a/pods");
+    assert_eq!(i["resource"], "pods");
+    assert_eq!(i["type_name"], std::any::type_name::<Pod>());
+    assert_eq!(i["namespace"], "a");
+    assert!(i["label_selector"].is_null() && i["field_selector"].is_null());
+    assert_eq!(i["state"], "running");
+    assert_eq!(i["synced"], true);
+    assert_eq!(i["phase"], "watching");
+    assert_eq!(
+        i["last_sync_resource_version"],
+        pods.last_sync_resource_version()
+    );
+    assert_eq!(i["restarts"], 0);
+    assert!(i["last_error"].is_null() && i["failing_since"].is_null());
+    assert_eq!(i["store_objects"], 3);
+    assert_eq!(i["fifo_queued_keys"], 0);
+    assert_eq!(i["fifo_pending_deltas"], 0);
+    assert!(i["reflector"]["lists"].as_u64().expect("lists") >= 1);
+    assert!(i["reflector"]["watches"].as_u64().expect("watches") >= 1);
+    assert_eq!(i["reflector"]["failures"], 0);
+    let l = &i["listeners"].as_array().expect("listeners")[0];
+    assert_eq!(l["name"], "view");
+    assert_eq!(l["policy"], "block");
+    assert_eq!(
+        (&l["received"], &l["delivered"], &l["buffered"]),
+        (&4.into(), &4.into(), &0.into())
+    );
+    assert_eq!((&l["dropped"], &l["panics"]), (&0.into(), &0.into()));
+    assert_eq!((&l["synced"], &l["stopped"]), (&true.into(), &false.into()));
+
+    assert_eq!(get(addr, "/nope").await.status, 404);
+    let post = request(addr, "POST", "/metrics", "*/*").await;
+    assert_eq!((post.status, post.headers["allow"].as_str()), (405, "GET"));
+    assert!(matches!(
+        telemetry.serve("0.0.0.0:0".parse().expect("addr")).await,
+        Err(TelemetryError::NotLoopback(_))
+    ));
+    factory.shutdown().await;
+    let d = get(addr, "/debug/informers").await;
+    let json: serde_json::Value = serde_json::from_str(&d.body).expect("json");
+    assert_eq!(
+        json["informers"],
+        serde_json::json!([]),
+        "stopped informers leave"
+    );
+    endpoint.shutdown().await;
+}
+
+/// The browser binary: `chromium` or `chromium-browser` on PATH.
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|d| [d.join("chromium"), d.join("chromium-browser")])
+        .find(|p| p.is_file())
+}
+
+/// `/debug/informers` in a real headless Chromium (which asks for `text/html`): the DOM names
+/// each informer with its state, and a name with markup in it is shown as text.
+#[actix::test]
+async fn debug_page_renders_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "\n\n!!!!! WARNING: no chromium or chromium-browser on PATH: the debug page was NOT \
+             rendered in a browser (apt-get install chromium) !!!!!\n\n"
+        );
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true requires a headless Chromium for this test"
+        );
+        return;
+    };
+    let sim = sim().await;
+    let a = started(&sim, "a", 2).await;
+    let b = started(&sim, "b", 1).await;
+    let telemetry = Telemetry::new();
+    telemetry.register_informer(&a);
+    assert_eq!(
+        telemetry.register_informer_as("<b>web</b>", &b),
+        "<b>web</b>"
+    );
+    a.start().expect("start a");
+    b.start().expect("start b");
+    a.wait_for_sync().await;
+    b.wait_for_sync().await;
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let url = format!("http://{}/debug/informers", endpoint.local_addr());
+
+    let profile = tempfile::tempdir().expect("profile dir");
+    let child = tokio::process::Command::new(&browser)
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn chromium");
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("chromium finished within 30 s (killed otherwise)")
+        .expect("chromium output");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && dom.contains("<h1>Informers</h1>"),
+        "chromium rendered the page; status {:?}, stderr: {}\nDOM: {dom}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dom.contains(r#"http-equiv="refresh""#), "self-refreshing");
+    for name in ["a/pods", "&lt;b&gt;web&lt;/b&gt;"] {
+        let section = dom
+            .split("<section")
+            .find(|s| s.contains(&format!("<h2>{name}</h2>")))
+            .unwrap_or_else(|| panic!("no section for {name} in the DOM: {dom}"));
+        assert!(
+            section.contains("state: <b>running</b>") && section.contains("synced: <b>true</b>"),
+            "{name}'s state in the DOM: {section}"
+        );
+    }
+    assert!(
+        !dom.contains("<h2><b>web</b>"),
+        "markup in a name is escaped"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+    endpoint.shutdown().await;
+}
