@@ -66,6 +66,7 @@ mod kubelet;
 mod object;
 mod openapi;
 mod ops;
+mod protobuf;
 mod resources;
 mod selector;
 mod server;

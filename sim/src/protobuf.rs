@@ -1,0 +1,996 @@
+//! Protobuf request bodies (`application/vnd.kubernetes.protobuf`) of the built-in kinds that
+//! kubectl's generators send (`kubectl create configmap|secret|deployment|namespace|
+//! serviceaccount|service`), decoded into the JSON the same request would have carried.
+//!
+//! The envelope is kube's: the magic `k8s\0`, then a `runtime.Unknown` message (`typeMeta`,
+//! `raw`) whose `raw` is the object (`staging/src/k8s.io/apimachinery/pkg/runtime/serializer/
+//! protobuf/protobuf.go`, `Serializer.Decode`). The object is read with a schema of the messages
+//! on those kinds' paths (field numbers of `k8s.io/api` and `k8s.io/apimachinery`'s
+//! `generated.proto`) and written as kube's JSON encoding of the same Go value would be:
+//! scalars at their zero value are left out (Go's `omitempty`) unless the Go field is a pointer
+//! (proto2 presence), embedded messages are kept (`"resources": {}`), a zero `metav1.Time` is
+//! `null`, `IntOrString` is a number or a string, `Quantity` a string, `bytes` base64.
+//!
+//! The wire primitives (keys and varints) come from `prost`. A field the schema does not know,
+//! or a message it does not decode, is refused when it carries a value (never silently dropped);
+//! a field at its zero value carries nothing and is skipped, as kube's own decoder would make it
+//! the zero value anyway.
+
+use base64::Engine as _;
+use prost::encoding::{WireType, decode_key, decode_varint};
+use serde_json::{Map, Value};
+
+/// The magic prefix of kube's protobuf encoding.
+pub(crate) const PREFIX: &[u8] = b"k8s\0";
+
+/// Why a protobuf body could not be turned into JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ProtobufError {
+    /// The body is empty.
+    #[error("empty data")]
+    Empty,
+    /// The body does not start with `k8s\0`.
+    #[error(
+        "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"
+    )]
+    NotProtobuf,
+    /// The body is the prefix alone.
+    #[error("empty body")]
+    EmptyBody,
+    /// The wire data is malformed.
+    #[error("proto: {0}")]
+    Wire(String),
+    /// A value kube's decoder would refuse (a bad time, IntOrString type, embedded JSON).
+    #[error("{0}")]
+    Value(String),
+    /// The envelope names no kind or no version.
+    #[error("Object 'Kind' is missing in '{0}'")]
+    MissingKind(String),
+    /// The kind is not one this server decodes from protobuf.
+    #[error("kind {0} is not decoded from protobuf by kinformer-sim")]
+    UnsupportedKind(String),
+    /// A field with a value that the schema does not decode.
+    #[error("field {field} ({number}) of {message} is not decoded from protobuf by kinformer-sim")]
+    UnsupportedField {
+        /// Message name.
+        message: &'static str,
+        /// Field name (or `?` when unknown).
+        field: &'static str,
+        /// Field number.
+        number: u32,
+    },
+}
+
+/// A field type.
+#[derive(Clone, Copy)]
+enum T {
+    Str,
+    Bool,
+    I32,
+    I64,
+    Msg(&'static Msg),
+    /// `metav1.Time` (`seconds`, `nanos`).
+    Time,
+    /// `intstr.IntOrString` (`type`, `intVal`, `strVal`).
+    IntOrString,
+    /// `map<string, string>`.
+    MapStr,
+    /// `map<string, bytes>`.
+    MapBytes,
+    /// `map<string, Quantity>`.
+    MapQuantity,
+    /// `metav1.FieldsV1` (`Raw`: embedded JSON).
+    FieldsV1,
+    /// A message this schema does not decode: accepted only empty.
+    Opaque,
+}
+
+/// A field: number, JSON name, type, repeated, and whether a zero value is kept (a Go pointer).
+#[derive(Clone, Copy)]
+struct F(u32, &'static str, T, Rep);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rep {
+    /// A value field: its zero is omitted.
+    One,
+    /// A pointer field: present means set, zero included.
+    Ptr,
+    /// A repeated field.
+    Many,
+}
+
+use Rep::{Many, One, Ptr};
+
+/// A message: name and fields.
+struct Msg {
+    name: &'static str,
+    fields: &'static [F],
+}
+
+impl Msg {
+    fn field(&self, n: u32) -> Option<&F> {
+        self.fields.iter().find(|f| f.0 == n)
+    }
+}
+
+// meta/v1 (k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto)
+static OWNER_REFERENCE: Msg = Msg {
+    name: "OwnerReference",
+    fields: &[
+        F(1, "kind", T::Str, One),
+        F(3, "name", T::Str, One),
+        F(4, "uid", T::Str, One),
+        F(5, "apiVersion", T::Str, One),
+        F(6, "controller", T::Bool, Ptr),
+        F(7, "blockOwnerDeletion", T::Bool, Ptr),
+    ],
+};
+static MANAGED_FIELDS_ENTRY: Msg = Msg {
+    name: "ManagedFieldsEntry",
+    fields: &[
+        F(1, "manager", T::Str, One),
+        F(2, "operation", T::Str, One),
+        F(3, "apiVersion", T::Str, One),
+        F(4, "time", T::Time, Ptr),
+        F(6, "fieldsType", T::Str, One),
+        F(7, "fieldsV1", T::FieldsV1, Ptr),
+        F(8, "subresource", T::Str, One),
+    ],
+};
+static OBJECT_META: Msg = Msg {
+    name: "ObjectMeta",
+    fields: &[
+        F(1, "name", T::Str, One),
+        F(2, "generateName", T::Str, One),
+        F(3, "namespace", T::Str, One),
+        F(4, "selfLink", T::Str, One),
+        F(5, "uid", T::Str, One),
+        F(6, "resourceVersion", T::Str, One),
+        F(7, "generation", T::I64, One),
+        F(8, "creationTimestamp", T::Time, One),
+        F(9, "deletionTimestamp", T::Time, Ptr),
+        F(10, "deletionGracePeriodSeconds", T::I64, Ptr),
+        F(11, "labels", T::MapStr, One),
+        F(12, "annotations", T::MapStr, One),
+        F(13, "ownerReferences", T::Msg(&OWNER_REFERENCE), Many),
+        F(14, "finalizers", T::Str, Many),
+        F(17, "managedFields", T::Msg(&MANAGED_FIELDS_ENTRY), Many),
+    ],
+};
+static LABEL_SELECTOR_REQUIREMENT: Msg = Msg {
+    name: "LabelSelectorRequirement",
+    fields: &[
+        F(1, "key", T::Str, One),
+        F(2, "operator", T::Str, One),
+        F(3, "values", T::Str, Many),
+    ],
+};
+static LABEL_SELECTOR: Msg = Msg {
+    name: "LabelSelector",
+    fields: &[
+        F(1, "matchLabels", T::MapStr, One),
+        F(
+            2,
+            "matchExpressions",
+            T::Msg(&LABEL_SELECTOR_REQUIREMENT),
+            Many,
+        ),
+    ],
+};
+
+// core/v1 (k8s.io/api/core/v1/generated.proto)
+static CONFIG_MAP: Msg = Msg {
+    name: "ConfigMap",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "data", T::MapStr, One),
+        F(3, "binaryData", T::MapBytes, One),
+        F(4, "immutable", T::Bool, Ptr),
+    ],
+};
+static SECRET: Msg = Msg {
+    name: "Secret",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "data", T::MapBytes, One),
+        F(3, "type", T::Str, One),
+        F(4, "stringData", T::MapStr, One),
+        F(5, "immutable", T::Bool, Ptr),
+    ],
+};
+static NAMESPACE_SPEC: Msg = Msg {
+    name: "NamespaceSpec",
+    fields: &[F(1, "finalizers", T::Str, Many)],
+};
+static NAMESPACE_STATUS: Msg = Msg {
+    name: "NamespaceStatus",
+    fields: &[
+        F(1, "phase", T::Str, One),
+        F(2, "conditions", T::Opaque, Many),
+    ],
+};
+static NAMESPACE: Msg = Msg {
+    name: "Namespace",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "spec", T::Msg(&NAMESPACE_SPEC), One),
+        F(3, "status", T::Msg(&NAMESPACE_STATUS), One),
+    ],
+};
+static OBJECT_REFERENCE: Msg = Msg {
+    name: "ObjectReference",
+    fields: &[
+        F(1, "kind", T::Str, One),
+        F(2, "namespace", T::Str, One),
+        F(3, "name", T::Str, One),
+        F(4, "uid", T::Str, One),
+        F(5, "apiVersion", T::Str, One),
+        F(6, "resourceVersion", T::Str, One),
+        F(7, "fieldPath", T::Str, One),
+    ],
+};
+static LOCAL_OBJECT_REFERENCE: Msg = Msg {
+    name: "LocalObjectReference",
+    fields: &[F(1, "name", T::Str, One)],
+};
+static SERVICE_ACCOUNT: Msg = Msg {
+    name: "ServiceAccount",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "secrets", T::Msg(&OBJECT_REFERENCE), Many),
+        F(3, "imagePullSecrets", T::Msg(&LOCAL_OBJECT_REFERENCE), Many),
+        F(4, "automountServiceAccountToken", T::Bool, Ptr),
+    ],
+};
+static SERVICE_PORT: Msg = Msg {
+    name: "ServicePort",
+    fields: &[
+        F(1, "name", T::Str, One),
+        F(2, "protocol", T::Str, One),
+        F(3, "port", T::I32, One),
+        F(4, "targetPort", T::IntOrString, One),
+        F(5, "nodePort", T::I32, One),
+        F(6, "appProtocol", T::Str, Ptr),
+    ],
+};
+static SERVICE_SPEC: Msg = Msg {
+    name: "ServiceSpec",
+    fields: &[
+        F(1, "ports", T::Msg(&SERVICE_PORT), Many),
+        F(2, "selector", T::MapStr, One),
+        F(3, "clusterIP", T::Str, One),
+        F(4, "type", T::Str, One),
+        F(5, "externalIPs", T::Str, Many),
+        F(7, "sessionAffinity", T::Str, One),
+        F(8, "loadBalancerIP", T::Str, One),
+        F(9, "loadBalancerSourceRanges", T::Str, Many),
+        F(10, "externalName", T::Str, One),
+        F(11, "externalTrafficPolicy", T::Str, One),
+        F(12, "healthCheckNodePort", T::I32, One),
+        F(13, "publishNotReadyAddresses", T::Bool, One),
+        F(14, "sessionAffinityConfig", T::Opaque, Ptr),
+        F(17, "ipFamilyPolicy", T::Str, Ptr),
+        F(18, "clusterIPs", T::Str, Many),
+        F(19, "ipFamilies", T::Str, Many),
+        F(20, "allocateLoadBalancerNodePorts", T::Bool, Ptr),
+        F(21, "loadBalancerClass", T::Str, Ptr),
+        F(22, "internalTrafficPolicy", T::Str, Ptr),
+        F(23, "trafficDistribution", T::Str, Ptr),
+    ],
+};
+static LOAD_BALANCER_STATUS: Msg = Msg {
+    name: "LoadBalancerStatus",
+    fields: &[F(1, "ingress", T::Opaque, Many)],
+};
+static SERVICE_STATUS: Msg = Msg {
+    name: "ServiceStatus",
+    fields: &[
+        F(1, "loadBalancer", T::Msg(&LOAD_BALANCER_STATUS), One),
+        F(2, "conditions", T::Opaque, Many),
+    ],
+};
+static SERVICE: Msg = Msg {
+    name: "Service",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "spec", T::Msg(&SERVICE_SPEC), One),
+        F(3, "status", T::Msg(&SERVICE_STATUS), One),
+    ],
+};
+static CONTAINER_PORT: Msg = Msg {
+    name: "ContainerPort",
+    fields: &[
+        F(1, "name", T::Str, One),
+        F(2, "hostPort", T::I32, One),
+        F(3, "containerPort", T::I32, One),
+        F(4, "protocol", T::Str, One),
+        F(5, "hostIP", T::Str, One),
+    ],
+};
+static ENV_VAR: Msg = Msg {
+    name: "EnvVar",
+    fields: &[
+        F(1, "name", T::Str, One),
+        F(2, "value", T::Str, One),
+        F(3, "valueFrom", T::Opaque, Ptr),
+    ],
+};
+static RESOURCE_REQUIREMENTS: Msg = Msg {
+    name: "ResourceRequirements",
+    fields: &[
+        F(1, "limits", T::MapQuantity, One),
+        F(2, "requests", T::MapQuantity, One),
+        F(3, "claims", T::Opaque, Many),
+    ],
+};
+static VOLUME_MOUNT: Msg = Msg {
+    name: "VolumeMount",
+    fields: &[
+        F(1, "name", T::Str, One),
+        F(2, "readOnly", T::Bool, One),
+        F(3, "mountPath", T::Str, One),
+        F(4, "subPath", T::Str, One),
+        F(5, "mountPropagation", T::Str, Ptr),
+        F(6, "subPathExpr", T::Str, One),
+        F(7, "recursiveReadOnly", T::Str, Ptr),
+        F(8, "bindMountOptions", T::Str, Many),
+    ],
+};
+static CONTAINER: Msg = Msg {
+    name: "Container",
+    fields: &[
+        F(1, "name", T::Str, One),
+        F(2, "image", T::Str, One),
+        F(3, "command", T::Str, Many),
+        F(4, "args", T::Str, Many),
+        F(5, "workingDir", T::Str, One),
+        F(6, "ports", T::Msg(&CONTAINER_PORT), Many),
+        F(7, "env", T::Msg(&ENV_VAR), Many),
+        F(8, "resources", T::Msg(&RESOURCE_REQUIREMENTS), One),
+        F(9, "volumeMounts", T::Msg(&VOLUME_MOUNT), Many),
+        F(10, "livenessProbe", T::Opaque, Ptr),
+        F(11, "readinessProbe", T::Opaque, Ptr),
+        F(12, "lifecycle", T::Opaque, Ptr),
+        F(13, "terminationMessagePath", T::Str, One),
+        F(14, "imagePullPolicy", T::Str, One),
+        F(15, "securityContext", T::Opaque, Ptr),
+        F(16, "stdin", T::Bool, One),
+        F(17, "stdinOnce", T::Bool, One),
+        F(18, "tty", T::Bool, One),
+        F(19, "envFrom", T::Opaque, Many),
+        F(20, "terminationMessagePolicy", T::Str, One),
+        F(21, "volumeDevices", T::Opaque, Many),
+        F(22, "startupProbe", T::Opaque, Ptr),
+        F(23, "resizePolicy", T::Opaque, Many),
+        F(24, "restartPolicy", T::Str, Ptr),
+        F(25, "restartPolicyRules", T::Opaque, Many),
+    ],
+};
+static POD_SPEC: Msg = Msg {
+    name: "PodSpec",
+    fields: &[
+        F(1, "volumes", T::Opaque, Many),
+        F(2, "containers", T::Msg(&CONTAINER), Many),
+        F(3, "restartPolicy", T::Str, One),
+        F(4, "terminationGracePeriodSeconds", T::I64, Ptr),
+        F(5, "activeDeadlineSeconds", T::I64, Ptr),
+        F(6, "dnsPolicy", T::Str, One),
+        F(7, "nodeSelector", T::MapStr, One),
+        F(8, "serviceAccountName", T::Str, One),
+        F(9, "serviceAccount", T::Str, One),
+        F(10, "nodeName", T::Str, One),
+        F(11, "hostNetwork", T::Bool, One),
+        F(12, "hostPID", T::Bool, One),
+        F(13, "hostIPC", T::Bool, One),
+        F(14, "securityContext", T::Opaque, Ptr),
+        F(
+            15,
+            "imagePullSecrets",
+            T::Msg(&LOCAL_OBJECT_REFERENCE),
+            Many,
+        ),
+        F(16, "hostname", T::Str, One),
+        F(17, "subdomain", T::Str, One),
+        F(18, "affinity", T::Opaque, Ptr),
+        F(19, "schedulerName", T::Str, One),
+        F(20, "initContainers", T::Msg(&CONTAINER), Many),
+        F(21, "automountServiceAccountToken", T::Bool, Ptr),
+        F(22, "tolerations", T::Opaque, Many),
+        F(23, "hostAliases", T::Opaque, Many),
+        F(24, "priorityClassName", T::Str, One),
+        F(25, "priority", T::I32, Ptr),
+        F(26, "dnsConfig", T::Opaque, Ptr),
+        F(27, "shareProcessNamespace", T::Bool, Ptr),
+        F(28, "readinessGates", T::Opaque, Many),
+        F(29, "runtimeClassName", T::Str, Ptr),
+        F(30, "enableServiceLinks", T::Bool, Ptr),
+        F(31, "preemptionPolicy", T::Str, Ptr),
+        F(32, "overhead", T::MapQuantity, One),
+        F(33, "topologySpreadConstraints", T::Opaque, Many),
+        F(34, "ephemeralContainers", T::Opaque, Many),
+        F(35, "setHostnameAsFQDN", T::Bool, Ptr),
+        F(36, "os", T::Opaque, Ptr),
+        F(37, "hostUsers", T::Bool, Ptr),
+        F(38, "schedulingGates", T::Opaque, Many),
+        F(39, "resourceClaims", T::Opaque, Many),
+        F(40, "resources", T::Msg(&RESOURCE_REQUIREMENTS), Ptr),
+        F(41, "hostnameOverride", T::Str, Ptr),
+    ],
+};
+static POD_TEMPLATE_SPEC: Msg = Msg {
+    name: "PodTemplateSpec",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "spec", T::Msg(&POD_SPEC), One),
+    ],
+};
+static POD_STATUS: Msg = Msg {
+    name: "PodStatus",
+    fields: &[
+        F(1, "phase", T::Str, One),
+        F(2, "conditions", T::Opaque, Many),
+        F(3, "message", T::Str, One),
+        F(4, "reason", T::Str, One),
+        F(5, "hostIP", T::Str, One),
+        F(6, "podIP", T::Str, One),
+        F(7, "startTime", T::Time, Ptr),
+        F(8, "containerStatuses", T::Opaque, Many),
+        F(9, "qosClass", T::Str, One),
+        F(10, "initContainerStatuses", T::Opaque, Many),
+        F(11, "nominatedNodeName", T::Str, One),
+        F(12, "podIPs", T::Opaque, Many),
+        F(13, "ephemeralContainerStatuses", T::Opaque, Many),
+        F(14, "resize", T::Str, One),
+        F(15, "resourceClaimStatuses", T::Opaque, Many),
+        F(16, "hostIPs", T::Opaque, Many),
+        F(17, "observedGeneration", T::I64, One),
+    ],
+};
+static POD: Msg = Msg {
+    name: "Pod",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "spec", T::Msg(&POD_SPEC), One),
+        F(3, "status", T::Msg(&POD_STATUS), One),
+    ],
+};
+
+// apps/v1 (k8s.io/api/apps/v1/generated.proto)
+static ROLLING_UPDATE_DEPLOYMENT: Msg = Msg {
+    name: "RollingUpdateDeployment",
+    fields: &[
+        F(1, "maxUnavailable", T::IntOrString, Ptr),
+        F(2, "maxSurge", T::IntOrString, Ptr),
+    ],
+};
+static DEPLOYMENT_STRATEGY: Msg = Msg {
+    name: "DeploymentStrategy",
+    fields: &[
+        F(1, "type", T::Str, One),
+        F(2, "rollingUpdate", T::Msg(&ROLLING_UPDATE_DEPLOYMENT), Ptr),
+    ],
+};
+static DEPLOYMENT_SPEC: Msg = Msg {
+    name: "DeploymentSpec",
+    fields: &[
+        F(1, "replicas", T::I32, Ptr),
+        F(2, "selector", T::Msg(&LABEL_SELECTOR), Ptr),
+        F(3, "template", T::Msg(&POD_TEMPLATE_SPEC), One),
+        F(4, "strategy", T::Msg(&DEPLOYMENT_STRATEGY), One),
+        F(5, "minReadySeconds", T::I32, One),
+        F(6, "revisionHistoryLimit", T::I32, Ptr),
+        F(7, "paused", T::Bool, One),
+        F(9, "progressDeadlineSeconds", T::I32, Ptr),
+    ],
+};
+static DEPLOYMENT_STATUS: Msg = Msg {
+    name: "DeploymentStatus",
+    fields: &[
+        F(1, "observedGeneration", T::I64, One),
+        F(2, "replicas", T::I32, One),
+        F(3, "updatedReplicas", T::I32, One),
+        F(4, "availableReplicas", T::I32, One),
+        F(5, "unavailableReplicas", T::I32, One),
+        F(6, "conditions", T::Opaque, Many),
+        F(7, "readyReplicas", T::I32, One),
+        F(8, "collisionCount", T::I32, Ptr),
+        F(9, "terminatingReplicas", T::I32, Ptr),
+    ],
+};
+static DEPLOYMENT: Msg = Msg {
+    name: "Deployment",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "spec", T::Msg(&DEPLOYMENT_SPEC), One),
+        F(3, "status", T::Msg(&DEPLOYMENT_STATUS), One),
+    ],
+};
+static REPLICA_SET_SPEC: Msg = Msg {
+    name: "ReplicaSetSpec",
+    fields: &[
+        F(1, "replicas", T::I32, Ptr),
+        F(2, "selector", T::Msg(&LABEL_SELECTOR), Ptr),
+        F(3, "template", T::Msg(&POD_TEMPLATE_SPEC), One),
+        F(4, "minReadySeconds", T::I32, One),
+    ],
+};
+static REPLICA_SET_STATUS: Msg = Msg {
+    name: "ReplicaSetStatus",
+    fields: &[
+        F(1, "replicas", T::I32, One),
+        F(2, "fullyLabeledReplicas", T::I32, One),
+        F(3, "observedGeneration", T::I64, One),
+        F(4, "readyReplicas", T::I32, One),
+        F(5, "availableReplicas", T::I32, One),
+        F(6, "conditions", T::Opaque, Many),
+        F(7, "terminatingReplicas", T::I32, Ptr),
+    ],
+};
+static REPLICA_SET: Msg = Msg {
+    name: "ReplicaSet",
+    fields: &[
+        F(1, "metadata", T::Msg(&OBJECT_META), One),
+        F(2, "spec", T::Msg(&REPLICA_SET_SPEC), One),
+        F(3, "status", T::Msg(&REPLICA_SET_STATUS), One),
+    ],
+};
+
+/// The kinds decoded from protobuf, by (apiVersion, kind).
+fn schema_of(api_version: &str, kind: &str) -> Option<&'static Msg> {
+    Some(match (api_version, kind) {
+        ("v1", "ConfigMap") => &CONFIG_MAP,
+        ("v1", "Secret") => &SECRET,
+        ("v1", "Namespace") => &NAMESPACE,
+        ("v1", "ServiceAccount") => &SERVICE_ACCOUNT,
+        ("v1", "Service") => &SERVICE,
+        ("v1", "Pod") => &POD,
+        ("apps/v1", "Deployment") => &DEPLOYMENT,
+        ("apps/v1", "ReplicaSet") => &REPLICA_SET,
+        _ => return None,
+    })
+}
+
+/// Whether objects of (apiVersion, kind) can be sent as protobuf.
+pub(crate) fn decodes(api_version: &str, kind: &str) -> bool {
+    schema_of(api_version, kind).is_some()
+}
+
+/// Whether the content type (parameters ignored) is kube's protobuf.
+pub(crate) fn is_protobuf(content_type: &str) -> bool {
+    content_type.split(';').next().map(str::trim) == Some("application/vnd.kubernetes.protobuf")
+}
+
+fn wire(e: impl std::fmt::Display) -> ProtobufError {
+    ProtobufError::Wire(e.to_string())
+}
+
+/// One field read from the wire.
+enum Val<'a> {
+    Varint(u64),
+    Len(&'a [u8]),
+    Fixed(u64),
+}
+
+/// Reads the fields of one message, in order.
+fn fields(mut buf: &[u8]) -> impl Iterator<Item = Result<(u32, Val<'_>), ProtobufError>> {
+    std::iter::from_fn(move || {
+        if buf.is_empty() {
+            return None;
+        }
+        let r = (|| {
+            let (n, wt) = decode_key(&mut buf).map_err(wire)?;
+            let v = match wt {
+                WireType::Varint => Val::Varint(decode_varint(&mut buf).map_err(wire)?),
+                WireType::LengthDelimited => {
+                    let len = usize::try_from(decode_varint(&mut buf).map_err(wire)?)
+                        .map_err(|_| wire("length out of range"))?;
+                    if len > buf.len() {
+                        return Err(wire("unexpected EOF"));
+                    }
+                    let (b, rest) = buf.split_at(len);
+                    buf = rest;
+                    Val::Len(b)
+                }
+                WireType::SixtyFourBit | WireType::ThirtyTwoBit => {
+                    let w = if wt == WireType::SixtyFourBit { 8 } else { 4 };
+                    if w > buf.len() {
+                        return Err(wire("unexpected EOF"));
+                    }
+                    let (b, rest) = buf.split_at(w);
+                    buf = rest;
+                    Val::Fixed(b.iter().rev().fold(0, |a, x| (a << 8) | u64::from(*x)))
+                }
+                WireType::StartGroup | WireType::EndGroup => {
+                    return Err(wire("groups are not used by kube's messages"));
+                }
+            };
+            Ok((n, v))
+        })();
+        if r.is_err() {
+            // Stop after the first error.
+            buf = &[];
+        }
+        Some(r)
+    })
+}
+
+fn is_zero(v: &Val<'_>) -> bool {
+    match v {
+        Val::Varint(x) | Val::Fixed(x) => *x == 0,
+        Val::Len(b) => b.is_empty(),
+    }
+}
+
+fn varint(v: &Val<'_>, msg: &'static Msg, f: &F) -> Result<u64, ProtobufError> {
+    match v {
+        Val::Varint(x) => Ok(*x),
+        _ => Err(wire(format!("wrong wire type for {}.{}", msg.name, f.1))),
+    }
+}
+
+fn bytes<'a>(v: &Val<'a>, msg: &'static Msg, f: &F) -> Result<&'a [u8], ProtobufError> {
+    match v {
+        Val::Len(b) => Ok(b),
+        _ => Err(wire(format!("wrong wire type for {}.{}", msg.name, f.1))),
+    }
+}
+
+fn string(b: &[u8]) -> String {
+    // Go strings may hold any bytes; kube's JSON encoder writes invalid UTF-8 as U+FFFD.
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `metav1.Time` as kube writes it in JSON: RFC 3339 in seconds, `null` when zero.
+fn time(b: &[u8]) -> Result<Value, ProtobufError> {
+    const GO_ZERO: i64 = -62_135_596_800; // time.Time{}.Unix()
+    const YEAR_10000: i64 = 253_402_300_800;
+    let (mut secs, mut nanos) = (0_i64, 0_i64);
+    for r in fields(b) {
+        match r? {
+            (1, Val::Varint(x)) => secs = x as i64,
+            (2, Val::Varint(x)) => nanos = i64::from(x as i32),
+            (_, v) if is_zero(&v) => {}
+            (n, _) => {
+                return Err(ProtobufError::Value(format!(
+                    "unexpected field {n} in a Time"
+                )));
+            }
+        }
+    }
+    if b.is_empty() || (secs == GO_ZERO && nanos == 0) {
+        return Ok(Value::Null);
+    }
+    if !(GO_ZERO..YEAR_10000).contains(&secs) {
+        return Err(ProtobufError::Value(
+            "Time.MarshalJSON: year outside of range [0,9999]".into(),
+        ));
+    }
+    Ok(Value::String(crate::util::format_rfc3339(secs)))
+}
+
+fn int_or_string(b: &[u8]) -> Result<Value, ProtobufError> {
+    let (mut ty, mut int_val, mut str_val) = (0_i64, 0_i32, String::new());
+    for r in fields(b) {
+        match r? {
+            (1, Val::Varint(x)) => ty = x as i64,
+            (2, Val::Varint(x)) => int_val = x as i32,
+            (3, Val::Len(s)) => str_val = string(s),
+            (_, v) if is_zero(&v) => {}
+            (n, _) => {
+                return Err(ProtobufError::Value(format!(
+                    "unexpected field {n} in an IntOrString"
+                )));
+            }
+        }
+    }
+    match ty {
+        0 => Ok(Value::from(int_val)),
+        1 => Ok(Value::String(str_val)),
+        _ => Err(ProtobufError::Value("impossible IntOrString.Type".into())),
+    }
+}
+
+fn quantity(b: &[u8]) -> Result<Value, ProtobufError> {
+    let mut s = String::new();
+    for r in fields(b) {
+        match r? {
+            (1, Val::Len(x)) => s = string(x),
+            (_, v) if is_zero(&v) => {}
+            (n, _) => {
+                return Err(ProtobufError::Value(format!(
+                    "unexpected field {n} in a Quantity"
+                )));
+            }
+        }
+    }
+    Ok(Value::String(s))
+}
+
+/// One map entry (`key` = 1, `value` = 2).
+fn map_entry(b: &[u8], value: T) -> Result<(String, Value), ProtobufError> {
+    let mut key = String::new();
+    let mut val: Option<&[u8]> = None;
+    for r in fields(b) {
+        match r? {
+            (1, Val::Len(k)) => key = string(k),
+            (2, Val::Len(v)) => val = Some(v),
+            (_, v) if is_zero(&v) => {}
+            (n, _) => {
+                return Err(ProtobufError::Value(format!(
+                    "unexpected field {n} in a map entry"
+                )));
+            }
+        }
+    }
+    let v = val.unwrap_or(&[]);
+    let json = match value {
+        T::MapBytes => Value::String(base64::engine::general_purpose::STANDARD.encode(v)),
+        T::MapQuantity => quantity(v)?,
+        _ => Value::String(string(v)),
+    };
+    Ok((key, json))
+}
+
+/// Decodes one message of `msg` into its JSON object.
+fn message(b: &[u8], msg: &'static Msg) -> Result<Map<String, Value>, ProtobufError> {
+    let mut out = Map::new();
+    for r in fields(b) {
+        let (n, v) = r?;
+        let Some(f) = msg.field(n) else {
+            if is_zero(&v) {
+                continue;
+            }
+            return Err(ProtobufError::UnsupportedField {
+                message: msg.name,
+                field: "?",
+                number: n,
+            });
+        };
+        let F(_, name, ty, rep) = *f;
+        let json = match ty {
+            T::Str => Value::String(string(bytes(&v, msg, f)?)),
+            T::Bool => Value::Bool(varint(&v, msg, f)? != 0),
+            T::I32 => Value::from(varint(&v, msg, f)? as i32),
+            T::I64 => Value::from(varint(&v, msg, f)? as i64),
+            T::Msg(m) => Value::Object(message(bytes(&v, msg, f)?, m)?),
+            T::Time => time(bytes(&v, msg, f)?)?,
+            T::IntOrString => int_or_string(bytes(&v, msg, f)?)?,
+            T::FieldsV1 => {
+                let mut raw: &[u8] = &[];
+                for r in fields(bytes(&v, msg, f)?) {
+                    if let (1, Val::Len(x)) = r? {
+                        raw = x;
+                    }
+                }
+                if raw.is_empty() {
+                    Value::Object(Map::new())
+                } else {
+                    serde_json::from_slice(raw)
+                        .map_err(|e| ProtobufError::Value(format!("fieldsV1: {e}")))?
+                }
+            }
+            T::MapStr | T::MapBytes | T::MapQuantity => {
+                let (k, val) = map_entry(bytes(&v, msg, f)?, ty)?;
+                if let Value::Object(m) =
+                    out.entry(name).or_insert_with(|| Value::Object(Map::new()))
+                {
+                    m.insert(k, val);
+                }
+                continue;
+            }
+            T::Opaque => {
+                if !bytes(&v, msg, f)?.is_empty() {
+                    return Err(ProtobufError::UnsupportedField {
+                        message: msg.name,
+                        field: name,
+                        number: n,
+                    });
+                }
+                Value::Object(Map::new())
+            }
+        };
+        match rep {
+            Many => {
+                if let Value::Array(a) = out.entry(name).or_insert_with(|| Value::Array(Vec::new()))
+                {
+                    a.push(json);
+                }
+            }
+            Ptr => {
+                out.insert(name.to_string(), json);
+            }
+            One => {
+                let zero = match &json {
+                    Value::String(s) => s.is_empty(),
+                    Value::Bool(b) => !b,
+                    Value::Number(x) => x.as_i64() == Some(0),
+                    _ => false,
+                };
+                if zero {
+                    out.remove(name);
+                } else {
+                    out.insert(name.to_string(), json);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A decoding failure, with the (apiVersion, kind) of the envelope when it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DecodeFailure {
+    /// The envelope's (apiVersion, kind), when the envelope was read.
+    pub gvk: Option<(String, String)>,
+    /// What failed.
+    pub error: ProtobufError,
+}
+
+impl From<ProtobufError> for DecodeFailure {
+    fn from(error: ProtobufError) -> Self {
+        Self { gvk: None, error }
+    }
+}
+
+/// Decodes a `k8s\0`-prefixed `runtime.Unknown` into the object's JSON (with its `apiVersion`
+/// and `kind`).
+pub(crate) fn decode(body: &[u8]) -> Result<Value, DecodeFailure> {
+    if body.is_empty() {
+        return Err(ProtobufError::Empty.into());
+    }
+    let Some(data) = body.strip_prefix(PREFIX) else {
+        return Err(ProtobufError::NotProtobuf.into());
+    };
+    if data.is_empty() {
+        return Err(ProtobufError::EmptyBody.into());
+    }
+    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+    for r in fields(data) {
+        match r? {
+            (1, Val::Len(tm)) => {
+                for r in fields(tm) {
+                    match r? {
+                        (1, Val::Len(x)) => api_version = string(x),
+                        (2, Val::Len(x)) => kind = string(x),
+                        _ => {}
+                    }
+                }
+            }
+            (2, Val::Len(x)) => raw = x,
+            // contentEncoding, contentType: kube sends them empty.
+            (3 | 4, Val::Len(_)) => {}
+            (n, _) => {
+                return Err(wire(format!("unexpected field {n} in runtime.Unknown")).into());
+            }
+        }
+    }
+    if kind.is_empty() || api_version.is_empty() {
+        return Err(ProtobufError::MissingKind(format!(
+            "runtime.TypeMeta{{APIVersion:{api_version:?}, Kind:{kind:?}}}"
+        ))
+        .into());
+    }
+    let gvk = Some((api_version.clone(), kind.clone()));
+    let Some(msg) = schema_of(&api_version, &kind) else {
+        return Err(DecodeFailure {
+            gvk,
+            error: ProtobufError::UnsupportedKind(format!("{api_version}/{kind}")),
+        });
+    };
+    let fields = message(raw, msg).map_err(|error| DecodeFailure { gvk, error })?;
+    let mut obj = Map::new();
+    obj.insert("kind".into(), Value::String(kind));
+    obj.insert("apiVersion".into(), Value::String(api_version));
+    obj.extend(fields);
+    Ok(Value::Object(obj))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Encodes a length-delimited field.
+    fn ld(n: u32, b: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        prost::encoding::encode_key(n, WireType::LengthDelimited, &mut out);
+        prost::encoding::encode_varint(b.len() as u64, &mut out);
+        out.extend_from_slice(b);
+        out
+    }
+
+    fn vi(n: u32, x: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        prost::encoding::encode_key(n, WireType::Varint, &mut out);
+        prost::encoding::encode_varint(x, &mut out);
+        out
+    }
+
+    fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+        let tm = [ld(1, api_version.as_bytes()), ld(2, kind.as_bytes())].concat();
+        [
+            PREFIX.to_vec(),
+            ld(1, &tm),
+            ld(2, raw),
+            ld(3, b""),
+            ld(4, b""),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn configmap_like_kubectl() {
+        // ObjectMeta as gogo writes it: every value string, even empty; a zero Time.
+        let zero_time = [vi(1, (-62_135_596_800_i64) as u64), vi(2, 0)].concat();
+        let entry = [ld(1, b"a"), ld(2, b"b")].concat();
+        let meta = [
+            ld(1, b"cm"),
+            ld(2, b""),
+            ld(3, b""),
+            vi(7, 0),
+            ld(8, &zero_time),
+            ld(11, &[ld(1, b"app"), ld(2, b"x")].concat()),
+        ]
+        .concat();
+        let bin = [ld(1, b"k"), ld(2, &[0, 255])].concat();
+        let cm = [ld(1, &meta), ld(2, &entry), ld(3, &bin)].concat();
+        let v = decode(&envelope("v1", "ConfigMap", &cm)).unwrap();
+        assert_eq!(
+            v,
+            json!({"kind": "ConfigMap", "apiVersion": "v1",
+                "metadata": {"name": "cm", "creationTimestamp": null, "labels": {"app": "x"}},
+                "data": {"a": "b"}, "binaryData": {"k": "AP8="}})
+        );
+    }
+
+    #[test]
+    fn special_types() {
+        let port = [ld(4, &[vi(1, 1), ld(3, b"http")].concat()), vi(3, 80)].concat();
+        let svc = [ld(2, &ld(1, &port))].concat();
+        let v = decode(&envelope("v1", "Service", &svc)).unwrap();
+        assert_eq!(
+            v["spec"]["ports"][0],
+            json!({"port": 80, "targetPort": "http"})
+        );
+        let ts = [vi(1, 1_700_000_000)].concat();
+        let meta = ld(1, &ld(9, &ts));
+        let v = decode(&envelope("v1", "Secret", &meta)).unwrap();
+        assert_eq!(
+            v["metadata"]["deletionTimestamp"],
+            json!("2023-11-14T22:13:20Z")
+        );
+        // replicas is a pointer: 0 is kept.
+        let d = ld(2, &vi(1, 0));
+        let v = decode(&envelope("apps/v1", "Deployment", &d)).unwrap();
+        assert_eq!(v["spec"], json!({"replicas": 0}));
+    }
+
+    #[test]
+    fn refusals() {
+        let err = |b: &[u8]| decode(b).unwrap_err().error;
+        assert_eq!(err(b""), ProtobufError::Empty);
+        assert_eq!(err(b"{}"), ProtobufError::NotProtobuf);
+        assert_eq!(err(PREFIX), ProtobufError::EmptyBody);
+        assert!(matches!(
+            err(&envelope("coordination.k8s.io/v1", "Lease", b"")),
+            ProtobufError::UnsupportedKind(_)
+        ));
+        // A probe (not decoded) with content is refused, not dropped.
+        let c = ld(2, &ld(10, &vi(4, 5)));
+        let pod = ld(2, &c);
+        assert!(matches!(
+            err(&envelope("v1", "Pod", &pod)),
+            ProtobufError::UnsupportedField {
+                field: "livenessProbe",
+                ..
+            }
+        ));
+        // An unknown field with a value is refused; at its zero value it is skipped.
+        assert!(decode(&envelope("v1", "ConfigMap", &vi(99, 1))).is_err());
+        assert!(decode(&envelope("v1", "ConfigMap", &vi(99, 0))).is_ok());
+        // Truncated.
+        let mut b = envelope("v1", "ConfigMap", &ld(1, &ld(1, b"abc")));
+        b.truncate(b.len() - 6);
+        assert!(decode(&b).is_err());
+    }
+}
