@@ -31,7 +31,7 @@ use k8s_openapi::{
 };
 use kinformer_actors::{
     InformerConfig, InformerOptions, KeyMapper, ListenerConfig, Lister, Notification, ObjectKey,
-    ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory, WorkQueue,
+    ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory, Telemetry, WorkQueue,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -61,6 +61,9 @@ pub struct ControllerOptions {
     pub informer: InformerConfig,
     /// How long to wait for the caches before giving up.
     pub sync_timeout: Duration,
+    /// Where the informers and the workqueue report metrics, health and debug state (None:
+    /// nowhere).
+    pub telemetry: Option<Telemetry>,
 }
 
 impl Default for ControllerOptions {
@@ -71,6 +74,7 @@ impl Default for ControllerOptions {
             namespace: None,
             informer: InformerConfig::default(),
             sync_timeout: Duration::from_secs(120),
+            telemetry: None,
         }
     }
 }
@@ -245,6 +249,9 @@ impl DeploymentController {
         if let Some(ns) = &options.namespace {
             factory = factory.with_namespace(ns.clone());
         }
+        if let Some(t) = &options.telemetry {
+            factory = factory.with_telemetry(t.clone());
+        }
         // The selector scopes Deployments only: their ReplicaSets and Pods carry the template's
         // labels, not the Deployment's, and are matched to Deployments through owners.
         let deployments = factory.informer_with::<Deployment>(InformerOptions {
@@ -259,6 +266,10 @@ impl DeploymentController {
         pods.set_transform(strip_managed_fields)?;
 
         let queue = WorkQueue::<ObjectKey>::new();
+        if let Some(t) = &options.telemetry {
+            // kube-controller-manager's deployment controller names its queue "deployment".
+            t.register_workqueue("deployment", &queue)?;
+        }
         let d_lister = deployments.lister();
         let rs_lister = replica_sets.lister();
 

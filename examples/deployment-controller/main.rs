@@ -26,6 +26,7 @@ use std::{future::Future, path::Path, time::Duration, time::Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
+use kinformer_actors::Telemetry;
 use kinformer_sim::{Sim, SimConfig};
 use kube::Client;
 
@@ -57,6 +58,10 @@ struct Args {
     /// Embedded mode: how long a simulated pod takes to become Ready, in milliseconds.
     #[arg(long, default_value_t = 300, value_name = "MS")]
     pod_ready_ms: u64,
+    /// Serve /metrics, /healthz, /readyz and /debug/informers on this address (loopback only,
+    /// e.g. 127.0.0.1:9090).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 fn kubeconfig_present() -> bool {
@@ -98,12 +103,28 @@ async fn main() -> anyhow::Result<()> {
         (client, None)
     };
 
+    let telemetry = args.metrics_addr.map(|_| Telemetry::new());
+    let endpoint = match (&telemetry, args.metrics_addr) {
+        (Some(t), Some(addr)) => {
+            let e = t
+                .serve(addr)
+                .await
+                .with_context(|| format!("serving metrics on {addr}"))?;
+            tracing::info!(
+                "metrics: http://{0}/metrics  health: http://{0}/healthz http://{0}/readyz  debug: http://{0}/debug/informers",
+                e.local_addr()
+            );
+            Some(e)
+        }
+        _ => None,
+    };
     let controller = DeploymentController::new(
         client.clone(),
         ControllerOptions {
             workers: args.workers,
             selector: Some(args.selector.clone()),
             namespace: args.namespace.clone(),
+            telemetry,
             ..ControllerOptions::default()
         },
     )
@@ -176,6 +197,9 @@ async fn main() -> anyhow::Result<()> {
         embedded,
         started.elapsed(),
     );
+    if let Some(e) = endpoint {
+        e.shutdown().await;
+    }
     if let Some(sim) = sim {
         sim.shutdown().await;
     }
