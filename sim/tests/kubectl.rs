@@ -1,7 +1,10 @@
-//! kubectl (client-go, written by none of us) against the sim: create -f, get -o json, table
-//! output, get --watch, patch --type merge, scale, delete.
+//! kubectl (client-go, written by none of us) against the sim, through the workflows a user
+//! runs: create -f, apply -f (client-side, with kubectl's strategic merge patch, and
+//! --server-side), create configmap|secret|deployment, get -o json|yaml|wide, get --watch,
+//! label, annotate, patch (merge, json, strategic), scale, rollout status, delete (with and
+//! without --wait, of a scheduled pod too), wait --for=delete, api-resources and explain.
 //!
-//! Without kubectl on PATH the test says so loudly; it fails only when `CI=true`.
+//! Without kubectl on PATH each test says so loudly; it fails only when `CI=true`.
 
 mod common;
 
@@ -11,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use kinformer_sim::{Sim, SimConfig, SimThread, Verb};
+use kinformer_sim::{CustomResource, Scope, Sim, SimConfig, SimThread, Verb};
 use serde_json::{Value, json};
 
 fn kubectl_available() -> bool {
@@ -408,5 +411,538 @@ fn kubectl_under_the_misbehaving_server_faults() {
         "client-go retried after {gap:?}, before Retry-After: 1"
     );
     assert_eq!(sim.faults().counters().throttled, 1);
+    sim.shutdown();
+}
+
+/// Whether kubectl is missing (then the caller returns; under `CI=true` this fails).
+fn skip_without_kubectl(test: &str) -> bool {
+    if kubectl_available() {
+        return false;
+    }
+    let _ = std::io::stderr().write_all(
+        format!("\n!! kubectl is not on PATH: {test} is SKIPPED (fails when CI=true)\n\n")
+            .as_bytes(),
+    );
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "kubectl is required when CI=true"
+    );
+    true
+}
+
+impl Kubectl<'_> {
+    /// Runs kubectl expecting failure; returns stderr.
+    fn fail(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().expect("kubectl runs");
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} should fail; stdout: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let p = self.cache.join(name);
+        std::fs::write(&p, text).expect("manifest written");
+        p.to_str().expect("utf-8 path").to_string()
+    }
+}
+
+fn widget_sim(pod_termination: Duration) -> SimThread {
+    Sim::start_background(SimConfig {
+        custom_resources: vec![CustomResource::new(
+            "example.com",
+            "v1",
+            "Widget",
+            "widgets",
+            Scope::Namespaced,
+        )],
+        pod_termination: Some(pod_termination),
+        ..SimConfig::default()
+    })
+    .expect("sim starts")
+}
+
+const APPLY_V1: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: shop
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: shop
+  template:
+    metadata:
+      labels:
+        app: shop
+    spec:
+      containers:
+      - name: app
+        image: registry.example/app:1
+        ports:
+        - containerPort: 80
+        env:
+        - name: A
+          value: "1"
+      - name: sidecar
+        image: registry.example/sidecar:1
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: knob
+spec:
+  size: 1
+  color: red
+"#;
+
+const APPLY_V2: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: shop
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: shop
+  template:
+    metadata:
+      labels:
+        app: shop
+    spec:
+      containers:
+      - name: log
+        image: registry.example/log:1
+      - name: app
+        image: registry.example/app:2
+        env:
+        - name: A
+          value: "1"
+        - name: B
+          value: "2"
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: knob
+spec:
+  size: 2
+"#;
+
+fn container_names(d: &Value) -> Vec<String> {
+    d["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `kubectl apply` client-side (a three-way strategic merge patch for built-in kinds, a JSON
+/// merge patch for custom ones) and `--server-side`, each applied twice with a change.
+#[test]
+fn kubectl_apply_client_and_server_side() {
+    if skip_without_kubectl("kubectl_apply_client_and_server_side") {
+        return;
+    }
+    let sim = widget_sim(Duration::from_millis(300));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let k = Kubectl {
+        sim: &sim,
+        cache: tmp.path(),
+    };
+    let v1 = k.write("v1.yaml", APPLY_V1);
+    let out = k.run(&["apply", "-f", &v1]);
+    assert!(
+        out.contains("deployment.apps/shop created")
+            && out.contains("widget.example.com/knob created"),
+        "{out}"
+    );
+    let d = sim
+        .get_object("deployments", Some("default"), "shop")
+        .unwrap()
+        .unwrap();
+    assert!(
+        d["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string(),
+        "{d}"
+    );
+    // Someone else's change that the three-way merge must keep.
+    sim.patch_object(
+        "deployments",
+        Some("default"),
+        "shop",
+        &json!({"metadata": {"labels": {"owner": "other"}}}),
+    )
+    .unwrap();
+    let patches_before = sim.requests().count("deployments", Verb::Patch);
+    let v2 = k.write("v2.yaml", APPLY_V2);
+    let out = k.run(&["apply", "-f", &v2]);
+    assert!(
+        out.contains("deployment.apps/shop configured")
+            && out.contains("widget.example.com/knob configured"),
+        "{out}"
+    );
+    assert!(sim.requests().count("deployments", Verb::Patch) > patches_before);
+    let d = sim
+        .get_object("deployments", Some("default"), "shop")
+        .unwrap()
+        .unwrap();
+    // kubectl sent $setElementOrder/containers, a `$patch: delete` for sidecar and `ports: null`.
+    assert_eq!(container_names(&d), ["log", "app"], "{d}");
+    let app = &d["spec"]["template"]["spec"]["containers"][1];
+    assert_eq!(app["image"], "registry.example/app:2");
+    assert_eq!(
+        app["env"],
+        json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
+    );
+    assert!(
+        app.get("ports").is_none(),
+        "removed from the manifest: {app}"
+    );
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert_eq!(
+        d["metadata"]["labels"]["owner"], "other",
+        "the three-way merge keeps it"
+    );
+    assert_eq!(d["metadata"]["generation"], 2);
+    let w = sim
+        .get_object("widgets", Some("default"), "knob")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        w["spec"],
+        json!({"size": 2}),
+        "JSON merge patch for a custom kind: {w}"
+    );
+    // Unchanged: nothing to send.
+    let out = k.run(&["apply", "-f", &v2]);
+    assert!(out.contains("deployment.apps/shop unchanged"), "{out}");
+
+    // Server-side apply, twice with a change.
+    let cm1 = k.write(
+        "ssa1.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"1\"\n",
+    );
+    let out = k.run(&["apply", "--server-side", "-f", &cm1]);
+    assert!(out.contains("configmap/ssa serverside-applied"), "{out}");
+    let cm2 = k.write(
+        "ssa2.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  labels:\n    t: x\ndata:\n  a: \"2\"\n  b: \"3\"\n",
+    );
+    let out = k.run(&["apply", "--server-side", "-f", &cm2]);
+    assert!(out.contains("configmap/ssa serverside-applied"), "{out}");
+    let cm = sim
+        .get_object("configmaps", Some("default"), "ssa")
+        .unwrap()
+        .unwrap();
+    assert_eq!(cm["data"], json!({"a": "2", "b": "3"}));
+    assert_eq!(cm["metadata"]["labels"]["t"], "x");
+    sim.shutdown();
+}
+
+/// label, annotate, patch (merge, json, strategic), get -o yaml|wide, scale, rollout status.
+#[test]
+fn kubectl_edits_and_rollout_status() {
+    if skip_without_kubectl("kubectl_edits_and_rollout_status") {
+        return;
+    }
+    let sim = widget_sim(Duration::from_millis(300));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let k = Kubectl {
+        sim: &sim,
+        cache: tmp.path(),
+    };
+    let m = k.write(
+        "m.yaml",
+        APPLY_V1.split("---").next().expect("first document"),
+    );
+    k.run(&["create", "-f", &m]);
+    sim.create_object(
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "settings"}, "data": {"color": "blue"}}),
+    )
+    .unwrap();
+
+    // label / annotate (and the Deployment strategy: an annotation bumps generation).
+    assert!(
+        k.run(&["label", "configmap", "settings", "tier=gold"])
+            .contains("labeled")
+    );
+    assert_eq!(
+        k.json(&["get", "cm", "settings"])["metadata"]["labels"]["tier"],
+        "gold"
+    );
+    k.run(&["label", "configmap", "settings", "tier-"]);
+    assert!(
+        k.json(&["get", "cm", "settings"])["metadata"]["labels"]
+            .get("tier")
+            .is_none()
+    );
+    let out = k.run(&["annotate", "deployment", "shop", "note=hello"]);
+    assert!(out.contains("annotated"), "{out}");
+    let d = k.json(&["get", "deployment", "shop"]);
+    assert_eq!(d["metadata"]["annotations"]["note"], "hello");
+    assert_eq!(
+        d["metadata"]["generation"], 2,
+        "Deployment annotations bump generation"
+    );
+
+    // patch: json and strategic (merge is in kubectl_drives_the_sim).
+    k.run(&[
+        "patch",
+        "configmap",
+        "settings",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/data/size","value":"L"},{"op":"remove","path":"/data/color"}]"#,
+    ]);
+    assert_eq!(
+        k.json(&["get", "cm", "settings"])["data"],
+        json!({"size": "L"})
+    );
+    k.run(&[
+        "patch", "deployment", "shop", "--type", "strategic", "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"registry.example/app:9"}]}}}}"#,
+    ]);
+    let d = k.json(&["get", "deployment", "shop"]);
+    assert_eq!(
+        container_names(&d),
+        ["app", "sidecar"],
+        "merged by name, not replaced"
+    );
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example/app:9"
+    );
+    // A strategic patch of a custom kind: the real server's 415.
+    sim.create_object(
+        "widgets",
+        Some("default"),
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {}}),
+    )
+    .unwrap();
+    let err = k.fail(&[
+        "patch",
+        "widget",
+        "w",
+        "--type",
+        "strategic",
+        "-p",
+        r#"{"spec":{"a":1}}"#,
+    ]);
+    assert!(
+        err.contains("UnsupportedMediaType") || err.contains("unknown format"),
+        "{err}"
+    );
+
+    // get -o yaml and -o wide.
+    let y = k.run(&["get", "deployment", "shop", "-o", "yaml"]);
+    assert!(
+        y.contains("kind: Deployment") && y.contains("name: shop"),
+        "{y}"
+    );
+    sim.create_object(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "placed"}, "spec": {"nodeName": "node-7", "containers": [{"name": "c", "image": "i"}]},
+               "status": {"phase": "Running", "podIP": "10.1.2.3"}}),
+    )
+    .unwrap();
+    let wide = k.run(&["get", "pods", "-o", "wide"]);
+    let header = wide.lines().next().unwrap_or("");
+    assert!(header.contains("IP") && header.contains("NODE"), "{wide}");
+    assert!(
+        wide.lines()
+            .any(|l| l.starts_with("placed") && l.contains("node-7") && l.contains("10.1.2.3")),
+        "{wide}"
+    );
+
+    // scale, then rollout status: kubectl waits on a watch until the status (which the test
+    // writes, as the deployment controller would) says the rollout is complete.
+    assert!(
+        k.run(&["scale", "deployment", "shop", "--replicas=2"])
+            .contains("scaled")
+    );
+    let watches_before = sim.requests().count("deployments", Verb::Watch);
+    let rollout = k
+        .cmd(&["rollout", "status", "deployment/shop", "--timeout=20s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    while sim.requests().count("deployments", Verb::Watch) == watches_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl rollout status never watched"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut d = sim
+        .get_object("deployments", Some("default"), "shop")
+        .unwrap()
+        .unwrap();
+    let generation = d["metadata"]["generation"].clone();
+    d["status"] = json!({"observedGeneration": generation, "replicas": 2, "updatedReplicas": 2,
+                         "readyReplicas": 2, "availableReplicas": 2});
+    sim.replace_status("deployments", Some("default"), "shop", d)
+        .unwrap();
+    let out = rollout
+        .wait_with_output()
+        .expect("kubectl rollout status ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("successfully rolled out"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sim.shutdown();
+}
+
+/// delete with and without --wait (a scheduled pod terminates through the kubelet stand-in),
+/// wait --for=delete, api-resources and explain.
+#[test]
+fn kubectl_deletes_waits_and_discovery() {
+    if skip_without_kubectl("kubectl_deletes_waits_and_discovery") {
+        return;
+    }
+    let sim = widget_sim(Duration::from_millis(1500));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let k = Kubectl {
+        sim: &sim,
+        cache: tmp.path(),
+    };
+    for name in ["sched-a", "sched-b"] {
+        sim.create_object(
+            "pods",
+            Some("default"),
+            json!({"metadata": {"name": name}, "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "i"}]}}),
+        )
+        .unwrap();
+    }
+    // delete (waits): the pod is marked, the kubelet stand-in removes it, kubectl sees it go.
+    let started = std::time::Instant::now();
+    let out = k.run(&["delete", "pod", "sched-a"]);
+    assert!(out.contains("pod \"sched-a\" deleted"), "{out}");
+    assert!(
+        sim.get_object("pods", Some("default"), "sched-a")
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1000),
+        "kubectl waited for the graceful termination ({:?})",
+        started.elapsed()
+    );
+    // delete --wait=false: back at once, the pod still terminating; then wait --for=delete.
+    let out = k.run(&["delete", "pod", "sched-b", "--wait=false"]);
+    assert!(out.contains("deleted"), "{out}");
+    let p = sim
+        .get_object("pods", Some("default"), "sched-b")
+        .unwrap()
+        .expect("still terminating");
+    assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 30, "{p}");
+    let out = k.run(&["wait", "--for=delete", "pod/sched-b", "--timeout=20s"]);
+    assert!(out.contains("condition met"), "{out}");
+    assert!(
+        sim.get_object("pods", Some("default"), "sched-b")
+            .unwrap()
+            .is_none()
+    );
+    // --grace-period=0 --force: at once.
+    sim.create_object(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "sched-c"}, "spec": {"nodeName": "node-1", "containers": []}}),
+    )
+    .unwrap();
+    k.run(&["delete", "pod", "sched-c", "--grace-period=0", "--force"]);
+    assert!(
+        sim.get_object("pods", Some("default"), "sched-c")
+            .unwrap()
+            .is_none()
+    );
+
+    // api-resources from discovery.
+    let out = k.run(&["api-resources"]);
+    let deploy = out
+        .lines()
+        .find(|l| l.starts_with("deployments"))
+        .unwrap_or_else(|| panic!("{out}"));
+    for want in ["deploy", "apps/v1", "true", "Deployment"] {
+        assert!(deploy.contains(want), "{deploy}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("widgets") && l.contains("example.com/v1")),
+        "{out}"
+    );
+    let names = k.run(&["api-resources", "--api-group=apps", "-o", "name"]);
+    assert!(names.lines().any(|l| l == "deployments.apps"), "{names}");
+
+    // explain, from the OpenAPI v3 schemas the sim serves.
+    let out = k.run(&["explain", "deployment.spec.replicas"]);
+    assert!(
+        out.contains("Deployment") && out.contains("replicas") && out.contains("<integer>"),
+        "{out}"
+    );
+    let out = k.run(&["explain", "configmap"]);
+    assert!(
+        out.contains("ConfigMap") && out.contains("data") && out.contains("<map[string]string>"),
+        "{out}"
+    );
+    sim.shutdown();
+}
+
+/// The generators kubectl encodes as protobuf: `create configmap`, `create secret generic`,
+/// `create deployment`.
+#[test]
+fn kubectl_create_generators() {
+    if skip_without_kubectl("kubectl_create_generators") {
+        return;
+    }
+    let sim = widget_sim(Duration::from_millis(300));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let k = Kubectl {
+        sim: &sim,
+        cache: tmp.path(),
+    };
+    let out = k.run(&["create", "configmap", "gen", "--from-literal=a=1"]);
+    assert!(out.contains("configmap/gen created"), "{out}");
+    let out = k.run(&[
+        "create",
+        "secret",
+        "generic",
+        "pw",
+        "--from-literal=p=s3cret",
+    ]);
+    assert!(out.contains("secret/pw created"), "{out}");
+    let out = k.run(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=registry.example/web:1",
+        "--replicas=2",
+    ]);
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let cm = k.json(&["get", "configmap", "gen"]);
+    assert_eq!(cm["data"]["a"], "1");
+    let s = k.json(&["get", "secret", "pw"]);
+    assert_eq!(s["data"]["p"], "czNjcmV0");
+    let d = k.json(&["get", "deployment", "web"]);
+    assert_eq!(
+        (
+            d["spec"]["replicas"].as_i64(),
+            d["metadata"]["generation"].as_i64()
+        ),
+        (Some(2), Some(1))
+    );
     sim.shutdown();
 }
