@@ -19,8 +19,8 @@ use std::{
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
-    ListenerConfig, OverflowPolicy, SharedIndexInformer, SharedInformerFactory, Telemetry,
-    TelemetryError, TelemetryOptions, WorkQueue,
+    ListenerConfig, OverflowPolicy, ReflectorPhase, SharedIndexInformer, SharedInformerFactory,
+    Telemetry, TelemetryError, TelemetryOptions, WorkQueue,
 };
 use kinformer_sim::Sim;
 use prometheus_parse::{Sample, Scrape, Value};
@@ -408,6 +408,10 @@ async fn debug_informers_json_shape() {
     // One change after sync: the reflector publishes its watching phase with a watch event.
     touch_pod(&sim.client(), "a", "pod-0", "touched").await;
     eventually("the handler saw 3 pods and 1 update", || view.seen() == 4).await;
+    eventually("the reflector published its watching phase", || {
+        pods.health().phase == ReflectorPhase::Watching
+    })
+    .await;
     let endpoint = telemetry
         .serve("127.0.0.1:0".parse().expect("addr"))
         .await

@@ -362,9 +362,8 @@ impl Telemetry {
                     .map(|(_, e)| e)
                     .unwrap_or_else(|| "no error recorded".to_string());
                 failing.push(format!(
-                    "{name}: reflector failing for {:.0}s (grace {:.0}s): {error}",
-                    d.as_secs_f64(),
-                    grace.as_secs_f64()
+                    "{name}: reflector failing for {:.1}s (grace {grace:?}): {error}",
+                    d.as_secs_f64()
                 ));
             }
         }
