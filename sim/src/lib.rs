@@ -26,15 +26,30 @@
 //! - Lists with `resourceVersion=0` are served whole (limit ignored), like the watch cache.
 //!   List items of built-in kinds carry no `apiVersion`/`kind` (as kube-apiserver's typed lists);
 //!   items of custom kinds do. Watch event objects always do.
-//! - `application/strategic-merge-patch+json` is applied as a JSON merge patch (lists are
-//!   replaced, not merged by key); server-side apply (`application/apply-patch+yaml`) is
-//!   approximated as a merge patch of the applied config (JSON syntax only) that creates the
-//!   object if missing. `fieldValidation` is accepted and not enforced (there are no schemas).
+//! - `application/strategic-merge-patch+json` merges lists of the built-in kinds by their
+//!   merge keys (containers by name, ports, env, volumes, conditions, finalizers...) and honours
+//!   the directives kubectl sends (`$patch`, `$setElementOrder`, `$deleteFromPrimitiveList`,
+//!   `$retainKeys`); custom kinds refuse it with 415, as kube-apiserver does. Server-side apply
+//!   (`application/apply-patch+yaml`) is approximated as a merge patch of the applied config
+//!   (JSON syntax only) that creates the object if missing (no managedFields, no conflicts).
+//!   `fieldValidation` is accepted and not enforced (there are no schemas).
+//! - `metadata.generation` moves as each kind's registry strategy moves it: Deployments on a
+//!   spec or annotations change, ReplicaSets and Pods on spec, custom kinds on anything but
+//!   metadata; ConfigMaps, Secrets, Services and the other built-ins keep none; status writes
+//!   never bump it.
+//! - Deleting a pod is two writes, as on kube-apiserver: a MODIFIED event with
+//!   `deletionTimestamp` and `deletionGracePeriodSeconds` (from `gracePeriodSeconds`, else the
+//!   pod's `terminationGracePeriodSeconds`, else 30; 0 for an unscheduled or finished pod), then
+//!   DELETED: at once for grace 0, else when a kubelet stand-in deletes it after
+//!   `min(grace, `[`SimConfig::pod_termination`]`)`. Finalizers hold any object (marked, kept)
+//!   until the last one is removed.
 //! - Creating an object with status through the main resource of a kind with a status
 //!   subresource resets it (a Pod starts `Pending`), as the real registry strategies do; use the
 //!   `status` subresource to set it, or seed objects in any state with [`Sim::create_object`].
-//! - No controllers run: no garbage collection by ownerReferences, no pod scheduling. Deleting a
-//!   namespace deletes its objects at once (objects with finalizers are marked and stay).
+//! - No controllers run: no garbage collection by ownerReferences, no pod scheduling, no
+//!   deployment controller (write status yourself). Deleting a namespace deletes its objects at
+//!   once (objects with finalizers, and pods in their grace period, are marked and stay).
+//!   The sim's README has the full fidelity table.
 //! - Creating into a missing namespace creates it unless [`SimConfig::auto_create_namespaces`]
 //!   is false (then 404, like a real cluster).
 //!
