@@ -437,7 +437,7 @@ enum Next {
     /// A new attempt: the fast renew or a GET, decided when it goes out.
     Attempt,
     /// The second step of an attempt, due at once.
-    Send(Op, LeaseRequest),
+    Send(Op, Box<LeaseRequest>),
 }
 
 #[derive(Debug)]
@@ -576,12 +576,11 @@ impl LeaderElectionMachine {
         if not_before.is_some_and(|t| now < t) {
             return None;
         }
-        let State::Waiting { next, .. } = std::mem::replace(&mut self.state, State::Stopped)
-        else {
+        let State::Waiting { next, .. } = std::mem::replace(&mut self.state, State::Stopped) else {
             return None; // checked just above
         };
         let (op, request) = match next {
-            Next::Send(op, request) => (op, request),
+            Next::Send(op, request) => (op, *request),
             Next::Attempt => match self.fast_renew() {
                 Some(write) => (Op::FastRenew, LeaseRequest::Update(write)),
                 None => (Op::Get, LeaseRequest::Get),
@@ -751,7 +750,7 @@ impl LeaderElectionMachine {
         if self.config.release_on_cancel && self.holder() == Some(self.config.identity.as_str()) {
             self.release_deadline = Some(now + self.config.renew_deadline);
             self.state = State::Waiting {
-                next: Next::Send(Op::ReleaseGet, LeaseRequest::Get),
+                next: Next::Send(Op::ReleaseGet, Box::new(LeaseRequest::Get)),
                 not_before: None,
             };
         } else {
@@ -803,7 +802,7 @@ impl LeaderElectionMachine {
 
     fn send_now(&mut self, op: Op, request: LeaseRequest) {
         self.state = State::Waiting {
-            next: Next::Send(op, request),
+            next: Next::Send(op, Box::new(request)),
             not_before: None,
         };
     }
