@@ -960,7 +960,12 @@ async fn watch(
                 // `waitUntilWatchCacheFreshAndForceAllEvents`), then 504.
                 wait_until_fresh(shared, parse_rv(rv)?).await?;
             }
-            Start::Initial { end_bookmark: true }
+            // The `k8s.io/initial-events-end` bookmark goes only to a client that asked for
+            // bookmarks (`Cacher.Watch`: `setBookmarkAfterResourceVersion` under
+            // `opts.Predicate.AllowWatchBookmarks`).
+            Start::Initial {
+                end_bookmark: bookmarks,
+            }
         }
         Some(false) | None => {
             if rv.is_empty() || rv == "0" {
