@@ -351,7 +351,9 @@ fn html_data_cannot_close_its_script_element() {
     );
     let file = TraceFile::parse(text.as_bytes()).expect("valid");
     let page = kinformer_trace::html::html(&file, None).expect("page");
-    assert_eq!(page.matches("</script>").count(), 2, "only the page's own");
+    // An HTML parser ends a script element at `</script` whatever follows.
+    let closers = page.to_ascii_lowercase().matches("</script").count();
+    assert_eq!(closers, 2, "only the page's own");
     assert!(!page.contains("<b>&"));
 }
 
