@@ -7,15 +7,7 @@
 //! [`Telemetry::serve_on_any_interface`] (e.g. `0.0.0.0:9090` in a pod, where Prometheus and
 //! the kubelet's probes connect from outside the container).
 //!
-//! | path | answer |
-//! |---|---|
-//! | `GET /metrics` | every metric, OpenMetrics text (`application/openmetrics-text; version=1.0.0`) |
-//! | `GET /healthz` | `200 ok`, or `503` with one line per informer whose reflector has been failing longer than [`TelemetryOptions::failing_grace`](crate::TelemetryOptions::failing_grace) |
-//! | `GET /readyz` | `200 ok` once every registered informer synced, else `503` listing the others |
-//! | `GET /debug/informers` | JSON: every informer ([`InformerReport`]); a self-refreshing HTML page when the request's `Accept` prefers `text/html` (a browser), or with `?format=html` |
-//!
-//! Other paths answer 404, other methods 405. The endpoint stops when its handle is dropped or
-//! [`EndpointHandle::shutdown`] is awaited; open connections are closed then.
+//! The routes are listed on [`Telemetry::serve`].
 
 use std::{convert::Infallible, fmt::Write as _, net::SocketAddr, time::Duration};
 
@@ -71,6 +63,19 @@ impl Telemetry {
     /// Serves `/metrics`, `/healthz`, `/readyz` and `/debug/informers` on `addr`, which must
     /// be a loopback address (`127.0.0.1:0` for any free port). Must be called within a tokio
     /// runtime (an actix `System` is one); the server runs as tasks of that runtime.
+    /// Telemetry is not for the world by default: a non-loopback address is refused
+    /// ([`TelemetryError::NotLoopback`]) unless asked for with
+    /// [`serve_on_any_interface`](Self::serve_on_any_interface).
+    ///
+    /// | path | answer |
+    /// |---|---|
+    /// | `GET /metrics` | every metric, OpenMetrics text (`application/openmetrics-text; version=1.0.0`) |
+    /// | `GET /healthz` | `200 ok`, or `503` with one line per informer whose reflector has been failing longer than [`TelemetryOptions::failing_grace`](crate::TelemetryOptions::failing_grace) |
+    /// | `GET /readyz` | `200 ok` once every registered informer synced, else `503` listing the others |
+    /// | `GET /debug/informers` | JSON: every informer ([`InformerReport`]); a self-refreshing HTML page when the request's `Accept` prefers `text/html` (a browser), or with `?format=html` |
+    ///
+    /// Other paths answer 404, other methods 405. The endpoint stops when its handle is dropped or
+    /// [`EndpointHandle::shutdown`] is awaited; open connections are closed then.
     ///
     /// ```no_run
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

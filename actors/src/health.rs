@@ -1,6 +1,17 @@
 //! The reflector's health as the informer handle reads it (S2): phase, restarts, last error and
 //! the machine's counters, published by the reflector and its supervisor without sharing the
 //! protocol state itself.
+//!
+//! # Failing
+//!
+//! A reflector is *failing* from its first failure (it backs off: a failed LIST or WATCH, a
+//! watch that ended too soon or went silent, a 410) until its next success: a LIST whose items
+//! reached the FIFO, watch events that did, or a watch that opened. Retries in between do not
+//! restart the clock. [`ReflectorStatus::failing_for`] is what the telemetry's `/healthz`
+//! compares with its grace period ([`TelemetryOptions::failing_grace`]); it flips back as soon
+//! as a list or watch succeeds.
+//!
+//! [`TelemetryOptions::failing_grace`]: crate::TelemetryOptions::failing_grace
 
 use std::{
     sync::{
@@ -75,7 +86,8 @@ pub struct ReflectorHealth {
     pub watch_list_fallbacks: u64,
     /// Since when the reflector has been failing: the first failure (a backoff) after its last
     /// success (a LIST whose items reached the FIFO, watch events that did, or a watch that
-    /// opened). None while healthy. See [`ReflectorStatus::failing_for`] (S2).
+    /// opened). None while healthy (S2). The telemetry's `/healthz` compares its age with
+    /// [`TelemetryOptions::failing_grace`](crate::TelemetryOptions::failing_grace).
     pub failing_since: Option<SystemTime>,
 }
 
@@ -260,5 +272,47 @@ impl ReflectorStatus {
             watch_list_fallbacks: c(&self.watch_list_fallbacks),
             failing_since: self.failing_since(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The failing period starts at the first backoff, survives retries and further
+    /// failures, and ends with an opened watch or outputs handed to the FIFO.
+    #[test]
+    fn failing_period_spans_retries_and_ends_with_a_success() {
+        let s = ReflectorStatus::default();
+        assert_eq!(s.failing_for(Instant::now()), None);
+        s.set_phase(ReflectorPhase::Listing);
+        assert_eq!(s.failing_since(), None, "listing is not failing");
+
+        s.set_phase(ReflectorPhase::BackingOff(Duration::from_millis(5)));
+        let since = s.failing_since().expect("failing after a backoff");
+        let later = Instant::now() + Duration::from_secs(10);
+        let d = s.failing_for(later).expect("failing_for");
+        assert!(d >= Duration::from_secs(10), "{d:?}");
+        s.set_phase(ReflectorPhase::Listing);
+        s.set_phase(ReflectorPhase::BackingOff(Duration::from_millis(10)));
+        assert_eq!(
+            s.failing_since(),
+            Some(since),
+            "a retry keeps the first failure"
+        );
+        assert_eq!(s.health().failing_since, Some(since));
+
+        s.set_phase(ReflectorPhase::Watching);
+        assert_eq!(s.failing_for(later), None, "an opened watch is a success");
+
+        s.set_phase(ReflectorPhase::BackingOff(Duration::from_millis(5)));
+        assert!(s.failing_since().is_some());
+        s.set_resource_version("7");
+        assert_eq!(
+            s.failing_since(),
+            None,
+            "a LIST handed to the FIFO is a success"
+        );
+        assert_eq!(s.health().failing_since, None);
     }
 }

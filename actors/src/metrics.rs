@@ -1,37 +1,7 @@
 //! Telemetry: Prometheus metrics, health and a debug view of informers and workqueues
 //! (issue 10).
 //!
-//! A [`Telemetry`] is a registry of informers and workqueues. Nothing is counted for it on the
-//! hot path: at each scrape its collector reads the counters the actors already publish
-//! ([`ReflectorHealth`](crate::ReflectorHealth), [`FifoStatus`](crate::FifoStatus),
-//! [`ListenerStats`](crate::ListenerStats), [`WorkQueue::metrics`]) through `Weak` references.
-//! An informer that was shut down or dropped yields no series from the next scrape on (and
-//! is forgotten): client-go's reflector metrics leaked such series forever
-//! (kubernetes#73587). A dropped workqueue's series go the same way.
-//!
-//! ```no_run
-//! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_actors::{SharedInformerFactory, Telemetry, WorkQueue, ObjectKey};
-//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let telemetry = Telemetry::new();
-//! let factory = SharedInformerFactory::new(client).with_telemetry(telemetry.clone());
-//! let pods = factory.informer::<Pod>(); // registered by the factory
-//! let queue: WorkQueue<ObjectKey> = WorkQueue::new();
-//! telemetry.register_workqueue("pods", &queue)?;
-//! let endpoint = telemetry.serve("127.0.0.1:9090".parse()?).await?;
-//! println!("metrics on http://{}/metrics", endpoint.local_addr());
-//! # let _ = pods;
-//! # Ok(()) }
-//! ```
-//!
-//! # Series
-//!
-//! Informer series carry `informer` (the name it was registered under, unique in the
-//! telemetry), `resource` (plural) and `namespace` (empty: all namespaces); listener series
-//! add `listener`; workqueue series carry `name`, with client-go's names, semantics and
-//! buckets (`workqueue_depth`, `workqueue_adds_total`, `workqueue_queue_duration_seconds`,
-//! `workqueue_work_duration_seconds`, `workqueue_retries_total`,
-//! `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds`).
+//! See [`Telemetry`].
 
 use std::{
     fmt::{self, Write as _},
@@ -195,8 +165,68 @@ struct TelemetryInner {
     registry: Mutex<Registry>,
 }
 
-/// Metrics, health and a debug view of informers and workqueues, collected at scrape time
-/// (see the [module docs](self)). Cheap to clone; every clone is the same registry.
+/// Metrics, health and a debug view of informers and workqueues, collected at scrape time.
+/// Cheap to clone; every clone is the same registry.
+///
+/// A [`Telemetry`] is a registry of informers and workqueues. Nothing is counted for it on the
+/// hot path: at each scrape its collector reads the counters the actors already publish
+/// ([`ReflectorHealth`](crate::ReflectorHealth), [`FifoStatus`](crate::FifoStatus),
+/// [`ListenerStats`](crate::ListenerStats), [`WorkQueue::metrics`]) through `Weak` references.
+/// An informer that was shut down or dropped yields no series from the next scrape on (and
+/// is forgotten): client-go's reflector metrics leaked such series forever
+/// (kubernetes#73587). A dropped workqueue's series go the same way.
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_actors::{SharedInformerFactory, Telemetry, WorkQueue, ObjectKey};
+/// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let telemetry = Telemetry::new();
+/// let factory = SharedInformerFactory::new(client).with_telemetry(telemetry.clone());
+/// let pods = factory.informer::<Pod>(); // registered by the factory
+/// let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+/// telemetry.register_workqueue("pods", &queue)?;
+/// let endpoint = telemetry.serve("127.0.0.1:9090".parse()?).await?;
+/// println!("metrics on http://{}/metrics", endpoint.local_addr());
+/// # let _ = pods;
+/// # Ok(()) }
+/// ```
+///
+/// # Series
+///
+/// Informer series carry `informer` (the name it was registered under, unique in the
+/// telemetry), `resource` (plural) and `namespace` (empty: all namespaces); listener series
+/// add `listener`; workqueue series carry `name`, with client-go's names, semantics and
+/// buckets (`workqueue_depth`, `workqueue_adds_total`, `workqueue_queue_duration_seconds`,
+/// `workqueue_work_duration_seconds`, `workqueue_retries_total`,
+/// `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds`).
+///
+/// | series | type | what |
+/// |---|---|---|
+/// | `kinformer_informer_up` | gauge | 1 while running, 0 registered but not started |
+/// | `kinformer_informer_synced` | gauge | 1 once synced (F5) |
+/// | `kinformer_reflector_lists_total` | counter | LIST requests (pages count) |
+/// | `kinformer_reflector_watches_total` | counter | WATCH requests |
+/// | `kinformer_reflector_restarts_total` | counter | supervisor restarts (S1) |
+/// | `kinformer_reflector_relists_total` | counter | relists after 410 Expired |
+/// | `kinformer_reflector_stalls_total` | counter | silent watches dropped (R4) |
+/// | `kinformer_reflector_failures_total` | counter | failures backed off from (R8) |
+/// | `kinformer_reflector_watch_events_total` | counter | ADDED, MODIFIED, DELETED events |
+/// | `kinformer_reflector_bookmarks_total` | counter | bookmarks |
+/// | `kinformer_reflector_dropped_objects_total` | counter | objects dropped (R5) |
+/// | `kinformer_reflector_watch_list_fallbacks_total` | counter | watch-lists fallen back to LIST (R7) |
+/// | `kinformer_reflector_very_short_watches_total` | counter | watches ended at once with no event (R4) |
+/// | `kinformer_reflector_retry_after_waits_total` | counter | 429 Retry-After honoured (R8) |
+/// | `kinformer_reflector_failing_seconds` | gauge | time since the first failure after the last success (0: healthy) |
+/// | `kinformer_reflector_last_sync_resource_version` | gauge | the synced resourceVersion, when numeric |
+/// | `kinformer_fifo_queued_keys` | gauge | keys in the DeltaFIFO |
+/// | `kinformer_fifo_pending_deltas` | gauge | deltas in the DeltaFIFO |
+/// | `kinformer_store_objects` | gauge | objects in the cache |
+/// | `kinformer_listener_buffered` | gauge | notifications waiting for the handler (B3) |
+/// | `kinformer_listener_received_total` | counter | notifications accepted |
+/// | `kinformer_listener_delivered_total` | counter | notifications handled |
+/// | `kinformer_listener_dropped_total` | counter | notifications dropped at removal/shutdown (P9) |
+/// | `kinformer_listener_panics_total` | counter | handler panics (P7) |
+/// | `kinformer_listener_handle_duration_seconds` | histogram | handler time per notification |
 #[derive(Clone)]
 pub struct Telemetry {
     inner: Arc<TelemetryInner>,
