@@ -48,7 +48,7 @@
 //!   `status` subresource to set it, or seed objects in any state with [`Sim::create_object`].
 //! - No controllers run: no garbage collection by ownerReferences, no pod scheduling, no
 //!   deployment controller (write status yourself). Deleting a namespace deletes its objects at
-//!   once (objects with finalizers, and pods in their grace period, are marked and stay).
+//!   once (pods with grace period 0; objects with finalizers are marked and stay).
 //!   The sim's README has the full fidelity table.
 //! - Creating into a missing namespace creates it unless [`SimConfig::auto_create_namespaces`]
 //!   is false (then 404, like a real cluster).

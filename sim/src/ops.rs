@@ -747,8 +747,13 @@ pub(crate) fn delete(
     Ok(outcome)
 }
 
-/// Deletes every namespaced object in `ns` (the namespace controller's job, done at once).
+/// Deletes every namespaced object in `ns` (the namespace controller's job, done at once: pods
+/// with grace period 0, so that none outlives its namespace; finalizers still hold objects).
 fn delete_namespace_contents(store: &Store, ns: &str) {
+    let opts = DeleteOptions {
+        grace_period_seconds: Some(0),
+        ..DeleteOptions::default()
+    };
     let defs: Vec<_> = store
         .registry
         .all()
@@ -760,7 +765,7 @@ fn delete_namespace_contents(store: &Store, ns: &str) {
         let (map, _) = store.snapshot(&def, false);
         let keys: Vec<Key> = map.keys().filter(|(n, _)| n == ns).cloned().collect();
         for (n, name) in keys {
-            let _ = delete(store, &def, Some(&n), &name, &DeleteOptions::default());
+            let _ = delete(store, &def, Some(&n), &name, &opts);
         }
     }
 }

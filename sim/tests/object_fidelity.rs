@@ -679,3 +679,31 @@ async fn strategic_merge_patch_by_merge_keys_and_directives() {
     }
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn namespace_deletion_removes_even_scheduled_pods_at_once() {
+    // No kubelet stand-in: only the cascade's grace-0 delete can remove the pod.
+    let sim = sim_with(None).await;
+    post(
+        &sim,
+        "/api/v1/namespaces/team/pods",
+        pod_body("p", Some("node-1"), json!({})),
+    )
+    .await;
+    let (_, mut w) = raw_watch(
+        &sim,
+        &format!(
+            "/api/v1/namespaces/team/pods?watch=true&resourceVersion={}",
+            sim.resource_version()
+        ),
+    )
+    .await;
+    let (code, _) = delete(&sim, "/api/v1/namespaces/team", None).await;
+    assert_eq!(code, 200);
+    assert!(sim.get_object("pods", Some("team"), "p").unwrap().is_none());
+    let (t, o) = event(&mut w).await;
+    assert_eq!((t.as_str(), grace(&o)), ("MODIFIED", Some(0)));
+    let (t, _) = event(&mut w).await;
+    assert_eq!(t, "DELETED");
+    sim.shutdown().await;
+}
