@@ -85,6 +85,7 @@ mod handler;
 mod health;
 mod indexer;
 mod informer;
+mod leader_election;
 mod list_decode;
 mod metrics;
 mod listener;
@@ -110,6 +111,12 @@ pub use handler::{
 };
 pub use health::{ReflectorHealth, ReflectorPhase};
 pub use informer::{HandlerRegistration, SharedIndexInformer, ShutdownReport};
+pub use leader_election::{
+    LeaderCallbacks, LeaderElectionError, LeaderElectionHealth, LeaderElectionStatus, LeaderElector,
+    LeaderElectorActor, LeaderElectorHandle, StopElection,
+};
+// The leader election machine's names a user configures or reads.
+pub use kinformer::leader_election::{ElectionPhase, LeaderElectionConfig, StopReason};
 pub use lister_watcher::{KubeListerWatcher, ListerWatcher, MetadataListerWatcher};
 pub use messages::Notify;
 pub use metrics::{

@@ -740,6 +740,12 @@ impl LeaderElectionMachine {
     /// Shutdown: stop leading now (`StoppedLeading(Cancelled)`), abandon what is in flight,
     /// and release the lease if `release_on_cancel` and we hold it; then stop.
     pub fn handle_cancel(&mut self, now: Instant) {
+        self.handle_cancel_with(now, self.config.release_on_cancel);
+    }
+
+    /// [`handle_cancel`](Self::handle_cancel), releasing the lease or not whatever
+    /// `release_on_cancel` says.
+    pub fn handle_cancel_with(&mut self, now: Instant, release: bool) {
         if self.is_stopped() || self.release_deadline.is_some() {
             return;
         }
@@ -747,7 +753,7 @@ impl LeaderElectionMachine {
         if self.renewed_at.is_some() {
             self.step_down(StopReason::Cancelled);
         }
-        if self.config.release_on_cancel && self.holder() == Some(self.config.identity.as_str()) {
+        if release && self.holder() == Some(self.config.identity.as_str()) {
             self.release_deadline = Some(now + self.config.renew_deadline);
             self.state = State::Waiting {
                 next: Next::Send(Op::ReleaseGet, Box::new(LeaseRequest::Get)),
