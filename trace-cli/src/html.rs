@@ -7,126 +7,198 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use crate::fmt::wall;
-use crate::follow::{ObjectQuery, TraceView};
-use crate::traces::{ObjectKey, traces};
+use crate::follow::ObjectQuery;
+use crate::traces::{Trace, traces};
 use crate::{HopKind, TraceError, TraceFile};
 
 /// The page for `file`, with `selected` drawn first (by default the object with the most hops).
 pub fn html(file: &TraceFile, selected: Option<&ObjectQuery>) -> Result<String, TraceError> {
     let data = page_data(file, selected)?;
+    // Serializing plain structs cannot fail (string keys, no maps with other keys).
+    let json = serde_json::to_string(&data).unwrap_or_default();
     // `<`, `>` and `&` only occur inside JSON strings, where `\u003c`… mean the same: no
-    // `</script>` can end the data early.
-    let data = data
-        .to_string()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026");
+    // `</script>` or `<!--` can end the data early.
+    let mut escaped = String::with_capacity(json.len() + json.len() / 16);
+    for c in json.chars() {
+        match c {
+            '<' => escaped.push_str("\\u003c"),
+            '>' => escaped.push_str("\\u003e"),
+            '&' => escaped.push_str("\\u0026"),
+            c => escaped.push(c),
+        }
+    }
     let title = match file.header.pid {
         Some(pid) => format!("kinformer trace of pid {pid}"),
         None => "kinformer trace".to_string(),
     };
-    Ok(PAGE
-        .replace("{{TITLE}}", &escape(&title))
-        .replace("{{DATA}}", &data))
+    let (head, rest) = PAGE.split_once("{{DATA}}").unwrap_or((PAGE, ""));
+    let mut page = String::with_capacity(PAGE.len() + escaped.len());
+    page.push_str(&head.replace("{{TITLE}}", &escape(&title)));
+    page.push_str(&escaped);
+    page.push_str(rest);
+    Ok(page)
 }
 
 /// The JSON the page's script reads.
-fn page_data(file: &TraceFile, selected: Option<&ObjectQuery>) -> Result<Value, TraceError> {
-    let traces = traces(file);
+#[derive(Serialize)]
+struct PageData<'a> {
+    file: FileInfo,
+    lanes: Vec<Lane<'a>>,
+    objects: Vec<Object<'a>>,
+    selected: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct FileInfo {
+    pid: Option<u64>,
+    start: String,
+    complete: bool,
+    truncated: Option<String>,
+    dropped: u64,
+    hops: usize,
+}
+
+#[derive(Serialize)]
+struct Lane<'a> {
+    hop: &'static str,
+    inst: &'a str,
+}
+
+#[derive(Serialize)]
+struct Object<'a> {
+    key: String,
+    kind: &'a str,
+    ns: &'a str,
+    name: &'a str,
+    path: String,
+    traces: Vec<TraceData<'a>>,
+}
+
+#[derive(Serialize)]
+struct TraceData<'a> {
+    id: &'a str,
+    uid: &'a str,
+    origin: &'static str,
+    what: &'a str,
+    start: String,
+    hops: Vec<HopData<'a>>,
+}
+
+#[derive(Serialize)]
+struct HopData<'a> {
+    lane: Option<usize>,
+    hop: &'static str,
+    inst: &'a str,
+    what: &'a str,
+    rv: &'a str,
+    wall: String,
+    /// Microseconds since the trace's origin.
+    lat: f64,
+    /// The handler's run, microseconds.
+    dur: Option<f64>,
+}
+
+fn page_data<'a>(
+    file: &'a TraceFile,
+    selected: Option<&ObjectQuery>,
+) -> Result<PageData<'a>, TraceError> {
+    let mut traces: Vec<Trace<'a>> = traces(file);
     // Lanes: every actor instance of the file, in pipeline order.
     let lanes: BTreeSet<(HopKind, &str)> =
         file.hops.iter().map(|h| (h.hop, h.inst.as_str())).collect();
     let lanes: Vec<(HopKind, &str)> = lanes.into_iter().collect();
     let lane_of = |hop: HopKind, inst: &str| lanes.binary_search(&(hop, inst)).ok();
 
-    let mut objects: Vec<(ObjectKey, Vec<TraceView>)> = Vec::new();
-    let mut sorted: Vec<_> = traces.iter().collect();
-    sorted.sort_by(|a, b| a.object.cmp(&b.object));
-    for trace in sorted {
-        let view = TraceView::of(trace);
+    // By object, each object's traces in time order (`traces` gave time order; the sort is
+    // stable).
+    traces.sort_by(|a, b| a.object.cmp(&b.object));
+    let mut objects: Vec<Object<'a>> = Vec::new();
+    for trace in &traces {
+        let origin = trace.origin();
+        let data = TraceData {
+            id: trace.id,
+            uid: origin.map_or("", |h| h.uid.as_str()),
+            origin: origin.map_or("reflector", |h| h.hop.as_str()),
+            what: origin.map_or("", |h| h.what.as_str()),
+            start: wall(trace.start()),
+            hops: trace
+                .hops
+                .iter()
+                .map(|h| HopData {
+                    lane: lane_of(h.hop, &h.inst),
+                    hop: h.hop.as_str(),
+                    inst: &h.inst,
+                    what: &h.what,
+                    rv: &h.rv,
+                    wall: wall(h.t),
+                    lat: trace.latency(h) as f64 / 1e3,
+                    dur: h.dur.map(|d| d as f64 / 1e3),
+                })
+                .collect(),
+        };
+        // `traces` never makes a trace without a hop.
+        let first = trace.hops[0];
         match objects.last_mut() {
-            Some((key, views)) if *key == trace.object => views.push(view),
-            _ => objects.push((trace.object.clone(), vec![view])),
+            Some(object)
+                if object.kind == first.kind
+                    && object.ns == first.ns
+                    && object.name == first.name =>
+            {
+                object.traces.push(data)
+            }
+            _ => objects.push(Object {
+                key: trace.object.to_string(),
+                kind: &first.kind,
+                ns: &first.ns,
+                name: &first.name,
+                path: trace.object.path(),
+                traces: vec![data],
+            }),
         }
-    }
-    for (_, views) in &mut objects {
-        views.sort_by(|a, b| {
-            let first = |v: &TraceView| v.hops.iter().map(|h| h.t).min().unwrap_or(0);
-            (first(a), &a.id).cmp(&(first(b), &b.id))
-        });
     }
 
     let selected = match selected {
         Some(query) => Some(
-            objects
+            traces
                 .iter()
-                .position(|(key, _)| query.matches(key))
+                .map(|t| &t.object)
+                .find(|o| query.matches(o))
+                .map(ToString::to_string)
+                .and_then(|key| objects.iter().position(|d| d.key == key))
                 .ok_or_else(|| query.not_found(file))?,
         ),
         None => objects
             .iter()
             .enumerate()
-            .max_by_key(|(i, (_, views))| {
-                let hops: usize = views.iter().map(|v| v.hops.len()).sum();
+            .max_by_key(|(i, object)| {
+                let hops: usize = object.traces.iter().map(|t| t.hops.len()).sum();
                 (hops, std::cmp::Reverse(*i))
             })
             .map(|(i, _)| i),
     };
 
-    let objects: Vec<Value> = objects
-        .iter()
-        .map(|(key, views)| {
-            let traces: Vec<Value> = views
-                .iter()
-                .map(|v| {
-                    let hops: Vec<Value> = v
-                        .hops
-                        .iter()
-                        .map(|h| {
-                            json!({
-                                "lane": lane_of(h.hop, &h.inst),
-                                "hop": h.hop.as_str(),
-                                "inst": h.inst,
-                                "what": h.what,
-                                "rv": h.rv,
-                                "wall": wall(h.t),
-                                "lat": h.latency as f64 / 1e3,
-                                "dur": h.dur.map(|d| d as f64 / 1e3),
-                            })
-                        })
-                        .collect();
-                    json!({
-                        "id": v.id, "uid": v.uid, "origin": v.origin.as_str(), "what": v.what,
-                        "start": wall(v.start), "hops": hops,
-                    })
-                })
-                .collect();
-            json!({
-                "key": key.to_string(), "kind": key.kind, "ns": key.ns, "name": key.name,
-                "path": key.path(), "traces": traces,
-            })
-        })
-        .collect();
-    let lanes: Vec<Value> = lanes
-        .iter()
-        .map(|(hop, inst)| json!({"hop": hop.as_str(), "inst": inst}))
-        .collect();
-    Ok(json!({
-        "file": {
-            "pid": file.header.pid,
-            "start": wall(file.header.t),
-            "complete": file.is_complete(),
-            "truncated": file.truncated.map(|t| t.to_string()),
-            "dropped": file.dropped_total(),
-            "hops": file.hops.len(),
+    Ok(PageData {
+        file: FileInfo {
+            pid: file.header.pid,
+            start: wall(file.header.t),
+            complete: file.is_complete(),
+            truncated: file.truncated.map(|t| t.to_string()),
+            dropped: file.dropped_total(),
+            hops: file.hops.len(),
         },
-        "lanes": lanes,
-        "objects": objects,
-        "selected": selected,
-    }))
+        lanes: lanes
+            .iter()
+            .map(|(hop, inst)| Lane {
+                hop: hop.as_str(),
+                inst,
+            })
+            .collect(),
+        objects,
+        selected,
+    })
 }
 
 /// Escapes text for HTML.

@@ -4,6 +4,7 @@
 //! error (missing, foreign, unsupported or damaged file; object not in the file; output not
 //! writable), 2 on a usage error.
 
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -138,8 +139,17 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Chrome { out, file } => {
             let trace = open(&file)?;
-            let json = kinformer_trace::chrome::chrome(&trace);
-            write_out(&out, &json.to_string())?;
+            let events = kinformer_trace::chrome::chrome(&trace);
+            if out == Path::new("-") {
+                let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+                serde_json::to_writer(&mut stdout, &events)?;
+                stdout.flush()?;
+            } else {
+                let create = || format!("cannot write {}", out.display());
+                let mut file = std::io::BufWriter::new(File::create(&out).with_context(create)?);
+                serde_json::to_writer(&mut file, &events).with_context(create)?;
+                file.flush().with_context(create)?;
+            }
             if out != Path::new("-") {
                 eprintln!(
                     "wrote {} (open it in https://ui.perfetto.dev or chrome://tracing)",

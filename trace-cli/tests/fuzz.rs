@@ -17,7 +17,7 @@ fn analyse(bytes: &[u8]) {
     };
     let _ = kinformer_trace::stats::stats(&file).to_string();
     let _ = kinformer_trace::slow::slow(&file, Duration::from_millis(1)).to_string();
-    let _ = kinformer_trace::chrome::chrome(&file).to_string();
+    let _ = serde_json::to_string(&kinformer_trace::chrome::chrome(&file));
     let _ = kinformer_trace::html::html(&file, None);
     for hop in file.hops.iter().take(3) {
         let query = ObjectQuery {

@@ -259,7 +259,7 @@ fn slow_names_the_slow_handler_and_the_slow_buffer() {
 #[test]
 fn chrome_export_has_tracks_slices_and_counters() {
     let file = open("two-informers.jsonl");
-    let json = kinformer_trace::chrome::chrome(&file);
+    let json = serde_json::to_value(kinformer_trace::chrome::chrome(&file)).expect("serializes");
     let events = json["traceEvents"].as_array().expect("traceEvents");
     let threads: Vec<&str> = events
         .iter()
