@@ -394,7 +394,12 @@ fn merge_update(
         return Ok(Write::Noop);
     }
     if strategy::deletes_during_update(old, &new) {
-        return Ok(Write::DeleteAs(new));
+        // The update is not written: the store deletes the object as stored, and the DELETED
+        // event carries that last stored state, finalizers included, at the deletion's
+        // resourceVersion (`store.go` `Update` returns `errEmptiedFinalizers` before writing;
+        // `staging/src/k8s.io/apiserver/pkg/storage/etcd3/watcher.go` `transform` sends the
+        // previous value for a delete).
+        return Ok(Write::Delete);
     }
     Ok(Write::Put(new))
 }

@@ -91,10 +91,8 @@ struct Inner {
 pub(crate) enum Write {
     /// Store this object (its metadata is final except resourceVersion, which the store sets).
     Put(Value),
-    /// Remove the current object.
+    /// Remove the current object (the DELETED event carries its last stored state).
     Delete,
-    /// Remove the current object; the DELETED event carries this final state.
-    DeleteAs(Value),
     /// Change nothing.
     Noop,
 }
@@ -341,7 +339,7 @@ impl Store {
                         ),
                     }
                 }
-                write @ (Write::Delete | Write::DeleteAs(_)) => {
+                Write::Delete => {
                     let Some(prev) = current else {
                         return Err(ApiError::not_found(&def.group, &def.plural, &key.1));
                     };
@@ -349,10 +347,7 @@ impl Store {
                         return Ok(Outcome::Deleted(prev));
                     }
                     // The DELETED event carries the last state at the deletion's resourceVersion.
-                    let mut value = match write {
-                        Write::DeleteAs(v) => v,
-                        _ => prev.to_value(def)?,
-                    };
+                    let mut value = prev.to_value(def)?;
                     if let Some(meta) = meta_mut(&mut value) {
                         meta.insert("resourceVersion".into(), Value::String(next_rv.to_string()));
                     }

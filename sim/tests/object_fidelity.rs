@@ -507,15 +507,29 @@ async fn finalizers_hold_deletion() {
         again["metadata"]["resourceVersion"],
         o["metadata"]["resourceVersion"]
     );
-    // Removing the last finalizer deletes it (one DELETED event).
-    merge(
+    // Removing the last finalizer deletes it (one DELETED event, which carries the last stored
+    // state, finalizer included, at the deletion's resourceVersion).
+    let answer = merge(
         &sim,
         &format!("{cm_path}/held"),
         json!({"metadata": {"finalizers": null}}),
     )
     .await;
-    let (t, _) = event(&mut cw).await;
+    let (t, o) = event(&mut cw).await;
     assert_eq!(t, "DELETED");
+    assert_eq!(
+        o["metadata"]["finalizers"],
+        json!(["example.com/hold"]),
+        "{o}"
+    );
+    assert_eq!(
+        answer["metadata"]["resourceVersion"],
+        o["metadata"]["resourceVersion"]
+    );
+    assert_ne!(
+        o["metadata"]["resourceVersion"],
+        again["metadata"]["resourceVersion"]
+    );
 
     // A pod with a finalizer: graceful mark; the kubelet's grace-0 delete only marks again;
     // the finalizer's removal then deletes it.
