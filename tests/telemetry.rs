@@ -247,6 +247,11 @@ async fn metrics_parse_back_and_vanish_after_shutdown() {
     assert_eq!(must(&m, "kinformer_listener_received_total", &lis), 5.0);
     assert_eq!(must(&m, "kinformer_listener_delivered_total", &lis), 5.0);
     assert_eq!(must(&m, "kinformer_listener_dropped_total", &lis), 0.0);
+    assert_eq!(must(&m, "kinformer_listener_coalesced_total", &lis), 0.0);
+    assert_eq!(
+        must(&m, "kinformer_reflector_decode_errors_total", &inf),
+        0.0
+    );
     assert_eq!(must(&m, "kinformer_listener_panics_total", &lis), 0.0);
     assert_eq!(must(&m, "kinformer_listener_buffered", &lis), 0.0);
     let (handled, _) = histogram(&m, "kinformer_listener_handle_duration_seconds", &lis);
@@ -452,7 +457,11 @@ async fn debug_informers_json_shape() {
         (&l["received"], &l["delivered"], &l["buffered"]),
         (&4.into(), &4.into(), &0.into())
     );
-    assert_eq!((&l["dropped"], &l["panics"]), (&0.into(), &0.into()));
+    assert_eq!(
+        (&l["dropped"], &l["panics"], &l["coalesced"]),
+        (&0.into(), &0.into(), &0.into())
+    );
+    assert_eq!(i["reflector"]["decode_errors"], 0);
     assert_eq!((&l["synced"], &l["stopped"]), (&true.into(), &false.into()));
 
     assert_eq!(get(addr, "/nope").await.status, 404);

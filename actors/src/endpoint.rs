@@ -376,19 +376,21 @@ fn render_html(informers: &[InformerReport]) -> String {
         if !i.listeners.is_empty() {
             h.push_str(
                 "<table class=\"listeners\"><tr><th>listener</th><th>policy</th><th>buffered</th>\
-                 <th>received</th><th>delivered</th><th>dropped</th><th>panics</th>\
+                 <th>received</th><th>delivered</th><th>coalesced</th><th>dropped</th>\
+                 <th>panics</th>\
                  <th>synced</th></tr>",
             );
             for l in &i.listeners {
                 let _ = write!(
                     h,
                     "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                     <td>{}</td><td>{}</td></tr>",
+                     <td>{}</td><td>{}</td><td>{}</td></tr>",
                     esc(&l.name),
                     esc(&l.policy),
                     l.buffered,
                     l.received,
                     l.delivered,
+                    l.coalesced,
                     l.dropped,
                     l.panics,
                     l.synced

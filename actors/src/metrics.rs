@@ -213,6 +213,7 @@ struct TelemetryInner {
 /// | `kinformer_reflector_watch_events_total` | counter | ADDED, MODIFIED, DELETED events |
 /// | `kinformer_reflector_bookmarks_total` | counter | bookmarks |
 /// | `kinformer_reflector_dropped_objects_total` | counter | objects dropped (R5) |
+/// | `kinformer_reflector_decode_errors_total` | counter | items or streams not decodable |
 /// | `kinformer_reflector_watch_list_fallbacks_total` | counter | watch-lists fallen back to LIST (R7) |
 /// | `kinformer_reflector_very_short_watches_total` | counter | watches ended at once with no event (R4) |
 /// | `kinformer_reflector_retry_after_waits_total` | counter | 429 Retry-After honoured (R8) |
@@ -225,6 +226,7 @@ struct TelemetryInner {
 /// | `kinformer_listener_received_total` | counter | notifications accepted |
 /// | `kinformer_listener_delivered_total` | counter | notifications handled |
 /// | `kinformer_listener_dropped_total` | counter | notifications dropped at removal/shutdown (P9) |
+/// | `kinformer_listener_coalesced_total` | counter | notifications folded by Coalesce (B3) |
 /// | `kinformer_listener_panics_total` | counter | handler panics (P7) |
 /// | `kinformer_listener_handle_duration_seconds` | histogram | handler time per notification |
 #[derive(Clone)]
@@ -532,6 +534,8 @@ pub struct ReflectorCountersReport {
     pub failures: u64,
     /// Objects dropped (R5).
     pub dropped_objects: u64,
+    /// Items or streams that could not be decoded.
+    pub decode_errors: u64,
     /// Watch-lists that fell back to LIST (R7).
     pub watch_list_fallbacks: u64,
 }
@@ -549,6 +553,8 @@ pub struct ListenerReport {
     pub received: u64,
     /// Notifications the handler finished.
     pub delivered: u64,
+    /// Notifications folded into another by `Coalesce` (B3).
+    pub coalesced: u64,
     /// Notifications dropped at removal or shutdown (P9).
     pub dropped: u64,
     /// Handler panics (P7).
@@ -614,6 +620,7 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
             stalls: h.stalls,
             failures: h.failures,
             dropped_objects: h.dropped_objects,
+            decode_errors: h.decode_errors,
             watch_list_fallbacks: h.watch_list_fallbacks,
         },
         fifo_queued_keys: p.fifo().queued_keys(),
@@ -628,6 +635,7 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
                 buffered: l.buffered(),
                 received: l.received(),
                 delivered: l.delivered(),
+                coalesced: l.coalesced(),
                 dropped: l.dropped(),
                 panics: l.panics(),
                 synced: l.sync_tracker().has_synced(synced),
@@ -857,6 +865,13 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
     )?;
     family(
         enc,
+        "kinformer_reflector_decode_errors",
+        "Watch items or streams that could not be decoded.",
+        Counter,
+        per(&|s| Value::Counter(s.health.decode_errors)),
+    )?;
+    family(
+        enc,
         "kinformer_reflector_watch_list_fallbacks",
         "Watch-lists that fell back to LIST (R7).",
         Counter,
@@ -957,6 +972,13 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
         "Notifications dropped at removal or shutdown (P9).",
         Counter,
         listener_rows(&|l| Value::Counter(l.dropped())),
+    )?;
+    family(
+        enc,
+        "kinformer_listener_coalesced",
+        "Notifications folded into another one by the Coalesce policy (B3).",
+        Counter,
+        listener_rows(&|l| Value::Counter(l.coalesced())),
     )?;
     family(
         enc,

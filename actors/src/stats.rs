@@ -130,6 +130,7 @@ pub struct ListenerStats {
     pub(crate) undeliverable: AtomicU64,
     pub(crate) stop_timed_out: AtomicBool,
     pub(crate) handle_latency: LatencyHistogram,
+    coalesced: AtomicU64,
     /// The listener's name (logs, metrics, `/debug/informers`).
     name: Option<Arc<str>>,
     /// The listener's overflow policy (B3).
@@ -165,6 +166,23 @@ impl ListenerStats {
     /// How long the handler took per notification, as a cumulative histogram.
     pub fn handle_latency(&self) -> &LatencyHistogram {
         &self.handle_latency
+    }
+
+    /// Publishes how many notifications the coalescing buffer folded away so far: its
+    /// `CoalesceStats` `merged + 2 * cancelled` (a cancelling delete removes itself and the
+    /// pending add).
+    // To be called by listener.rs after each push into a coalescing buffer (needs the core
+    // buffer to expose its `CoalesceStats`); until then the counter reads 0.
+    #[allow(dead_code)]
+    pub(crate) fn publish_coalesced(&self, n: u64) {
+        self.coalesced.store(n, Ordering::Relaxed);
+    }
+
+    /// Notifications folded into another one by [`OverflowPolicy::Coalesce`] (B3) and so
+    /// never delivered on their own: `received = delivered + buffered + coalesced + dropped`
+    /// (plus at most one on its way to the handler).
+    pub fn coalesced(&self) -> u64 {
+        self.coalesced.load(Ordering::Relaxed)
     }
 
     /// Publishes the buffer's length (and its peak).
