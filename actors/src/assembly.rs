@@ -41,7 +41,7 @@ use crate::{
     sink::HandlerKind,
     stats::{FifoStatus, IndexerStatus, ListenerStats},
     supervisor::Supervisor,
-    trace::TraceIds,
+    trace::{self, Hop, TraceIds, Tracer},
 };
 
 /// The inputs of a started listener, as the indexer holds them.
@@ -163,6 +163,10 @@ pub(crate) fn start<K: InformerObject>(
     inner: &Inner<K>,
     mut idle: Box<Idle<K>>,
 ) -> Result<Running<K>, (InformerError, Box<Idle<K>>)> {
+    // T2: `KINFORMER_TRACE=path` turns the trace sink on without code (read once).
+    if let Err(e) = trace::init_from_env() {
+        tracing::warn!(error = %e, "KINFORMER_TRACE is set but the trace sink did not start");
+    }
     // Phase 1: every handler's thread is spawned (the handlers stay here until the listeners
     // run), then the arbiters. Any failure hands everything back.
     let mut built = Vec::with_capacity(idle.handlers.len());
@@ -236,13 +240,22 @@ pub(crate) fn start<K: InformerObject>(
         listeners.insert(id, recipients);
         handles.insert(id, handle);
     }
-    let (status, kind, mailbox) = (
+    // T1: the informer's instance and its objects' kind, built once for its three hops.
+    let trace_kind = trace::object_kind::<K>(&inner.kind);
+    let trace_inst = trace::informer_instance::<K>(
+        &inner.kind,
+        inner.config.reflector.label_selector.as_deref(),
+        inner.config.reflector.field_selector.as_deref(),
+    );
+    let tracer = |hop| Tracer::new(hop, Arc::clone(&trace_inst), Arc::clone(&trace_kind));
+    let (status, kind, mailbox, indexer_tracer) = (
         Arc::clone(&inner.indexer),
         Arc::clone(&inner.kind),
         inner.config.indexer_mailbox,
+        tracer(Hop::Indexer),
     );
     let indexer = Indexer::start_in_arbiter(&pipeline.handle(), move |_| {
-        Indexer::new(processor, listeners, status, kind, mailbox)
+        Indexer::new(processor, listeners, status, kind, mailbox, indexer_tracer)
     });
 
     let known: Arc<dyn KnownObjects<K>> = Arc::new(inner.lister.clone());
@@ -253,20 +266,20 @@ pub(crate) fn start<K: InformerObject>(
             .fifo
             .fifo_options(DeltaFifoOptions::new(key_func).with_known_objects(known)),
     );
-    let (recipient, cfg, status, kind) = (
+    let (recipient, cfg, status, kind, fifo_tracer) = (
         indexer.clone().recipient(),
         inner.config.fifo.clone(),
         Arc::clone(&inner.fifo),
         Arc::clone(&inner.kind),
+        tracer(Hop::Fifo),
     );
     let fifo = DeltaFifo::start_in_arbiter(&pipeline.handle(), move |_| {
-        DeltaFifo::new(core, recipient, cfg, status, kind)
+        DeltaFifo::new(core, recipient, cfg, status, kind, fifo_tracer)
     });
     indexer.do_send(AttachFifo(fifo.clone().recipient()));
 
     let cx = Arc::new(ReflectorContext {
         resource: inner.lw.resource_name(),
-        kind: Arc::clone(&inner.kind),
         lw: Arc::clone(&inner.lw),
         fifo: FifoRecipients {
             replace: fifo.clone().recipient(),
@@ -275,6 +288,7 @@ pub(crate) fn start<K: InformerObject>(
         },
         status: Arc::clone(&inner.reflector),
         trace_ids: TraceIds::new(),
+        tracer: tracer(Hop::Reflector),
         transform,
         validate,
         on_error,

@@ -23,7 +23,7 @@ use crate::{
     messages::{Bookmark, EventKind, Events, ProcessDeltas, Replace, Resync, Stop},
     object::InformerObject,
     stats::FifoStatus,
-    trace::{self, Hop},
+    trace::Tracer,
     waiters::Waiters,
 };
 
@@ -37,6 +37,8 @@ pub(crate) struct DeltaFifo<K: InformerObject> {
     writers: Waiters,
     status: Arc<FifoStatus>,
     kind: Arc<str>,
+    /// The `fifo` hop of this informer (T1): queued objects and pending-delta depth.
+    tracer: Tracer,
 }
 
 impl<K: InformerObject> DeltaFifo<K> {
@@ -47,6 +49,7 @@ impl<K: InformerObject> DeltaFifo<K> {
         config: FifoConfig,
         status: Arc<FifoStatus>,
         kind: Arc<str>,
+        tracer: Tracer,
     ) -> Self {
         let writers = Waiters::default();
         let in_flight = 0;
@@ -58,6 +61,7 @@ impl<K: InformerObject> DeltaFifo<K> {
             writers,
             status,
             kind,
+            tracer,
         }
     }
 
@@ -89,7 +93,7 @@ impl<K: InformerObject> DeltaFifo<K> {
             }));
         }
         self.status.publish(&self.fifo);
-        trace::depth(Hop::Fifo, &self.kind, self.fifo.pending_deltas());
+        self.tracer.depth(self.fifo.pending_deltas());
     }
 
     /// Pumps, then answers a writer: now, or once the indexer drained below capacity (B4).
@@ -129,7 +133,7 @@ impl<K: InformerObject> Handler<Replace<K>> for DeltaFifo<K> {
     type Result = ResponseFuture<Result<(), FifoError>>;
 
     fn handle(&mut self, msg: Replace<K>, ctx: &mut Context<Self>) -> Self::Result {
-        trace::items(Hop::Fifo, &self.kind, &msg.items, "replaced");
+        self.tracer.items(&msg.items, "replaced");
         match self.fifo.replace(msg.items, &msg.resource_version) {
             Ok(summary) => summary
                 .rejected
@@ -137,6 +141,7 @@ impl<K: InformerObject> Handler<Replace<K>> for DeltaFifo<K> {
                 .for_each(|r| self.reject(r.trace, &FifoError::Key(r.error.clone()))),
             Err(e) => return Box::pin(async move { Err(e) }),
         }
+        self.tracer.depth(self.fifo.pending_deltas());
         self.room(ctx)
     }
 }
@@ -146,7 +151,7 @@ impl<K: InformerObject> Handler<Events<K>> for DeltaFifo<K> {
 
     fn handle(&mut self, msg: Events<K>, ctx: &mut Context<Self>) -> Self::Result {
         for ev in msg.events {
-            trace::hop(Hop::Fifo, ev.trace, &self.kind, None, &*ev.obj, "queued");
+            self.tracer.object(ev.trace, &ev.obj, "queued");
             let r = match ev.kind {
                 EventKind::Add => self.fifo.add(ev.obj, ev.trace),
                 EventKind::Update => self.fifo.update(ev.obj, ev.trace),
@@ -158,6 +163,7 @@ impl<K: InformerObject> Handler<Events<K>> for DeltaFifo<K> {
                 Err(e) => self.reject(ev.trace, &e),
             }
         }
+        self.tracer.depth(self.fifo.pending_deltas());
         self.room(ctx)
     }
 }
@@ -238,6 +244,11 @@ mod tests {
             config,
             status,
             "ConfigMap".into(),
+            Tracer::new(
+                crate::trace::Hop::Fifo,
+                "v1/ConfigMap".into(),
+                "ConfigMap".into(),
+            ),
         );
         let fifo = fifo.start();
         let items = (0..n)

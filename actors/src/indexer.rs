@@ -26,7 +26,7 @@ use crate::{
     },
     object::InformerObject,
     stats::IndexerStatus,
-    trace::{self, Hop},
+    trace::{TraceIds, Tracer},
     waiters::Deadline,
 };
 
@@ -42,6 +42,11 @@ pub(crate) struct Indexer<K: InformerObject> {
     status: Arc<IndexerStatus>,
     kind: Arc<str>,
     mailbox: usize,
+    /// The `indexer` hop of this informer (T1).
+    tracer: Tracer,
+    /// Trace ids for what has none when it reaches the store: a resync's Sync deltas, a
+    /// relist's tombstones, a late listener's replay (T1).
+    trace_ids: TraceIds,
 }
 
 impl<K: InformerObject> Indexer<K> {
@@ -53,6 +58,7 @@ impl<K: InformerObject> Indexer<K> {
         status: Arc<IndexerStatus>,
         kind: Arc<str>,
         mailbox: usize,
+        tracer: Tracer,
     ) -> Self {
         Indexer {
             processor,
@@ -62,6 +68,8 @@ impl<K: InformerObject> Indexer<K> {
             status,
             kind,
             mailbox,
+            tracer,
+            trace_ids: TraceIds::new(),
         }
     }
 
@@ -104,8 +112,12 @@ impl<K: InformerObject> Actor for Indexer<K> {
 impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
     type Result = AtomicResponse<Self, ProcessReport>;
 
-    fn handle(&mut self, msg: ProcessDeltas<K>, _: &mut Context<Self>) -> Self::Result {
-        trace::deltas(Hop::Indexer, &self.kind, &msg.batch);
+    fn handle(&mut self, mut msg: ProcessDeltas<K>, _: &mut Context<Self>) -> Self::Result {
+        // T1: a resync's Sync deltas and a relist's tombstones are born here.
+        for d in msg.batch.iter_mut().flat_map(|ds| ds.deltas.iter_mut()) {
+            self.trace_ids.fill(&mut d.trace);
+        }
+        self.tracer.deltas(&msg.batch);
         let dispatch = self
             .processor
             .handle_deltas(msg.batch, msg.is_in_initial_list);
@@ -146,8 +158,12 @@ impl<K: InformerObject> Handler<AddListener<K>> for Indexer<K> {
         let addr = msg.listener.notifications.clone();
         self.listeners.insert(msg.id, msg.listener);
         self.rearm(ctx);
-        // P4: the replay goes out before any later batch reaches this listener.
-        let items = registered.replay;
+        // P4: the replay goes out before any later batch reaches this listener. T1: each
+        // replayed object gets a trace id of its own, first seen at the listener.
+        let mut items = registered.replay;
+        for d in &mut items {
+            self.trace_ids.fill(&mut d.trace);
+        }
         AtomicResponse::new(Box::pin(
             async move {
                 if !items.is_empty() {

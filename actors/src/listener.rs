@@ -18,7 +18,7 @@ use crate::{
     object::InformerObject,
     sink::{HandlerKind, Offered, Sink},
     stats::ListenerStats,
-    trace::{self, Hop},
+    trace::{self, Hop, Tracer},
     waiters::Waiters,
 };
 
@@ -34,7 +34,6 @@ pub(crate) fn listener_name(config: &ListenerConfig, kind: &str, id: u64) -> Arc
 /// The ProcessorListener actor.
 pub(crate) struct ProcessorListener<K: InformerObject> {
     name: Arc<str>,
-    kind: Arc<str>,
     config: ListenerConfig,
     buffer: ListenerBuffer<K>,
     sink: Sink<K>,
@@ -45,6 +44,10 @@ pub(crate) struct ProcessorListener<K: InformerObject> {
     /// Callers of `Stop`, answered once the listener stopped.
     stop_waiters: Waiters,
     stats: Arc<ListenerStats>,
+    /// The `listener` hop of this listener (T1): accepted notifications, buffer depth.
+    tracer: Tracer,
+    /// The `handler` hop of this listener, for sinks delivered from the actor.
+    handler_tracer: Tracer,
 }
 
 impl<K: InformerObject> ProcessorListener<K> {
@@ -58,7 +61,13 @@ impl<K: InformerObject> ProcessorListener<K> {
         id: u64,
     ) -> Result<Self, (std::io::Error, HandlerKind<K>)> {
         let name = listener_name(&config, &kind, id);
-        let sink = Sink::new(handler, config.policy, &stats, &name, &kind)?;
+        let tracer = Tracer::new(
+            Hop::Listener,
+            Arc::clone(&name),
+            trace::object_kind::<K>(&kind),
+        );
+        let handler_tracer = tracer.at(Hop::Handler);
+        let sink = Sink::new(handler, config.policy, &stats, &name, &handler_tracer)?;
         let tracker = Arc::clone(&stats.sync);
         let buffer = match config.policy {
             OverflowPolicy::Coalesce => ListenerBuffer::coalescing(tracker),
@@ -66,7 +75,6 @@ impl<K: InformerObject> ProcessorListener<K> {
         };
         Ok(ProcessorListener {
             name,
-            kind,
             config,
             buffer,
             sink,
@@ -74,6 +82,8 @@ impl<K: InformerObject> ProcessorListener<K> {
             blocked_indexer: Waiters::default(),
             stop_waiters: Waiters::default(),
             stats,
+            tracer,
+            handler_tracer,
         })
     }
 
@@ -85,15 +95,8 @@ impl<K: InformerObject> ProcessorListener<K> {
 
     fn accept(&mut self, p: Delivery<K>) {
         self.stats.received.fetch_add(1, Ordering::Relaxed);
-        let obj = &**p.notification.object();
-        trace::hop(
-            Hop::Listener,
-            p.trace,
-            &self.kind,
-            Some(&p.key),
-            obj,
-            "buffered",
-        );
+        let what = trace::notification_name(&p.notification);
+        self.tracer.object(p.trace, p.notification.object(), what);
         self.buffer.push(p);
     }
 
@@ -101,7 +104,7 @@ impl<K: InformerObject> ProcessorListener<K> {
     fn pump(&mut self, ctx: &mut Context<Self>) {
         while !self.delivering {
             let Some(p) = self.buffer.pop() else { break };
-            match self.sink.offer(p, &self.stats) {
+            match self.sink.offer(p, &self.stats, &self.handler_tracer) {
                 Offered::Taken => {}
                 Offered::Gone => self.sink_gone(),
                 Offered::Later(delivery) => {
@@ -119,6 +122,7 @@ impl<K: InformerObject> ProcessorListener<K> {
         // Publishes the gauges, releases a waiting indexer.
         let n = self.buffer.len();
         self.stats.publish_buffered(n);
+        self.tracer.depth(n);
         if n < self.config.capacity.max(1) {
             self.blocked_indexer.release();
         }
@@ -132,6 +136,7 @@ impl<K: InformerObject> ProcessorListener<K> {
     fn clear_buffer(&mut self) {
         self.buffer.clear();
         self.stats.publish_buffered(0);
+        self.tracer.depth(0);
     }
 
     /// Closes the sink, waits for the handler thread to finish its current notification, stops.
@@ -164,6 +169,7 @@ impl<K: InformerObject> Handler<Notifications<K>> for ProcessorListener<K> {
 
     fn handle(&mut self, msg: Notifications<K>, ctx: &mut Context<Self>) -> Self::Result {
         msg.items.into_iter().for_each(|p| self.accept(p));
+        self.tracer.depth(self.buffer.len());
         self.pump(ctx);
         let full = self.buffer.len() >= self.config.capacity.max(1);
         if self.config.policy == OverflowPolicy::Block && full {

@@ -22,7 +22,7 @@ use crate::{
     lister_watcher::{Admit, ListerWatcher},
     messages::FifoRecipients,
     object::InformerObject,
-    trace::{self, Hop, TraceIds},
+    trace::{TraceIds, Tracer},
 };
 
 /// A transform applied to every object before it is cached (P2), as it is decoded.
@@ -39,11 +39,12 @@ pub type WatchErrorHandler = Arc<dyn Fn(&dyn std::error::Error) + Send + Sync>;
 /// Everything a reflector needs; shared by every reflector its supervisor starts.
 pub(crate) struct ReflectorContext<K: InformerObject> {
     pub(crate) resource: String,
-    pub(crate) kind: Arc<str>,
     pub(crate) lw: Arc<dyn ListerWatcher<K>>,
     pub(crate) fifo: FifoRecipients<K>,
     pub(crate) status: Arc<ReflectorStatus>,
     pub(crate) trace_ids: TraceIds,
+    /// The `reflector` hop of this informer (T1).
+    pub(crate) tracer: Tracer,
     pub(crate) transform: Option<Transform<K>>,
     pub(crate) validate: Option<Validate<K>>,
     pub(crate) on_error: Option<WatchErrorHandler>,
@@ -70,7 +71,7 @@ impl<K: InformerObject> ReflectorContext<K> {
             None => obj,
         });
         let id = self.trace_ids.next();
-        trace::hop(Hop::Reflector, id, &self.kind, None, &*obj, what);
+        self.tracer.object(id, &obj, what);
         Some((obj, id))
     }
 

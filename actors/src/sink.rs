@@ -14,6 +14,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
+    time::Instant,
 };
 
 use actix::Recipient;
@@ -27,7 +28,7 @@ use crate::{
     messages::Notify,
     object::InformerObject,
     stats::ListenerStats,
-    trace::{self, Hop},
+    trace::{self, Tracer},
 };
 
 /// What a listener is given to deliver to.
@@ -86,7 +87,7 @@ impl<K: InformerObject> Sink<K> {
         policy: OverflowPolicy,
         stats: &Arc<ListenerStats>,
         name: &Arc<str>,
-        kind: &Arc<str>,
+        tracer: &Tracer,
     ) -> Result<Self, (std::io::Error, HandlerKind<K>)> {
         Ok(match handler {
             HandlerKind::Handler(h) => {
@@ -99,18 +100,18 @@ impl<K: InformerObject> Sink<K> {
                 let abort = Arc::new(AtomicBool::new(false));
                 let (exit_tx, exit_rx) = oneshot::channel();
                 let (handler_tx, handler_rx) = oneshot::channel();
-                let (s, a, n, k) = (
+                let (s, a, n, t) = (
                     Arc::clone(stats),
                     Arc::clone(&abort),
                     Arc::clone(name),
-                    Arc::clone(kind),
+                    tracer.clone(),
                 );
                 let spawned = std::thread::Builder::new()
                     .name(format!("kinformer-{name}"))
                     .spawn(move || {
                         // Dropped unarmed (a failed start): exit without running anything.
                         if let Ok(h) = handler_rx.blocking_recv() {
-                            thread_loop(rx, h, s, a, n, k);
+                            thread_loop(rx, h, s, a, n, t);
                         }
                         let _ = exit_tx.send(());
                     });
@@ -148,10 +149,17 @@ impl<K: InformerObject> Sink<K> {
         }
     }
 
-    /// Offers one notification; counts what is delivered inline or through a recipient.
-    pub(crate) fn offer(&mut self, p: Delivery<K>, stats: &Arc<ListenerStats>) -> Offered {
+    /// Offers one notification; counts what is delivered inline or through a recipient, and
+    /// records its `handler` hop with `tracer` (T1).
+    pub(crate) fn offer(
+        &mut self,
+        p: Delivery<K>,
+        stats: &Arc<ListenerStats>,
+        tracer: &Tracer,
+    ) -> Offered {
         match self {
             Sink::Keys { sink, mapper } => {
+                let started = trace::enabled().then(Instant::now);
                 // P7: a panic in the mapper or the sink is caught here, on the listener's
                 // actor, so the listener lives on and the next notification is delivered.
                 let result = catch_unwind(AssertUnwindSafe(|| match mapper {
@@ -170,6 +178,10 @@ impl<K: InformerObject> Sink<K> {
                     stats.sync.finished(result.is_ok());
                 }
                 stats.delivered.fetch_add(1, Ordering::Relaxed);
+                if let Some(started) = started {
+                    let obj = p.notification.object();
+                    tracer.handled(p.trace, obj, started.elapsed(), result.is_err());
+                }
                 Offered::Taken
             }
             Sink::Thread { tx: Some(tx), .. } => match tx.try_send(p) {
@@ -184,6 +196,11 @@ impl<K: InformerObject> Sink<K> {
             Sink::Recipient(r) => {
                 let initial = p.initial;
                 let key = p.key.clone();
+                // T1: the handler hop ends when the user's actor answered.
+                let traced = trace::enabled().then(|| {
+                    let obj = Arc::clone(p.notification.object());
+                    (tracer.clone(), obj, p.trace, Instant::now())
+                });
                 let send = r.send(Notify {
                     key: p.key,
                     event: p.notification,
@@ -202,6 +219,9 @@ impl<K: InformerObject> Sink<K> {
                         }
                     } else {
                         stats.delivered.fetch_add(1, Ordering::Relaxed);
+                        if let Some((tracer, obj, trace, started)) = traced {
+                            tracer.handled(trace, &obj, started.elapsed(), false);
+                        }
                     }
                     if initial {
                         stats.sync.finished(res.is_ok());
@@ -240,7 +260,7 @@ fn thread_loop<K: InformerObject>(
     stats: Arc<ListenerStats>,
     abort: Arc<AtomicBool>,
     name: Arc<str>,
-    kind: Arc<str>,
+    tracer: Tracer,
 ) {
     while let Some(p) = rx.blocking_recv() {
         if abort.load(Ordering::Acquire) {
@@ -250,7 +270,8 @@ fn thread_loop<K: InformerObject>(
         let result = catch_unwind(AssertUnwindSafe(|| {
             dispatch(&mut *handler, &p.notification)
         }));
-        stats.record_handled(started.elapsed());
+        let took = started.elapsed();
+        stats.record_handled(took);
         if result.is_err() {
             stats.panics.fetch_add(1, Ordering::Relaxed);
             tracing::error!(handler = %name, key = %p.key, "handler panicked; notification skipped (P7)");
@@ -259,13 +280,6 @@ fn thread_loop<K: InformerObject>(
             stats.sync.finished(result.is_ok());
         }
         stats.delivered.fetch_add(1, Ordering::Relaxed);
-        trace::hop(
-            Hop::Handler,
-            p.trace,
-            &kind,
-            Some(&p.key),
-            &**p.notification.object(),
-            "handled",
-        );
+        tracer.handled(p.trace, p.notification.object(), took, result.is_err());
     }
 }
