@@ -322,9 +322,22 @@ async fn metrics_parse_back_and_vanish_after_shutdown() {
 }
 
 /// `/healthz`: 503 once the reflector has been failing past the grace period (every list and
-/// watch answered 500), 200 again once a list or watch succeeds.
+/// watch answered 500), 200 again once a list or watch succeeds (here: the recovered watch
+/// delivers an event).
 #[actix::test]
 async fn healthz_fails_past_grace_and_recovers() {
+    healthz_cycle(false).await;
+}
+
+/// As above, but nothing changes after the faults are cleared: the re-opened watch stays
+/// quiet, and opening it is the success that ends the failing period.
+#[actix::test]
+#[ignore = "bug: reflector.rs publishes an opened watch's phase (and counters) only with its first event, so a quiet recovered watch stays 'failing' (fix: flush right after handle_watch_opened)"]
+async fn healthz_recovers_on_a_quiet_watch() {
+    healthz_cycle(true).await;
+}
+
+async fn healthz_cycle(quiet: bool) {
     let sim = sim().await;
     let informer = started(&sim, "a", 2).await;
     let telemetry = Telemetry::with_options(TelemetryOptions {
@@ -375,10 +388,10 @@ async fn healthz_fails_past_grace_and_recovers() {
     );
 
     faults.clear();
-    // A change makes the recovered watch deliver an event, which the reflector publishes.
-    // (A watch that opens and stays quiet publishes its phase only with its first event today:
-    // see the report on reflector.rs; then this write is not needed.)
-    touch_pod(&sim.client(), "a", "pod-0", "recovered").await;
+    if !quiet {
+        // A change makes the recovered watch deliver an event, which the reflector publishes.
+        touch_pod(&sim.client(), "a", "pod-0", "recovered").await;
+    }
     until(addr, "/healthz", "healthy again", |a| a.status == 200).await;
     let d = get(addr, "/debug/informers").await;
     let json: serde_json::Value = serde_json::from_str(&d.body).expect("json");
