@@ -259,6 +259,10 @@ async fn two_electors_exactly_one_leads() {
     assert_eq!(spec.lease_duration_seconds, Some(2));
     assert_eq!(spec.lease_transitions, Some(0));
     assert!(spec.acquire_time.is_some() && spec.renew_time > spec.acquire_time);
+    eventually("the watch sees the leader's write", || {
+        writes.first_by(leader).is_some()
+    })
+    .await;
     assert_eq!(writes.holders(), vec![leader.to_string()]);
     assert_eq!(leader_status.transitions(), Some(0));
     // The follower's reads never wrote.
@@ -307,6 +311,10 @@ async fn a_stopped_leader_is_replaced_within_lease_duration_and_retry_period() {
     })
     .await;
     let took_over = cb.times(follower, Ev::Started)[0];
+    eventually("the watch sees the follower's write", || {
+        writes.first_by(follower).is_some()
+    })
+    .await;
     let last_write = writes.last_by(leader).expect("the leader wrote");
     // Not before the lease expired: 2 s after the last renew was written (the watch saw it
     // at or after the write, the follower observed it at or after the write).
@@ -390,6 +398,10 @@ async fn a_leader_that_cannot_renew_steps_down_before_the_other_takes_over() {
     })
     .await;
     let took_over = cb.times(follower, Ev::Started)[0];
+    eventually("the watch sees the follower's write", || {
+        writes.first_by(follower).is_some()
+    })
+    .await;
     let last_write = writes.last_by(leader).expect("the leader wrote");
     assert!(stepped_down < took_over);
     // Only after the lease expired (2 s after the last renew was written).
@@ -450,6 +462,10 @@ async fn release_on_shutdown_hands_over_at_once() {
     })
     .await;
     let took_over = cb.times(follower, Ev::Started)[0];
+    eventually("the watch sees the follower's write", || {
+        writes.first_by(follower).is_some()
+    })
+    .await;
     // On its next retry, far below the 2 s lease duration.
     let bound = RETRY_PERIOD.mul_f64(2.2) + SLACK;
     assert!(
