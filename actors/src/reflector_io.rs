@@ -181,6 +181,7 @@ pub(crate) fn convert<K: InformerObject>(
         Translated::Dropped => None,
         Translated::Skipped(detail) => {
             cx.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
+            cx.status.record_decode_error();
             cx.warn(WatchWarning::UnexpectedObject {
                 resource: cx.resource.clone(),
                 detail,
@@ -201,6 +202,7 @@ pub(crate) fn convert<K: InformerObject>(
                     message,
                 },
                 WatchFailure::Kube(kube::Error::SerdeError(source)) => {
+                    cx.status.record_decode_error();
                     ReflectorError::Decode { resource, source }
                 }
                 WatchFailure::Kube(source) => ReflectorError::Stream { resource, source },
