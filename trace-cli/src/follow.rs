@@ -128,7 +128,8 @@ pub struct TraceView {
     pub what: String,
     /// The origin's time, nanoseconds since the Unix epoch.
     pub start: u64,
-    /// The hops in pipeline order.
+    /// The hops: the stages before the listeners in pipeline order, then each listener's hop
+    /// followed by its handler's ([`crate::traces::Trace::hops_by_path`]).
     pub hops: Vec<HopView>,
 }
 
@@ -144,8 +145,8 @@ impl TraceView {
             what: origin.map(|h| h.what.clone()).unwrap_or_default(),
             start: trace.start(),
             hops: trace
-                .hops
-                .iter()
+                .hops_by_path()
+                .into_iter()
                 .map(|h| HopView {
                     t: h.t,
                     hop: h.hop,

@@ -125,8 +125,8 @@ fn page_data<'a>(
             what: origin.map_or("", |h| h.what.as_str()),
             start: wall(trace.start()),
             hops: trace
-                .hops
-                .iter()
+                .hops_by_path()
+                .into_iter()
                 .map(|h| HopData {
                     lane: lane_of(h.hop, &h.inst),
                     hop: h.hop.as_str(),

@@ -100,6 +100,30 @@ impl<'a> Trace<'a> {
             .max()
     }
 
+    /// The hops for reading: the stages before the listeners in pipeline order, then each
+    /// listener's hop followed by its handler's, listeners in the order they were reached. Each
+    /// path through the trace reads in pipeline order.
+    pub fn hops_by_path(&self) -> Vec<&'a Hop> {
+        let mut ordered: Vec<&'a Hop> = Vec::with_capacity(self.hops.len());
+        let mut branches: BTreeMap<&str, (u64, Vec<&'a Hop>)> = BTreeMap::new();
+        // `self.hops` is in pipeline order: a listener's hop comes before its handler's.
+        for &hop in &self.hops {
+            if hop.hop < HopKind::Listener {
+                ordered.push(hop);
+            } else {
+                let branch = branches
+                    .entry(hop.inst.as_str())
+                    .or_insert((u64::MAX, Vec::new()));
+                branch.0 = branch.0.min(reached(hop));
+                branch.1.push(hop);
+            }
+        }
+        let mut branches: Vec<(u64, Vec<&'a Hop>)> = branches.into_values().collect();
+        branches.sort_by_key(|b| b.0);
+        ordered.extend(branches.into_iter().flat_map(|b| b.1));
+        ordered
+    }
+
     /// Each hop but the first with the hop before it on its path: a handler's predecessor is
     /// the listener hop of the same instance; any other hop's is the last hop of an earlier
     /// pipeline stage.
@@ -166,4 +190,12 @@ pub fn objects(file: &TraceFile) -> Vec<ObjectKey> {
     objects.sort();
     objects.dedup();
     objects
+}
+
+/// When a branch was reached: the listener hop's time, or a handler hop's start.
+fn reached(hop: &Hop) -> u64 {
+    match hop.hop {
+        HopKind::Handler => hop.t.saturating_sub(hop.dur.unwrap_or(0)),
+        _ => hop.t,
+    }
 }

@@ -54,8 +54,8 @@ fn follow_prints_hops_in_pipeline_order_with_latencies() {
             ("+0.035ms", "fifo", "v1/Pod"),
             ("+0.185ms", "indexer", "v1/Pod"),
             ("+0.225ms", "listener", "deployment-controller-pods"),
-            ("+0.237ms", "listener", "pod-logger"),
             ("+0.705ms", "handler", "deployment-controller-pods"),
+            ("+0.237ms", "listener", "pod-logger"),
             ("+120.787ms", "handler", "pod-logger"),
         ]
     );
