@@ -719,23 +719,61 @@ async fn protobuf_bodies_the_sim_does_not_decode_get_415_and_bad_ones_400() {
     assert_eq!(r.status, 406);
 }
 
+#[tokio::test]
+async fn an_update_may_be_protobuf_too() {
+    let sim = common::sim().await;
+    let rv = create_cm(&sim, "u").await;
+    // ConfigMap{metadata: {name: u, resourceVersion: rv}, data: {k: v}}, as client-go's typed
+    // client would PUT it.
+    let meta = [ld(1, b"u"), ld(6, rv.to_string().as_bytes())].concat();
+    let cm = [ld(1, &meta), ld(2, &[ld(1, b"k"), ld(2, b"v")].concat())].concat();
+    let r = raw(
+        &sim,
+        "PUT",
+        "/api/v1/namespaces/default/configmaps/u",
+        &[
+            ("content-type", PB),
+            (
+                "accept",
+                "application/vnd.kubernetes.protobuf, application/json",
+            ),
+        ],
+        envelope("v1", "ConfigMap", &cm),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["data"], json!({"k": "v"}));
+    // A stale resourceVersion is the usual 409.
+    let r = raw(
+        &sim,
+        "PUT",
+        "/api/v1/namespaces/default/configmaps/u",
+        &[("content-type", PB)],
+        envelope("v1", "ConfigMap", &cm),
+    )
+    .await;
+    assert_eq!(r.status, 409);
+}
+
+/// A length-delimited protobuf field.
+fn ld(n: u8, b: &[u8]) -> Vec<u8> {
+    let mut out = vec![(n << 3) | 2];
+    let mut len = b.len();
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        if len == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    }
+    out.extend_from_slice(b);
+    out
+}
+
 /// A protobuf envelope of `kind` around `raw`.
 fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
-    fn ld(n: u8, b: &[u8]) -> Vec<u8> {
-        let mut out = vec![(n << 3) | 2];
-        let mut len = b.len();
-        loop {
-            let byte = (len & 0x7f) as u8;
-            len >>= 7;
-            if len == 0 {
-                out.push(byte);
-                break;
-            }
-            out.push(byte | 0x80);
-        }
-        out.extend_from_slice(b);
-        out
-    }
     let tm = [ld(1, api_version.as_bytes()), ld(2, kind.as_bytes())].concat();
     [b"k8s\0".to_vec(), ld(1, &tm), ld(2, raw)].concat()
 }
