@@ -144,7 +144,10 @@ fn html_export_shows_the_followed_objects_hops_in_chromium() {
         "heading missing:\n{dom}"
     );
     assert!(dom.contains(">Pod demo/web-1 (2 traces, 14 hops)</option>"));
-    assert!(dom.contains(">all 2 traces</option>"), "the trace select box");
+    assert!(
+        dom.contains(">all 2 traces</option>"),
+        "the trace select box"
+    );
     let rows = hop_rows(&dom);
     assert_eq!(rows, expected("demo/web-1", "Pod"));
     assert!(
