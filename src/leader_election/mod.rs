@@ -61,6 +61,13 @@
 //!   the transitions kept (client-go's `release`), so another candidate takes over on its next
 //!   retry instead of waiting for the lease to expire.
 //!
+//! What the guarantee assumes: clocks that run at the same rate (not synchronised ones), and
+//! nobody but the candidates writing the Lease. A Lease deleted or overwritten by hand can be
+//! taken by a follower while the leader still leads until its next renew finds out (at most
+//! `retry_period` later, then `LostLease`). A process paused past its renew deadline learns it
+//! late (its `StoppedLeading` comes when it resumes), but its `is_leader` is false from the
+//! deadline on; code guarded by the lease should check it before acting.
+//!
 //! # Differences from client-go
 //!
 //! - The renew deadline counts from when the last successful renew was *sent*; client-go's
