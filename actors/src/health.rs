@@ -211,9 +211,6 @@ impl ReflectorStatus {
     }
 
     /// Counts one item or stream the reflector could not decode.
-    // To be called by reflector_io.rs's `convert` (the skipped-object and undecodable-stream
-    // branches); until then the counter reads 0.
-    #[allow(dead_code)]
     pub(crate) fn record_decode_error(&self) {
         self.decode_errors.fetch_add(1, Ordering::Relaxed);
     }
