@@ -203,7 +203,7 @@ async fn t1_t2_one_objects_hops_in_pipeline_order() {
     );
 
     let web = traces_of(&lines, "web-1");
-    let informer_inst = "v1/ConfigMap";
+    let informer_inst = "v1/ConfigMap ns=demo";
     let follower = "follower";
     let watch = ["added", "queued", "added", "add", "handled"];
     assert_path(&web, watch, informer_inst, follower);

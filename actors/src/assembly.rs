@@ -244,6 +244,7 @@ pub(crate) fn start<K: InformerObject>(
     let trace_kind = trace::object_kind::<K>(&inner.kind);
     let trace_inst = trace::informer_instance::<K>(
         &inner.kind,
+        inner.reflector.namespace(),
         inner.config.reflector.label_selector.as_deref(),
         inner.config.reflector.field_selector.as_deref(),
     );

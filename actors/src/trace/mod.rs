@@ -153,11 +153,12 @@ pub(crate) fn object_kind<K>(resource: &str) -> Arc<str> {
     }
 }
 
-/// The informer's instance name on `reflector`, `fifo` and `indexer` hops: `v1/Pod`,
-/// `apps/v1/Deployment` (from the k8s-openapi type; the resource plural for other types),
-/// with ` labels=…` / ` fields=…` when the informer has selectors.
+/// The informer's instance name on `reflector`, `fifo` and `indexer` hops: `v1/Pod ns=demo`,
+/// `apps/v1/Deployment` (from the k8s-openapi type; the resource plural for other types), with
+/// ` ns=…` for a namespaced informer and ` labels=…` / ` fields=…` for its selectors.
 pub(crate) fn informer_instance<K>(
     resource: &str,
+    namespace: Option<&str>,
     label_selector: Option<&str>,
     field_selector: Option<&str>,
 ) -> Arc<str> {
@@ -165,6 +166,10 @@ pub(crate) fn informer_instance<K>(
         Some((api_version, kind)) => format!("{api_version}/{kind}"),
         None => resource.to_owned(),
     };
+    if let Some(ns) = namespace {
+        inst.push_str(" ns=");
+        inst.push_str(ns);
+    }
     if let Some(l) = label_selector {
         inst.push_str(" labels=");
         inst.push_str(l);
@@ -377,15 +382,22 @@ mod tests {
 
     #[test]
     fn t1_instance_and_kind_from_the_type() {
-        assert_eq!(&*informer_instance::<Pod>("pods", None, None), "v1/Pod");
         assert_eq!(
-            &*informer_instance::<Deployment>("deployments", Some("app=web"), None),
+            &*informer_instance::<Pod>("pods", None, None, None),
+            "v1/Pod"
+        );
+        assert_eq!(
+            &*informer_instance::<Pod>("pods", Some("demo"), None, None),
+            "v1/Pod ns=demo"
+        );
+        assert_eq!(
+            &*informer_instance::<Deployment>("deployments", None, Some("app=web"), None),
             "apps/v1/Deployment labels=app=web"
         );
         assert_eq!(&*object_kind::<PartialObjectMeta<Pod>>("pods"), "Pod");
         assert_eq!(&*object_kind::<DynamicObject>("widgets"), "widgets");
         assert_eq!(
-            &*informer_instance::<DynamicObject>("widgets", None, Some("a=b")),
+            &*informer_instance::<DynamicObject>("widgets", None, None, Some("a=b")),
             "widgets fields=a=b"
         );
     }
