@@ -298,6 +298,21 @@ async fn metrics_parse_back_and_vanish_after_shutdown() {
         assert!(Instant::now() < deadline, "store_objects reaches 6");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // It came as a watch ADDED event (the first 5 were listed, not watched).
+    let by_type = |m: &Scrape, t: &str| {
+        let mut l = inf.to_vec();
+        l.push(("type", t));
+        must(m, "kinformer_reflector_watch_events_total", &l)
+    };
+    let m = scrape(addr).await;
+    assert_eq!(
+        (
+            by_type(&m, "ADDED"),
+            by_type(&m, "MODIFIED"),
+            by_type(&m, "DELETED")
+        ),
+        (1.0, 0.0, 0.0)
+    );
 
     // kubernetes#73587: a stopped informer's series are removed; the queue's stay.
     informer.shutdown().await;

@@ -51,6 +51,17 @@ impl From<Phase> for ReflectorPhase {
     }
 }
 
+/// Watch events received, by type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventsByType {
+    /// ADDED (watch-list initial events included).
+    pub added: u64,
+    /// MODIFIED.
+    pub modified: u64,
+    /// DELETED.
+    pub deleted: u64,
+}
+
 /// A point-in-time copy of a reflector's health (S2).
 #[derive(Clone, Debug)]
 pub struct ReflectorHealth {
@@ -68,6 +79,8 @@ pub struct ReflectorHealth {
     pub watches: u64,
     /// Watch events received (ADDED, MODIFIED, DELETED).
     pub events: u64,
+    /// Watch events by type: ADDED, MODIFIED, DELETED.
+    pub events_by_type: EventsByType,
     /// Relists caused by 410 Expired.
     pub expired: u64,
     /// Watches dropped client-side because they went silent (R4).
@@ -108,6 +121,9 @@ pub struct ReflectorStatus {
     lists: AtomicU64,
     watches: AtomicU64,
     events: AtomicU64,
+    added: AtomicU64,
+    modified: AtomicU64,
+    deleted: AtomicU64,
     bookmarks: AtomicU64,
     expired: AtomicU64,
     stalls: AtomicU64,
@@ -137,6 +153,9 @@ impl Default for ReflectorStatus {
             lists: AtomicU64::new(0),
             watches: AtomicU64::new(0),
             events: AtomicU64::new(0),
+            added: AtomicU64::new(0),
+            modified: AtomicU64::new(0),
+            deleted: AtomicU64::new(0),
             bookmarks: AtomicU64::new(0),
             expired: AtomicU64::new(0),
             stalls: AtomicU64::new(0),
@@ -243,6 +262,9 @@ impl ReflectorStatus {
         set(&self.lists, c.lists);
         set(&self.watches, c.watches);
         set(&self.events, c.events);
+        set(&self.added, c.added);
+        set(&self.modified, c.modified);
+        set(&self.deleted, c.deleted);
         set(&self.bookmarks, c.bookmarks);
         set(&self.expired, c.expired);
         set(&self.stalls, c.stalls);
@@ -272,6 +294,11 @@ impl ReflectorStatus {
             lists: c(&self.lists),
             watches: c(&self.watches),
             events: c(&self.events),
+            events_by_type: EventsByType {
+                added: c(&self.added),
+                modified: c(&self.modified),
+                deleted: c(&self.deleted),
+            },
             expired: c(&self.expired),
             stalls: c(&self.stalls),
             dropped_objects: c(&self.dropped_objects),

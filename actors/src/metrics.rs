@@ -210,7 +210,7 @@ struct TelemetryInner {
 /// | `kinformer_reflector_relists_total` | counter | relists after 410 Expired |
 /// | `kinformer_reflector_stalls_total` | counter | silent watches dropped (R4) |
 /// | `kinformer_reflector_failures_total` | counter | failures backed off from (R8) |
-/// | `kinformer_reflector_watch_events_total` | counter | ADDED, MODIFIED, DELETED events |
+/// | `kinformer_reflector_watch_events_total` | counter | watch events, label `type`: ADDED, MODIFIED, DELETED |
 /// | `kinformer_reflector_bookmarks_total` | counter | bookmarks |
 /// | `kinformer_reflector_dropped_objects_total` | counter | objects dropped (R5) |
 /// | `kinformer_reflector_decode_errors_total` | counter | items or streams not decodable |
@@ -845,9 +845,21 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
     family(
         enc,
         "kinformer_reflector_watch_events",
-        "Watch events received (ADDED, MODIFIED and DELETED together).",
+        "Watch events received, by type (ADDED, MODIFIED, DELETED).",
         Counter,
-        per(&|s| Value::Counter(s.health.events)),
+        informers
+            .iter()
+            .flat_map(|s| {
+                let [a, b, c] = labels(s);
+                let e = s.health.events_by_type;
+                [
+                    ("ADDED", e.added),
+                    ("MODIFIED", e.modified),
+                    ("DELETED", e.deleted),
+                ]
+                .map(|(t, v)| ([a, b, c, ("type", t)], Value::Counter(v)))
+            })
+            .collect(),
     )?;
     family(
         enc,

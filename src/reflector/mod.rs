@@ -452,6 +452,12 @@ pub struct ReflectorCounters {
     pub watches: u64,
     /// Watch events received (ADDED, MODIFIED, DELETED).
     pub events: u64,
+    /// ADDED events received (watch-list initial events included).
+    pub added: u64,
+    /// MODIFIED events received.
+    pub modified: u64,
+    /// DELETED events received.
+    pub deleted: u64,
     /// Bookmarks received.
     pub bookmarks: u64,
     /// 410 answers (each leads to a relist).
@@ -877,6 +883,11 @@ impl<T: Versioned> ReflectorMachine<T> {
             };
             received += 1;
             self.counters.events += 1;
+            match kind {
+                EventKind::Add => self.counters.added += 1,
+                EventKind::Update => self.counters.modified += 1,
+                EventKind::Delete => self.counters.deleted += 1,
+            }
             if in_initial {
                 if let State::Watching {
                     initial: Some(i), ..

@@ -281,6 +281,8 @@ fn r3_events_are_handed_over_in_one_group_and_move_the_rv() {
     }
     assert_eq!(m.last_sync_resource_version(), "14");
     assert_eq!(m.counters().events, 3);
+    let c = m.counters();
+    assert_eq!((c.added, c.modified, c.deleted), (1, 1, 1));
     assert_eq!(m.counters().bookmarks, 1);
 }
 
