@@ -9,6 +9,7 @@ mod common;
 use std::{
     collections::BTreeMap,
     path::Path,
+    process::Command,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -418,4 +419,63 @@ async fn t2_a_slow_writer_drops_and_counts_and_the_pipeline_loses_nothing() {
         N,
         "nothing lost in the informer"
     );
+}
+
+/// Run by [`t2_kinformer_trace_env_turns_the_sink_on`] in a child process whose environment
+/// names the trace file; does nothing without it.
+#[actix::test]
+#[ignore = "run in a child process by t2_kinformer_trace_env_turns_the_sink_on"]
+async fn env_child() {
+    if std::env::var_os("KINFORMER_TRACE").is_none() {
+        return;
+    }
+    let sim = sim().await;
+    let client = sim.client();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "demo");
+    maps.create(&PostParams::default(), &cm("from-env"))
+        .await
+        .expect("create");
+    let informer =
+        SharedIndexInformer::<ConfigMap>::with_config(client.clone(), Some("demo"), fast_config());
+    let handled = Arc::new(AtomicU64::new(0));
+    let h = Arc::clone(&handled);
+    informer
+        .add_event_handler(handler_fn(move |_: &Notification<ConfigMap>| {
+            h.fetch_add(1, Ordering::Relaxed);
+        }))
+        .await
+        .expect("handler");
+    informer.start().expect("start");
+    eventually("the listed object is handled", || {
+        handled.load(Ordering::Relaxed) == 1
+    })
+    .await;
+    informer.shutdown().await;
+    let stats = kinformer_actors::trace::close_env_sink()
+        .expect("KINFORMER_TRACE started a sink")
+        .expect("it closes");
+    assert!(stats.written > 0);
+}
+
+#[test]
+fn t2_kinformer_trace_env_turns_the_sink_on() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("env.jsonl");
+    let exe = std::env::current_exe().expect("this test binary");
+    let status = Command::new(exe)
+        .args(["--ignored", "--exact", "env_child", "--test-threads=1"])
+        .env("KINFORMER_TRACE", &path)
+        .status()
+        .expect("child runs");
+    assert!(status.success(), "the child test failed: {status}");
+    let lines = read_trace(&path);
+    let traces = traces_of(&lines, "from-env");
+    let listed = ["listed", "replaced", "replaced", "add", "handled"];
+    let listener = traces
+        .values()
+        .flatten()
+        .find(|l| l["hop"] == "listener")
+        .expect("a listener hop");
+    let listener = listener["inst"].as_str().expect("inst").to_owned();
+    assert_path(&traces, listed, "v1/ConfigMap ns=demo", &listener);
 }

@@ -640,3 +640,80 @@ impl Writer {
         self.last_flush = Instant::now();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose bytes the test reads back.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A disk that is full.
+    struct Full;
+
+    impl Write for Full {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::other("no space left"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Err(io::Error::other("no space left"))
+        }
+    }
+
+    /// The only unit test that starts the process-wide sink (unit tests share a process).
+    #[test]
+    fn t2_one_sink_per_process_header_records_end_and_write_errors() {
+        let buf = Buffer::default();
+        let guard = TraceSink::start_writer(Box::new(buf.clone()), TraceSinkConfig::default())
+            .expect("starts");
+        assert!(TraceSink::is_running());
+        assert!(matches!(
+            TraceSink::start_writer(Box::new(io::sink()), TraceSinkConfig::default()),
+            Err(TraceError::AlreadyRunning)
+        ));
+        record_depth(Hop::Fifo, &Arc::from("v1/Pod"), 3);
+        let stats = guard.close().expect("closes");
+        assert_eq!(
+            stats,
+            TraceStats {
+                written: 1,
+                dropped: 0
+            }
+        );
+        assert!(!TraceSink::is_running() && TraceSink::stats().is_none());
+        // Not running: hops record nothing.
+        record_depth(Hop::Fifo, &Arc::from("v1/Pod"), 4);
+
+        let text = String::from_utf8(lock(&buf.0).clone()).expect("UTF-8");
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON line"))
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0]["type"], "header");
+        assert_eq!(lines[0]["bodies"], false);
+        assert_eq!(lines[1]["type"], "depth");
+        assert_eq!(lines[1]["inst"], "v1/Pod");
+        assert_eq!(lines[1]["depth"], 3);
+        assert_eq!(lines[2]["type"], "end");
+        assert_eq!(lines[2]["written"], 1);
+
+        // A file that cannot be written is reported at start, and no sink is left running.
+        assert!(matches!(
+            TraceSink::start_writer(Box::new(Full), TraceSinkConfig::default()),
+            Err(TraceError::Write(_))
+        ));
+        assert!(!TraceSink::is_running());
+    }
+}
