@@ -34,8 +34,8 @@ use kinformer::{DeltaType, Deltas, TraceId, notification::Notification};
 use crate::object::InformerObject;
 
 pub use sink::{
-    TraceError, TraceSink, TraceSinkConfig, TraceSinkGuard, TraceStats, close_env_sink,
-    init_from_env,
+    FLUSH_EVERY, TraceError, TraceSink, TraceSinkConfig, TraceSinkGuard, TraceStats,
+    close_env_sink, init_from_env,
 };
 
 /// The `tracing` target of hop events. Enable with e.g. `RUST_LOG=kinformer::trace=trace`.
