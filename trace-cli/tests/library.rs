@@ -440,3 +440,36 @@ fn unknown_line_types_are_skipped_and_counted() {
     assert_eq!(file.unknown_lines, 1);
     assert!(file.is_complete());
 }
+
+#[test]
+fn a_handlers_step_starts_at_its_own_listener() {
+    let file = open("two-informers.jsonl");
+    let traces = kinformer_trace::traces::traces(&file);
+    let trace = traces
+        .iter()
+        .find(|t| t.id == "0000010000000205")
+        .expect("Pod demo/web-1 modified");
+    let steps: Vec<(HopKind, &str, HopKind, &str, i64)> = trace
+        .steps()
+        .iter()
+        .map(|s| (s.from.hop, &*s.from.inst, s.to.hop, &*s.to.inst, s.nanos))
+        .collect();
+    let (dc, log, pods) = ("deployment-controller-pods", "pod-logger", "v1/Pod ns=demo");
+    assert_eq!(
+        steps,
+        [
+            (HopKind::Reflector, pods, HopKind::Fifo, pods, 35 * US),
+            (HopKind::Fifo, pods, HopKind::Indexer, pods, 150 * US),
+            (HopKind::Indexer, pods, HopKind::Listener, dc, 40 * US),
+            (HopKind::Indexer, pods, HopKind::Listener, log, 52 * US),
+            (HopKind::Listener, dc, HopKind::Handler, dc, 480 * US),
+            (
+                HopKind::Listener,
+                log,
+                HopKind::Handler,
+                log,
+                120 * MS + 550 * US
+            ),
+        ]
+    );
+}
