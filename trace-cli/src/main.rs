@@ -17,7 +17,14 @@ use kinformer_trace::{ObjectQuery, TraceFile};
 /// Read a kinformer trace file: follow one object, latency statistics, slow events, and
 /// exports for Perfetto / chrome://tracing and the browser.
 #[derive(Parser)]
-#[command(name = "kinformer-trace", version)]
+#[command(
+    name = "kinformer-trace",
+    version,
+    after_help = "Objects: ns/name, or name for a cluster-scoped object. Trace files: \
+                  KINFORMER_TRACE=path or kinformer_actors::trace::TraceSink (docs/trace-format.md).\n\
+                  Exit status: 0 ok (a truncated file is a warning), 1 error (missing, foreign, \
+                  unsupported or damaged file; object not in the file), 2 usage."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
