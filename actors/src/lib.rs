@@ -87,10 +87,10 @@ mod indexer;
 mod informer;
 mod leader_election;
 mod list_decode;
-mod metrics;
 mod listener;
 pub mod lister_watcher;
 pub mod messages;
+mod metrics;
 mod object;
 mod reflector;
 mod reflector_io;
@@ -98,7 +98,7 @@ pub mod runtime;
 mod sink;
 mod stats;
 mod supervisor;
-mod trace;
+pub mod trace;
 mod waiters;
 pub mod workqueue;
 
@@ -109,11 +109,11 @@ pub use factory::{InformerId, InformerOptions, ResyncConflict, SharedInformerFac
 pub use handler::{
     EnqueueKeys, FnHandler, KeyMapper, ResourceEventHandler, ResourceEventHandlerFuncs, handler_fn,
 };
-pub use health::{ReflectorHealth, ReflectorPhase};
+pub use health::{EventsByType, ReflectorHealth, ReflectorPhase};
 pub use informer::{HandlerRegistration, SharedIndexInformer, ShutdownReport};
 pub use leader_election::{
-    LeaderCallbacks, LeaderElectionError, LeaderElectionHealth, LeaderElectionStatus, LeaderElector,
-    LeaderElectorActor, LeaderElectorHandle, StopElection,
+    LeaderCallbacks, LeaderElectionError, LeaderElectionHealth, LeaderElectionStatus,
+    LeaderElector, LeaderElectorActor, LeaderElectorHandle, StopElection,
 };
 // The leader election machine's names a user configures or reads.
 pub use kinformer::leader_election::{ElectionPhase, LeaderElectionConfig, StopReason};
