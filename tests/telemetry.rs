@@ -347,7 +347,6 @@ async fn healthz_fails_past_grace_and_recovers() {
 /// As above, but nothing changes after the faults are cleared: the re-opened watch stays
 /// quiet, and opening it is the success that ends the failing period.
 #[actix::test]
-#[ignore = "bug: reflector.rs publishes an opened watch's phase (and counters) only with its first event, so a quiet recovered watch stays 'failing' (fix: flush right after handle_watch_opened)"]
 async fn healthz_recovers_on_a_quiet_watch() {
     healthz_cycle(true).await;
 }

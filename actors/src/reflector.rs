@@ -143,6 +143,11 @@ async fn drive<K: InformerObject>(
                 match within(timeout, cx.lw.watch(params, rv)).await {
                     Ok(stream) => {
                         m.handle_watch_opened(Instant::now());
+                        // Publish the phase and counters now: a quiet watch must not look
+                        // like the backoff it recovered from (S2, /healthz).
+                        if let Some(until) = flush(cx, m, &mut last_error).await? {
+                            return Ok(until);
+                        }
                         if let Some(until) = consume(cx, m, stream, &mut last_error).await? {
                             return Ok(until);
                         }
