@@ -7,7 +7,7 @@
 //! Handlers use `OverflowPolicy::Unbounded` so that, like the other peers, every handler is
 //! handed every notification (the default, Coalesce, may merge updates for a slow handler).
 //! `--policy block|coalesce|unbounded`, `--watch-list`, `--transform` (drop managedFields)
-//! change that.
+//! change that. `--trace off|disabled|on` measures message tracing's cost (T4).
 
 use std::{
     io::Write,
@@ -24,11 +24,24 @@ use kinformer_actors::{
 };
 use kube::Client;
 
+/// Message tracing during the run (T4).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TraceMode {
+    /// No tracing subscriber and no trace sink.
+    Off,
+    /// A `tracing` subscriber installed (warnings to stderr), the trace target filtered out, no sink.
+    Disabled,
+    /// The trace sink on, writing every hop to `KINFORMER_BENCH_TRACE` (default
+    /// `/tmp/kinformer-bench-trace.jsonl`).
+    On,
+}
+
 struct Args {
     handlers: usize,
     policy: OverflowPolicy,
     watch_list: bool,
     transform: bool,
+    trace: TraceMode,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -37,6 +50,7 @@ fn parse_args() -> Result<Args, String> {
         policy: OverflowPolicy::Unbounded,
         watch_list: false,
         transform: false,
+        trace: TraceMode::Off,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -58,6 +72,14 @@ fn parse_args() -> Result<Args, String> {
             }
             "--watch-list" => a.watch_list = true,
             "--transform" => a.transform = true,
+            "--trace" => {
+                a.trace = match it.next().as_deref() {
+                    Some("off") => TraceMode::Off,
+                    Some("disabled") => TraceMode::Disabled,
+                    Some("on") => TraceMode::On,
+                    _ => return Err("--trace needs off, disabled or on".into()),
+                }
+            }
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -113,6 +135,23 @@ fn main() {
             finish(2);
         }
     };
+    if args.trace == TraceMode::Disabled {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter("warn")
+            .init();
+    }
+    let _trace = (args.trace == TraceMode::On).then(|| {
+        let path = std::env::var("KINFORMER_BENCH_TRACE")
+            .unwrap_or_else(|_| "/tmp/kinformer-bench-trace.jsonl".into());
+        match kinformer_actors::trace::TraceSink::start(&path) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("kinformer-bench: cannot start the trace sink: {e}");
+                finish(2);
+            }
+        }
+    });
     let timeout_s = env_u64("BENCH_TIMEOUT_S").map_or(600, |t| t.saturating_sub(10).max(10));
     let system = actix::System::new();
     system.block_on(run(args, clock, timeout_s));
@@ -220,12 +259,17 @@ async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
     let m = env_u64("BENCH_EVENTS").unwrap_or(h.events.saturating_sub(1));
     let eps = m as f64 / ((total_ms - sync_ms).max(1.0) / 1e3);
     println!(
-        "RESULT impl=kinformer{}{} n={n} m={m} handlers={} sync_ms={:.0} total_ms={:.0} events_per_s={:.0} objects={objects}",
+        "RESULT impl=kinformer{}{}{} n={n} m={m} handlers={} sync_ms={:.0} total_ms={:.0} events_per_s={:.0} objects={objects}",
         if args.watch_list { "-watchlist" } else { "" },
         match args.policy {
             OverflowPolicy::Unbounded => "",
             OverflowPolicy::Block => "-block",
             OverflowPolicy::Coalesce => "-coalesce",
+        },
+        match args.trace {
+            TraceMode::Off => "",
+            TraceMode::Disabled => "-tracedisabled",
+            TraceMode::On => "-traceon",
         },
         args.handlers,
         sync_ms,

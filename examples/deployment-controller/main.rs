@@ -26,7 +26,10 @@ use std::{future::Future, path::Path, time::Duration, time::Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use kinformer_actors::Telemetry;
+use kinformer_actors::{
+    Telemetry,
+    trace::{TraceSink, close_env_sink},
+};
 use kinformer_sim::{Sim, SimConfig};
 use kube::Client;
 
@@ -62,6 +65,10 @@ struct Args {
     /// e.g. 127.0.0.1:9090).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Write a message trace of every event's path (JSON lines) to FILE; read it with
+    /// `kinformer-trace` (follow, stats, slow, chrome, html). `KINFORMER_TRACE=FILE` does the same.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
 }
 
 fn kubeconfig_present() -> bool {
@@ -103,6 +110,14 @@ async fn main() -> anyhow::Result<()> {
         (client, None)
     };
 
+    // Before any informer starts, so the trace holds the first list too.
+    let trace = match &args.trace {
+        Some(path) => Some(
+            TraceSink::start(path)
+                .with_context(|| format!("starting the trace sink on {}", path.display()))?,
+        ),
+        None => None,
+    };
     let telemetry = args.metrics_addr.map(|_| Telemetry::new());
     let endpoint = match (&telemetry, args.metrics_addr) {
         (Some(t), Some(addr)) => {
@@ -199,6 +214,20 @@ async fn main() -> anyhow::Result<()> {
     );
     if let Some(e) = endpoint {
         e.shutdown().await;
+    }
+    // Close the trace (its `end` line) whether it was asked by flag or by KINFORMER_TRACE.
+    let closed = match trace {
+        Some(guard) => Some(guard.close()),
+        None => close_env_sink(),
+    };
+    match closed {
+        Some(Ok(stats)) => tracing::info!(
+            written = stats.written,
+            dropped = stats.dropped,
+            "trace closed"
+        ),
+        Some(Err(e)) => tracing::error!(error = %e, "closing the trace"),
+        None => {}
     }
     if let Some(sim) = sim {
         sim.shutdown().await;
