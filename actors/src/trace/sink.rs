@@ -624,6 +624,9 @@ impl Writer {
                 true
             }
             Err(e) => {
+                // Said once, now: every later record is counted as dropped, and `close`
+                // returns this error.
+                tracing::warn!(error = %e, "trace sink: writing failed; dropping the records that follow");
                 self.error = Some(e);
                 false
             }
