@@ -2,25 +2,20 @@
 //! informers, listers and workqueue.
 //!
 //! ```text
-//! cargo run --release --example deployment-controller                 # embedded demo, exits by itself
-//! cargo run --release --example deployment-controller -- --workers 4 --duration 30
-//! KUBECONFIG=~/.kube/config cargo run --release --example deployment-controller -- --selector app.kubernetes.io/managed-by=kinformer
+//! cargo run --release -p deployment-controller                 # embedded demo, exits by itself
+//! cargo run --release -p deployment-controller -- --workers 4 --duration 30
+//! KUBECONFIG=~/.kube/config cargo run --release -p deployment-controller -- --selector app.kubernetes.io/managed-by=kinformer
 //! ```
 //!
 //! Without a kubeconfig (`KUBECONFIG` or `~/.kube/config`), or with `--embedded`, it starts
 //! kinformer's simulated API server in-process, plus a simulation of what the sim does not run
-//! (ReplicaSet controller, kubelet readiness, garbage collector: `cluster.rs`), and plays a short
-//! scenario (`demo.rs`) before printing a summary. With a kubeconfig it manages the Deployments
+//! (ReplicaSet controller, kubelet readiness, garbage collector: `embedded/cluster.rs`), and plays a short
+//! scenario (`embedded/demo.rs`) before printing a summary. With a kubeconfig it manages the Deployments
 //! matching `--selector` in that cluster until Ctrl-C (or `--duration`); the cluster's own
 //! deployment controller must be off there (see the README).
 //!
-//! Modules: `controller.rs` (informers, handlers, queue, workers), `sync.rs` (the pure
-//! reconcile logic), `cluster.rs` (the cluster simulation), `demo.rs` (the scenario).
-
-mod cluster;
-mod controller;
-mod demo;
-mod sync;
+//! The controller itself is the `deployment_controller` library (`src/lib.rs`); this binary only
+//! parses flags and wires it to a cluster or to the embedded simulation.
 
 use std::{future::Future, path::Path, time::Duration, time::Instant};
 
@@ -33,9 +28,9 @@ use kinformer_actors::{
 use kinformer_sim::{Sim, SimConfig};
 use kube::Client;
 
-use crate::{
-    cluster::{ClusterOptions, ClusterSim},
+use deployment_controller::{
     controller::{ControllerOptions, DEFAULT_SELECTOR, DeploymentController},
+    embedded::cluster::{ClusterOptions, ClusterSim},
 };
 
 /// A Deployment controller built on kinformer's shared informers, listers and workqueue.
@@ -166,7 +161,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let mut scenario = embedded.then(|| {
-        tokio::spawn(demo::scenario(
+        tokio::spawn(deployment_controller::embedded::demo::scenario(
             client.clone(),
             controller.deployments(),
             controller.replica_sets(),

@@ -1,24 +1,12 @@
-//! The deployment-controller example against the simulated API server: create, scale, roll out
-//! (RollingUpdate and Recreate), delete, malformed input, injected 409s and watch failures.
-//! The controller, its reconcile logic and the cluster simulation are the example's own modules
-//! (included below, not copied); the unit tests of `sync.rs` run here too.
+//! The deployment controller, used as a crate, against the simulated API server: create, scale,
+//! roll out (RollingUpdate and Recreate), delete, malformed input, injected 409s and watch
+//! failures, with the embedded cluster simulation running what the sim does not.
 //!
 //! Every wait is on a condition with a deadline; nothing sleeps to synchronise.
 
+// The workspace's shared integration-test helpers (sim start, waits with deadlines).
+#[path = "../../../tests/common/mod.rs"]
 mod common;
-
-#[allow(dead_code)]
-#[path = "../examples/deployment-controller/cluster.rs"]
-mod cluster;
-#[allow(dead_code)]
-#[path = "../examples/deployment-controller/controller.rs"]
-mod controller;
-#[allow(dead_code)]
-#[path = "../examples/deployment-controller/demo.rs"]
-mod demo;
-#[allow(dead_code)]
-#[path = "../examples/deployment-controller/sync.rs"]
-mod sync;
 
 use std::{
     future::Future,
@@ -26,9 +14,15 @@ use std::{
     time::Duration,
 };
 
-use cluster::{ClusterOptions, ClusterSim};
 use common::{DEADLINE, eventually, fast_config, watching};
-use controller::{ControllerOptions, DeploymentController};
+use deployment_controller::{
+    controller::{ControllerOptions, DeploymentController},
+    embedded::{
+        cluster::{ClusterOptions, ClusterSim},
+        demo,
+    },
+    sync,
+};
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, ReplicaSet},

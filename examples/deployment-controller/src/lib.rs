@@ -1,0 +1,13 @@
+//! kube-controller-manager's deployment controller, built on kinformer's shared informers,
+//! listers and workqueue: the project's main example, as a crate a user can copy.
+//!
+//! - [`controller`]: the informers, event handlers, workqueue and workers; it only executes
+//!   the plans the reconcile logic returns.
+//! - [`sync`]: the pure reconcile logic (no I/O, no clock), unit-tested.
+//! - [`embedded`]: scaffolding for the embedded demo only (a simulation of the parts of a
+//!   cluster the simulated API server does not run, and the demo scenario); not needed
+//!   against a real cluster.
+
+pub mod controller;
+pub mod embedded;
+pub mod sync;
