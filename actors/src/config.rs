@@ -8,6 +8,7 @@ use kinformer::{
     fifo::{DeltaFifoOptions, FifoMode},
     processor::ResyncPeriod,
     reflector::ReflectorConfig,
+    store::CacheMode,
 };
 
 /// Options of one informer.
@@ -29,6 +30,10 @@ pub struct InformerConfig {
     /// How long `shutdown` waits for each handler to finish its current notification (P9);
     /// handlers still busy then are reported and left to finish alone. Default 30 s.
     pub shutdown_timeout: Duration,
+    /// How the informer's store keeps objects (I7): [`CacheMode::Typed`] (the default) or
+    /// [`CacheMode::Lean`], which keeps each object as JSON bytes (about a sixth of a decoded
+    /// `Pod`) and decodes it when a lister reads it; handlers still receive typed objects.
+    pub cache: CacheMode,
 }
 
 impl Default for InformerConfig {
@@ -40,7 +45,18 @@ impl Default for InformerConfig {
             indexer_mailbox: 16,
             backoff: BackoffConfig::default(),
             shutdown_timeout: Duration::from_secs(30),
+            cache: CacheMode::Typed,
         }
+    }
+}
+
+impl InformerConfig {
+    /// With the store in `mode` (I7): e.g. `InformerConfig::default().cache(CacheMode::lean())`
+    /// for lean mode with the default hot cache, or
+    /// `.cache(CacheMode::Lean(LeanConfig::default().hot_objects(4096)))`.
+    pub fn cache(mut self, mode: CacheMode) -> Self {
+        self.cache = mode;
+        self
     }
 }
 

@@ -129,7 +129,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         config: InformerConfig,
         key_func: KeyFunc<K>,
     ) -> Self {
-        let store = Store::new(Arc::clone(&key_func), Indexers::new());
+        let store = Store::with_mode(Arc::clone(&key_func), Indexers::new(), config.cache);
         let lister = store.lister();
         let processor = Processor::new(store, config.resync);
         let kind: Arc<str> = lw.resource_name().into();

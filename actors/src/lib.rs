@@ -141,6 +141,7 @@ pub use kinformer::{
     notification::Notification,
     processor::{MIN_RESYNC_PERIOD, ResyncPeriod, SyncTracker},
     reflector::{INITIAL_EVENTS_END, InitialList, ReflectorConfig},
+    store::{CacheMode, LeanConfig, LeanStats},
     store::{
         IndexFunc, Indexers, Lister, NAMESPACE_INDEX, NamespacedLister, Snapshot, StoreError,
         index_func, namespace_index_func,

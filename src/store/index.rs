@@ -8,6 +8,7 @@ use std::{collections::HashMap, sync::Arc};
 
 use kube_core::Resource;
 
+use super::Entry;
 use crate::ObjectKey;
 
 /// An index function: the values under which an object is indexed (client-go's `IndexFunc`).
@@ -145,19 +146,30 @@ impl<K> Clone for IndexSlot<K> {
 }
 
 impl<K> IndexSlot<K> {
-    /// A slot whose index is built from `items` (I4: indexes what is already there).
+    /// A slot whose index is built from `items` (I4: indexes what is already there); the
+    /// slot is at `position` in the store's indices (where lean entries keep its values).
     pub(crate) fn build<'a>(
         name: Arc<str>,
         func: IndexFunc<K>,
-        items: impl IntoIterator<Item = (&'a ObjectKey, &'a Arc<K>)>,
+        position: usize,
+        items: impl IntoIterator<Item = (&'a ObjectKey, &'a Entry<K>)>,
     ) -> Self
     where
         K: 'a,
     {
         let mut index = Index::new();
-        for (key, obj) in items {
-            for value in func(obj) {
-                insert_key(&mut index, value, key);
+        for (key, entry) in items {
+            match entry {
+                Entry::Typed(obj) => {
+                    for value in func(obj) {
+                        insert_key(&mut index, value, key);
+                    }
+                }
+                Entry::Lean(l) => {
+                    for value in l.values.get(position).into_iter().flatten() {
+                        insert_key(&mut index, value.clone(), key);
+                    }
+                }
             }
         }
         IndexSlot { name, func, index }
@@ -175,7 +187,25 @@ impl<K> IndexSlot<K> {
         }
         normalize(&mut old_values);
         normalize(&mut new_values);
-        for value in &old_values {
+        self.move_key(key, &old_values, new_values);
+    }
+
+    /// [`reindex`](Self::reindex) with values already computed (lean mode keeps them with
+    /// each object, I7).
+    pub(crate) fn reindex_values(&mut self, key: &ObjectKey, old: &[String], new: &[String]) {
+        if old == new {
+            return;
+        }
+        let mut old_values = old.to_vec();
+        let mut new_values = new.to_vec();
+        normalize(&mut old_values);
+        normalize(&mut new_values);
+        self.move_key(key, &old_values, new_values);
+    }
+
+    /// Moves `key` between normalized (sorted, deduplicated) value lists.
+    fn move_key(&mut self, key: &ObjectKey, old_values: &[String], new_values: Vec<String>) {
+        for value in old_values {
             if new_values.binary_search(value).is_err() {
                 remove_key(&mut self.index, value, key);
             }

@@ -10,7 +10,10 @@ use std::{collections::BTreeMap, fmt, sync::Arc};
 use arc_swap::ArcSwap;
 use kube_core::{Resource, Selector, SelectorExt};
 
-use super::{Inner, NAMESPACE_INDEX, StoreError, index::IndexSlot, slot_keys, union_keys};
+use super::{
+    Entry, Inner, LeanStats, NAMESPACE_INDEX, Remember, StoreError, index::IndexSlot, slot_keys,
+    union_keys,
+};
 use crate::{ObjectKey, known::KnownObjects};
 
 /// Longest `namespace/name` key built on the stack by [`Lister::get`]; namespaces are at most
@@ -54,12 +57,32 @@ impl<K> Inner<K> {
             .ok_or_else(|| StoreError::UnknownIndex(index.to_string()))
     }
 
+    /// A point read: a lean object it decodes is remembered in the hot cache.
     fn get(&self, key: &str) -> Option<Arc<K>> {
-        self.items.get(key).cloned()
+        self.object(self.items.get(key)?, Remember::Yes)
+    }
+
+    /// A read of many objects: lean objects are looked up in the hot cache, and decoded
+    /// without being remembered when absent.
+    fn get_many(&self, key: &str) -> Option<Arc<K>> {
+        self.object(self.items.get(key)?, Remember::No)
     }
 
     fn list(&self) -> Vec<Arc<K>> {
-        self.items.values().cloned().collect()
+        if self.lean.is_none() {
+            return self
+                .items
+                .values()
+                .filter_map(|e| match e {
+                    Entry::Typed(o) => Some(Arc::clone(o)),
+                    Entry::Lean(_) => None,
+                })
+                .collect();
+        }
+        self.items
+            .values()
+            .filter_map(|e| self.object(e, Remember::No))
+            .collect()
     }
 
     fn list_keys(&self) -> Vec<ObjectKey> {
@@ -68,7 +91,9 @@ impl<K> Inner<K> {
 
     fn resolve(&self, keys: Vec<ObjectKey>) -> Vec<Arc<K>> {
         // Every indexed key is stored in the same version (I2), so nothing is filtered out.
-        keys.iter().filter_map(|k| self.get(k.as_str())).collect()
+        keys.iter()
+            .filter_map(|k| self.get_many(k.as_str()))
+            .collect()
     }
 
     fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, StoreError> {
@@ -76,7 +101,7 @@ impl<K> Inner<K> {
         let mut objs = Vec::new();
         if let Some(set) = slot.index.get(value) {
             objs.reserve(set.len());
-            set.for_each(|k| objs.extend(self.get(k.as_str())));
+            set.for_each(|k| objs.extend(self.get_many(k.as_str())));
         }
         Ok(objs)
     }
@@ -105,8 +130,12 @@ impl<K: Resource> Inner<K> {
         }
         self.items
             .values()
-            .filter(|o| labels_match(selector, &***o))
-            .cloned()
+            .filter_map(|e| match e {
+                Entry::Typed(o) => labels_match(selector, &**o).then(|| Arc::clone(o)),
+                Entry::Lean(_) => self
+                    .object(e, Remember::No)
+                    .filter(|o| labels_match(selector, &**o)),
+            })
             .collect()
     }
 
@@ -125,16 +154,21 @@ impl<K: Resource> Inner<K> {
             Some(slot) => {
                 let mut objs = Vec::new();
                 if let Some(set) = slot.index.get(namespace) {
-                    set.for_each(|k| objs.extend(self.get(k.as_str()).filter(keep)));
+                    set.for_each(|k| objs.extend(self.get_many(k.as_str()).filter(keep)));
                 }
                 objs
             }
-            None => self
-                .items
-                .values()
-                .filter(|o| o.meta().namespace.as_deref() == Some(namespace) && keep(o))
-                .cloned()
-                .collect(),
+            None => {
+                let wanted =
+                    |o: &Arc<K>| o.meta().namespace.as_deref() == Some(namespace) && keep(o);
+                self.items
+                    .values()
+                    .filter_map(|e| match e {
+                        Entry::Typed(o) => wanted(o).then(|| Arc::clone(o)),
+                        Entry::Lean(_) => self.object(e, Remember::No).filter(wanted),
+                    })
+                    .collect()
+            }
         }
     }
 }
@@ -253,6 +287,12 @@ impl<K> Lister<K> {
     /// The number of versions published so far (grows with every write or batch).
     pub fn version(&self) -> u64 {
         self.shared.load().version
+    }
+
+    /// Lean mode's counters (I7): decodes, hot-cache hits, objects and bytes stored; None in
+    /// typed mode.
+    pub fn lean_stats(&self) -> Option<LeanStats> {
+        self.shared.load().lean_stats()
     }
 }
 

@@ -39,6 +39,7 @@
 //! ```
 
 mod index;
+mod lean;
 mod lister;
 #[cfg(test)]
 mod proptests;
@@ -51,8 +52,13 @@ use arc_swap::ArcSwap;
 
 use crate::{KeyError, KeyFunc, ObjectKey};
 use index::IndexSlot;
+use lean::{Lean, LeanObject, Remember};
+use serde::{Serialize, de::DeserializeOwned};
 
 pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX, index_func, namespace_index_func};
+pub use lean::{
+    CacheMode, Codec, CodecError, DEFAULT_HOT_OBJECTS, JsonCodec, LeanConfig, LeanStats,
+};
 pub use lister::{Lister, NamespacedLister, Snapshot};
 
 /// Errors of the store and its listers.
@@ -87,14 +93,36 @@ pub struct SkippedObject {
     pub error: KeyError,
 }
 
+/// One stored object: the decoded object (typed mode), or its encoding with its index values
+/// (lean mode, I7; a lean store keeps an object typed only if it does not encode).
+pub(crate) enum Entry<K> {
+    Typed(Arc<K>),
+    Lean(Arc<LeanObject>),
+}
+
+impl<K> Clone for Entry<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Entry::Typed(o) => Entry::Typed(Arc::clone(o)),
+            Entry::Lean(l) => Entry::Lean(Arc::clone(l)),
+        }
+    }
+}
+
 /// One version of the store's contents. Immutable once published.
 pub(crate) struct Inner<K> {
     /// Objects by key.
-    pub(crate) items: imbl::HashMap<ObjectKey, Arc<K>>,
+    pub(crate) items: imbl::HashMap<ObjectKey, Entry<K>>,
     /// The indices, one slot per index name (few: a linear scan beats hashing the name).
+    /// A lean object's `values[i]` are its values in `indices[i]`.
     pub(crate) indices: Vec<IndexSlot<K>>,
     /// Incremented at every publish; lets readers tell versions apart.
     pub(crate) version: u64,
+    /// Lean mode's codec, hot cache and counters, shared by every version; None in typed
+    /// mode, where no entry is [`Entry::Lean`].
+    pub(crate) lean: Option<Arc<Lean<K>>>,
+    /// Lean mode: the number of lean entries and the bytes of their encodings.
+    pub(crate) lean_size: (u64, u64),
 }
 
 impl<K> Clone for Inner<K> {
@@ -103,33 +131,170 @@ impl<K> Clone for Inner<K> {
             items: self.items.clone(),
             indices: self.indices.clone(),
             version: self.version,
+            lean: self.lean.clone(),
+            lean_size: self.lean_size,
         }
     }
 }
 
 impl<K> Inner<K> {
+    /// The typed form of a stored entry (lean: from the hot cache or decoded; None if it does
+    /// not decode, which [`LeanStats::decode_failures`] counts).
+    #[inline]
+    pub(crate) fn object(&self, entry: &Entry<K>, remember: Remember) -> Option<Arc<K>> {
+        match entry {
+            Entry::Typed(o) => Some(Arc::clone(o)),
+            Entry::Lean(l) => self.lean.as_ref()?.object(l, remember),
+        }
+    }
+
+    /// The object an entry that just left the store held (for the writer's return values):
+    /// its hot-cache copy is dropped, so the cache keeps only live versions.
+    fn departed(&self, entry: Entry<K>) -> Option<Arc<K>> {
+        match entry {
+            Entry::Typed(o) => Some(o),
+            Entry::Lean(l) => self.lean.as_ref()?.take(&l),
+        }
+    }
+
+    /// Lean mode's counters with this version's sizes.
+    pub(crate) fn lean_stats(&self) -> Option<LeanStats> {
+        let lean = self.lean.as_ref()?;
+        Some(lean.stats(self.lean_size.0, self.lean_size.1))
+    }
+
+    fn count_lean(&mut self, obj: &LeanObject, sign: i8) {
+        let bytes = obj.bytes.len() as u64;
+        if sign > 0 {
+            self.lean_size.0 += 1;
+            self.lean_size.1 += bytes;
+        } else {
+            self.lean_size.0 = self.lean_size.0.saturating_sub(1);
+            self.lean_size.1 = self.lean_size.1.saturating_sub(bytes);
+        }
+    }
+
     /// Stores `obj` under `key` and moves the key between index values; returns the previous
     /// object.
     fn put(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
-        let old = self.items.insert(key.clone(), Arc::clone(&obj));
-        match &old {
+        if let Some(lean) = self.lean.clone() {
+            return self.put_lean(&lean, key, obj);
+        }
+        let old = self
+            .items
+            .insert(key.clone(), Entry::Typed(Arc::clone(&obj)));
+        match old {
             // A resync re-stores the very same object: its index values cannot have changed.
-            Some(o) if Arc::ptr_eq(o, &obj) => {}
-            _ => {
+            Some(Entry::Typed(o)) if Arc::ptr_eq(&o, &obj) => Some(o),
+            Some(Entry::Typed(o)) => {
                 for slot in &mut self.indices {
-                    slot.reindex(&key, old.as_deref(), Some(&obj));
+                    slot.reindex(&key, Some(&o), Some(&obj));
+                }
+                Some(o)
+            }
+            None => {
+                for slot in &mut self.indices {
+                    slot.reindex(&key, None, Some(&obj));
+                }
+                None
+            }
+            // Only a lean store holds lean entries (handled above).
+            Some(old @ Entry::Lean(_)) => {
+                self.unindex(&key, &old);
+                for slot in &mut self.indices {
+                    slot.reindex(&key, None, Some(&obj));
+                }
+                self.departed(old)
+            }
+        }
+    }
+
+    /// [`put`](Self::put) in lean mode: encodes `obj`, stores the encoding with its index
+    /// values, remembers `obj` in the hot cache, and returns the previous object (from the
+    /// hot cache, else decoded: the one decode a write may cost).
+    fn put_lean(&mut self, lean: &Lean<K>, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
+        // A resync re-stores the object a read just decoded: nothing changes.
+        if let Some(Entry::Lean(l)) = self.items.get(key.as_str())
+            && let Some(cached) = lean.cached(l)
+            && Arc::ptr_eq(&cached, &obj)
+        {
+            return Some(cached);
+        }
+        let bytes = match lean.codec.encode(&obj) {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                // Kept typed: correct, only not lean (counted).
+                lean.encode_failed();
+                let old = self
+                    .items
+                    .insert(key.clone(), Entry::Typed(Arc::clone(&obj)));
+                if let Some(old) = &old {
+                    self.unindex(&key, old);
+                }
+                for slot in &mut self.indices {
+                    slot.reindex(&key, None, Some(&obj));
+                }
+                return old.and_then(|o| self.departed(o));
+            }
+        };
+        let values: Box<[Vec<String>]> = self.indices.iter().map(|s| (s.func)(&obj)).collect();
+        let new = Arc::new(LeanObject {
+            bytes: bytes.into_boxed_slice(),
+            values,
+        });
+        self.count_lean(&new, 1);
+        let old = self
+            .items
+            .insert(key.clone(), Entry::Lean(Arc::clone(&new)));
+        match &old {
+            None => {
+                for (slot, values) in self.indices.iter_mut().zip(new.values.iter()) {
+                    slot.reindex_values(&key, &[], values);
+                }
+            }
+            Some(Entry::Lean(l)) => {
+                self.count_lean(l, -1);
+                for (i, slot) in self.indices.iter_mut().enumerate() {
+                    let old_values = l.values.get(i).map_or(&[][..], Vec::as_slice);
+                    slot.reindex_values(&key, old_values, &new.values[i]);
+                }
+            }
+            Some(Entry::Typed(o)) => {
+                for (slot, values) in self.indices.iter_mut().zip(new.values.iter()) {
+                    let old_values = (slot.func)(o);
+                    slot.reindex_values(&key, &old_values, values);
                 }
             }
         }
+        let old = old.and_then(|o| self.departed(o));
+        lean.remember(&new, &obj);
         old
     }
 
-    /// Removes `key` from the objects and from every index value it was under.
-    fn remove(&mut self, key: &str) -> Option<Arc<K>> {
-        let (key, old) = self.items.remove_with_key(key)?;
-        for slot in &mut self.indices {
-            slot.reindex(&key, Some(&old), None);
+    /// Removes `key` from every index value the stored `entry` is under.
+    fn unindex(&mut self, key: &ObjectKey, entry: &Entry<K>) {
+        match entry {
+            Entry::Typed(o) => {
+                for slot in &mut self.indices {
+                    slot.reindex(key, Some(o), None);
+                }
+            }
+            Entry::Lean(l) => {
+                let l = Arc::clone(l);
+                self.count_lean(&l, -1);
+                for (i, slot) in self.indices.iter_mut().enumerate() {
+                    let old_values = l.values.get(i).map_or(&[][..], Vec::as_slice);
+                    slot.reindex_values(key, old_values, &[]);
+                }
+            }
         }
+    }
+
+    /// Removes `key` from the objects and from every index value it was under; returns the
+    /// entry that was stored.
+    fn remove(&mut self, key: &str) -> Option<Entry<K>> {
+        let (key, old) = self.items.remove_with_key(key)?;
+        self.unindex(&key, &old);
         Some(old)
     }
 
@@ -137,10 +302,24 @@ impl<K> Inner<K> {
     fn replace(&mut self, key_func: &KeyFunc<K>, objs: Vec<Arc<K>>) -> ReplaceReport {
         let mut items = imbl::HashMap::new();
         let mut skipped = Vec::new();
+        let lean = self.lean.clone();
+        let mut lean_size = (0, 0);
         for (position, obj) in objs.into_iter().enumerate() {
             match key_func(&obj) {
                 Ok(key) => {
-                    items.insert(key, obj);
+                    let entry = match &lean {
+                        None => Entry::Typed(obj),
+                        Some(lean) => self.lean_entry(lean, &obj),
+                    };
+                    if let Entry::Lean(l) = &entry {
+                        lean_size.0 += 1;
+                        lean_size.1 += l.bytes.len() as u64;
+                    }
+                    if let Some(Entry::Lean(l)) = items.insert(key, entry) {
+                        // A duplicate key: the last object wins.
+                        lean_size.0 -= 1;
+                        lean_size.1 -= l.bytes.len() as u64;
+                    }
                 }
                 Err(error) => skipped.push(SkippedObject { position, error }),
             }
@@ -148,19 +327,41 @@ impl<K> Inner<K> {
         let indices = self
             .indices
             .iter()
-            .map(|slot| {
-                IndexSlot::build(Arc::clone(&slot.name), Arc::clone(&slot.func), items.iter())
+            .enumerate()
+            .map(|(position, slot)| {
+                IndexSlot::build(
+                    Arc::clone(&slot.name),
+                    Arc::clone(&slot.func),
+                    position,
+                    items.iter(),
+                )
             })
             .collect();
         self.indices = indices;
         self.items = items;
+        self.lean_size = lean_size;
         ReplaceReport {
             stored: self.items.len(),
             skipped,
         }
     }
 
-    /// Adds indices over the current contents; all-or-nothing on a name conflict.
+    /// A lean entry for `obj` (typed if it does not encode), with its values in every index.
+    fn lean_entry(&self, lean: &Lean<K>, obj: &Arc<K>) -> Entry<K> {
+        match lean.codec.encode(obj) {
+            Ok(bytes) => Entry::Lean(Arc::new(LeanObject {
+                bytes: bytes.into_boxed_slice(),
+                values: self.indices.iter().map(|s| (s.func)(obj)).collect(),
+            })),
+            Err(_) => {
+                lean.encode_failed();
+                Entry::Typed(Arc::clone(obj))
+            }
+        }
+    }
+
+    /// Adds indices over the current contents; all-or-nothing on a name conflict. A lean store
+    /// decodes every object once, to compute its values in the new indices.
     fn add_indexers(&mut self, more: Indexers<K>) -> Result<(), StoreError> {
         if let Some(name) = more
             .keys()
@@ -170,8 +371,32 @@ impl<K> Inner<K> {
         }
         let mut more: Vec<_> = more.into_iter().collect();
         more.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some(lean) = self.lean.clone() {
+            let extended: Vec<(ObjectKey, Entry<K>)> = self
+                .items
+                .iter()
+                .filter_map(|(key, entry)| {
+                    let Entry::Lean(l) = entry else { return None };
+                    let typed = lean.object(l, Remember::No);
+                    let mut values = l.values.to_vec();
+                    values.extend(
+                        more.iter()
+                            .map(|(_, f)| typed.as_deref().map(|t| f(t)).unwrap_or_default()),
+                    );
+                    let obj = LeanObject {
+                        bytes: l.bytes.clone(),
+                        values: values.into_boxed_slice(),
+                    };
+                    Some((key.clone(), Entry::Lean(Arc::new(obj))))
+                })
+                .collect();
+            for (key, entry) in extended {
+                self.items.insert(key, entry);
+            }
+        }
         for (name, func) in more {
-            let slot = IndexSlot::build(Arc::from(name), func, self.items.iter());
+            let position = self.indices.len();
+            let slot = IndexSlot::build(Arc::from(name), func, position, self.items.iter());
             self.indices.push(slot);
         }
         Ok(())
@@ -206,6 +431,8 @@ impl<K> Store<K> {
                 })
                 .collect(),
             version: 0,
+            lean: None,
+            lean_size: (0, 0),
         };
         let shared = Arc::new(ArcSwap::from_pointee(working.clone()));
         Store {
@@ -213,6 +440,64 @@ impl<K> Store<K> {
             working,
             shared,
         }
+    }
+
+    /// An empty store in the given [`CacheMode`]: [`Store::new`] for
+    /// [`CacheMode::Typed`], [`Store::lean`] with the [`JsonCodec`] for [`CacheMode::Lean`].
+    pub fn with_mode(key_func: KeyFunc<K>, indexers: Indexers<K>, mode: CacheMode) -> Self
+    where
+        K: Serialize + DeserializeOwned + 'static,
+    {
+        match mode {
+            CacheMode::Typed => Store::new(key_func, indexers),
+            CacheMode::Lean(config) => {
+                Store::lean(key_func, indexers, Arc::new(JsonCodec::default()), config)
+            }
+        }
+    }
+
+    /// An empty store in lean mode (I7): objects are kept encoded with `codec`, readers get
+    /// them decoded (from a hot cache of `config.hot_objects` objects when they are there).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer::key::default_key_func;
+    /// use kinformer::store::{Indexers, JsonCodec, LeanConfig, Store};
+    ///
+    /// let mut store = Store::lean(
+    ///     default_key_func::<Pod>(),
+    ///     Indexers::new(),
+    ///     Arc::new(JsonCodec::default()),
+    ///     LeanConfig::default().hot_objects(0),
+    /// );
+    /// let mut pod = Pod::default();
+    /// pod.metadata.name = Some("web-0".into());
+    /// store.add(Arc::new(pod.clone())).unwrap();
+    /// let read = store.lister().get("", "web-0").unwrap();
+    /// assert_eq!(*read, pod); // decoded: equal, not the same allocation
+    /// assert_eq!(store.lean_stats().unwrap().decodes, 1);
+    /// ```
+    pub fn lean(
+        key_func: KeyFunc<K>,
+        indexers: Indexers<K>,
+        codec: Arc<dyn Codec<K>>,
+        config: LeanConfig,
+    ) -> Self {
+        let mut store = Store::new(key_func, indexers);
+        store.working.lean = Some(Arc::new(Lean::new(codec, config)));
+        store.publish();
+        store
+    }
+
+    /// True in lean mode (I7).
+    pub fn is_lean(&self) -> bool {
+        self.working.lean.is_some()
+    }
+
+    /// Lean mode's counters (None in typed mode).
+    pub fn lean_stats(&self) -> Option<LeanStats> {
+        self.working.lean_stats()
     }
 
     /// Adds or replaces `obj` under its key and publishes; returns the previous object (the
@@ -244,10 +529,12 @@ impl<K> Store<K> {
     }
 
     /// Removes the object stored under `key`; returns it (None: nothing was stored).
+    ///
+    /// In lean mode, returning the object may decode it; [`Batch::remove_key`] does not.
     pub fn delete_key(&mut self, key: &str) -> Option<Arc<K>> {
         let old = self.working.remove(key)?;
         self.publish();
-        Some(old)
+        self.working.departed(old)
     }
 
     /// Replaces the whole contents with `objs` and rebuilds every index, then publishes once:
@@ -307,7 +594,8 @@ impl<K> Store<K> {
 
     /// The object stored under `key` (the writer's view).
     pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.working.items.get(key).cloned()
+        let entry = self.working.items.get(key)?;
+        self.working.object(entry, Remember::Yes)
     }
 
     /// Number of objects stored.
@@ -403,7 +691,15 @@ impl<K> Batch<'_, K> {
     pub fn delete_key(&mut self, key: &str) -> Option<Arc<K>> {
         let old = self.store.working.remove(key)?;
         self.dirty = true;
-        Some(old)
+        self.store.working.departed(old)
+    }
+
+    /// Removes the object stored under `key` without returning it (in lean mode, no decode);
+    /// true if there was one. Published at commit.
+    pub fn remove_key(&mut self, key: &str) -> bool {
+        let removed = self.store.working.remove(key).is_some();
+        self.dirty |= removed;
+        removed
     }
 
     /// Like [`Store::replace`], published at commit (still atomic for readers).
