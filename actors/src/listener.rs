@@ -70,7 +70,9 @@ impl<K: InformerObject> ProcessorListener<K> {
         let sink = Sink::new(handler, config.policy, &stats, &name, &handler_tracer)?;
         let tracker = Arc::clone(&stats.sync);
         let buffer = match config.policy {
-            OverflowPolicy::Coalesce => ListenerBuffer::coalescing(tracker),
+            // B3: merging starts once `capacity` notifications wait; a handler that keeps up
+            // gets a plain queue, as under Unbounded.
+            OverflowPolicy::Coalesce => ListenerBuffer::coalescing(tracker, config.capacity.max(1)),
             _ => ListenerBuffer::queue(tracker),
         };
         Ok(ProcessorListener {
@@ -169,6 +171,9 @@ impl<K: InformerObject> Handler<Notifications<K>> for ProcessorListener<K> {
 
     fn handle(&mut self, msg: Notifications<K>, ctx: &mut Context<Self>) -> Self::Result {
         msg.items.into_iter().for_each(|p| self.accept(p));
+        if self.config.policy == OverflowPolicy::Coalesce {
+            self.stats.publish_coalesced(self.buffer.coalesced());
+        }
         self.tracer.depth(self.buffer.len());
         self.pump(ctx);
         let full = self.buffer.len() >= self.config.capacity.max(1);

@@ -171,9 +171,9 @@ impl ListenerStats {
     /// Publishes how many notifications the coalescing buffer folded away so far: its
     /// `CoalesceStats` `merged + 2 * cancelled` (a cancelling delete removes itself and the
     /// pending add).
-    // To be called by listener.rs after each push into a coalescing buffer (needs the core
-    // buffer to expose its `CoalesceStats`); until then the counter reads 0.
-    #[allow(dead_code)]
+    ///
+    /// Called by the listener after each batch it accepted into a coalescing buffer
+    /// ([`ListenerBuffer::coalesced`](kinformer::processor::ListenerBuffer::coalesced)).
     pub(crate) fn publish_coalesced(&self, n: u64) {
         self.coalesced.store(n, Ordering::Relaxed);
     }

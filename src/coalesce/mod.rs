@@ -246,6 +246,12 @@ impl<K> Coalescer<K> {
     pub fn stats(&self) -> CoalesceStats {
         self.stats
     }
+
+    /// Lowers the capacity of the per-key map to at most what `keys` keys need (or what the
+    /// keys pending now need, if more): after a long backlog, gives its memory back.
+    pub fn shrink_to(&mut self, keys: usize) {
+        self.entries.shrink_to(keys);
+    }
 }
 
 /// Folds `incoming` into `newest`, the newest pending notification of the key.

@@ -462,7 +462,7 @@ fn p5_queue_buffer_counts_each_initial_notification() {
 #[test]
 fn p5_coalesced_away_initial_add_does_not_hold_up_has_synced() {
     let t = Arc::new(SyncTracker::new());
-    let mut b = ListenerBuffer::coalescing(Arc::clone(&t));
+    let mut b = ListenerBuffer::coalescing(Arc::clone(&t), 0);
     b.push(add("a", true));
     b.push(add("b", true));
     b.push(upd("b"));
@@ -475,7 +475,7 @@ fn p5_coalesced_away_initial_add_does_not_hold_up_has_synced() {
 #[test]
 fn p5_coalescing_delete_then_initial_add_counts_the_add_once() {
     let t = Arc::new(SyncTracker::new());
-    let mut b = ListenerBuffer::coalescing(Arc::clone(&t));
+    let mut b = ListenerBuffer::coalescing(Arc::clone(&t), 0);
     b.push(del("a"));
     b.push(add("a", true));
     assert_eq!(t.pending(), 1);
@@ -487,11 +487,107 @@ fn p5_coalescing_delete_then_initial_add_counts_the_add_once() {
 #[test]
 fn p5_cleared_buffer_never_syncs() {
     let t = Arc::new(SyncTracker::new());
-    let mut b = ListenerBuffer::coalescing(Arc::clone(&t));
+    let mut b = ListenerBuffer::coalescing(Arc::clone(&t), 0);
     b.push(add("a", true));
     b.clear();
     assert!(b.is_empty());
     assert!(!t.has_synced(true));
+}
+
+/// An update of `name` from resourceVersion `from` to `to`.
+fn upd_rv(name: &str, from: &str, to: &str) -> Delivery<Pod> {
+    Delivery {
+        key: key(name),
+        notification: Notification::Update {
+            old: pod(name, Some(from)),
+            new: pod(name, Some(to)),
+        },
+        trace: TraceId::NONE,
+        initial: false,
+    }
+}
+
+/// Drains `b` as [`handle_all`] does, showing an update's resourceVersions (`update(a,1>2)`).
+fn handle_all_rv(b: &mut ListenerBuffer<Pod>) -> Vec<String> {
+    let rv = |p: &Pod| p.metadata.resource_version.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    while let Some(d) = b.pop() {
+        if d.initial {
+            b.tracker().finished(true);
+        }
+        out.push(match &d.notification {
+            Notification::Update { old, new } => {
+                format!("update({},{}>{})", d.key.name(), rv(old), rv(new))
+            }
+            _ => describe(&d),
+        });
+    }
+    out
+}
+
+#[test]
+fn b3_coalesce_buffer_is_a_queue_below_its_backlog() {
+    let t = Arc::new(SyncTracker::new());
+    let mut b = ListenerBuffer::coalescing(Arc::clone(&t), 3);
+    // A handler that keeps up: every notification, none merged.
+    for (from, to) in [("1", "2"), ("2", "3"), ("3", "4")] {
+        b.push(upd_rv("a", from, to));
+        assert!(!b.is_merging());
+        assert_eq!(handle_all_rv(&mut b), [format!("update(a,{from}>{to})")]);
+    }
+    // A backlog of up to 3 waits unmerged, in order.
+    b.push(add("b", true));
+    b.push(upd_rv("b", "1", "2"));
+    b.push(upd_rv("b", "2", "3"));
+    assert!(!b.is_merging());
+    assert_eq!(b.len(), 3);
+    assert_eq!(
+        handle_all_rv(&mut b),
+        ["add(b,init)", "update(b,1>2)", "update(b,2>3)"]
+    );
+    assert_eq!(b.coalesced(), 0);
+    assert!(t.has_synced(true));
+}
+
+#[test]
+fn b3_coalesce_buffer_merges_from_the_backlog_until_drained() {
+    let t = Arc::new(SyncTracker::new());
+    let mut b = ListenerBuffer::coalescing(Arc::clone(&t), 2);
+    b.push(add("a", true));
+    b.push(upd_rv("a", "1", "2"));
+    assert!(!b.is_merging());
+    // The third push finds the backlog: what waits is folded, in order, with it.
+    b.push(add("b", true));
+    assert!(b.is_merging());
+    assert_eq!(b.len(), 2);
+    assert_eq!(b.coalesced(), 1);
+    b.push(upd_rv("a", "2", "3"));
+    b.push(del("b")); // cancels the pending initial Add of b (P5)
+    assert_eq!(b.len(), 1);
+    assert_eq!(b.coalesced(), 4);
+    assert_eq!(t.pending(), 1);
+    // Drained: a queue again, merging nothing below the backlog.
+    assert_eq!(handle_all_rv(&mut b), ["add(a,init)"]);
+    assert!(!b.is_merging());
+    assert!(t.has_synced(true));
+    b.push(upd_rv("a", "3", "4"));
+    b.push(upd_rv("a", "4", "5"));
+    assert!(!b.is_merging());
+    assert_eq!(b.len(), 2);
+    assert_eq!(handle_all_rv(&mut b), ["update(a,3>4)", "update(a,4>5)"]);
+    assert_eq!(b.coalesced(), 4);
+}
+
+#[test]
+fn b3_queue_buffer_never_merges() {
+    let t = Arc::new(SyncTracker::new());
+    let mut b = ListenerBuffer::queue(Arc::clone(&t));
+    for i in 0..10 {
+        b.push(upd_rv("a", &i.to_string(), &(i + 1).to_string()));
+    }
+    assert!(!b.is_merging());
+    assert_eq!(b.len(), 10);
+    assert_eq!(b.coalesced(), 0);
 }
 
 // ---------------------------------------------------------------- P6
