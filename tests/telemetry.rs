@@ -13,14 +13,16 @@ use std::{
     collections::BTreeMap,
     path::PathBuf,
     process::Stdio,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
+use kinformer::notification::Notification;
 use kinformer_actors::{
     ListenerConfig, OverflowPolicy, ReflectorPhase, SharedIndexInformer, SharedInformerFactory,
-    Telemetry, TelemetryError, TelemetryOptions, WorkQueue,
+    Telemetry, TelemetryError, TelemetryOptions, WorkQueue, handler_fn,
 };
 use kinformer_sim::Sim;
 use prometheus_parse::{Sample, Scrape, Value};
@@ -334,6 +336,94 @@ async fn metrics_parse_back_and_vanish_after_shutdown() {
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "the endpoint stopped"
     );
+}
+
+/// Scrapes `/metrics` until `cond` holds; panics after `DEADLINE`.
+async fn scrape_until(
+    addr: std::net::SocketAddr,
+    what: &str,
+    cond: impl Fn(&Scrape) -> bool,
+) -> Scrape {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let m = scrape(addr).await;
+        if cond(&m) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// B3 under the default policy (Coalesce): a handler held inside its callback falls behind,
+/// its backlog is merged per key, and `kinformer_listener_coalesced_total` counts what was
+/// merged away: once it caught up, `received = delivered + coalesced`, and the handler ends on
+/// the latest state.
+#[actix::test]
+async fn coalesced_total_counts_a_slow_handlers_merges() {
+    const TOUCHES: usize = 100;
+    let sim = sim().await;
+    let informer = started(&sim, "co", 1).await;
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let mut gate = Some(gate);
+    let last = Arc::new(Mutex::new(String::new()));
+    let seen = Arc::clone(&last);
+    let handler = handler_fn(move |n: &Notification<Pod>| {
+        if let Notification::Update { new, .. } = n {
+            // The first update holds the handler until the test releases it.
+            if let Some(g) = gate.take() {
+                let _ = g.recv();
+            }
+            let touched = new
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("touched").cloned())
+                .unwrap_or_default();
+            *seen.lock().expect("lock") = touched;
+        }
+    });
+    assert_eq!(ListenerConfig::default().policy, OverflowPolicy::Coalesce);
+    informer
+        .add_event_handler_with(handler, ListenerConfig::default().name("slow").capacity(1))
+        .await
+        .expect("handler");
+    let telemetry = Telemetry::new();
+    telemetry.register_informer(&informer);
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let addr = endpoint.local_addr();
+    informer.start().expect("start");
+    until(addr, "/readyz", "ready after sync", |a| a.status == 200).await;
+
+    let client = sim.client();
+    for i in 0..TOUCHES {
+        touch_pod(&client, "co", "pod-0", &format!("v{i}")).await;
+    }
+    let lis = [("informer", "co/pods"), ("listener", "slow")];
+    let received = (1 + TOUCHES) as f64; // the initial Add and every update
+    scrape_until(addr, "every update received", |m| {
+        value(m, "kinformer_listener_received_total", &lis) == Some(received)
+    })
+    .await;
+    drop(release);
+    let m = scrape_until(addr, "the handler caught up", |m| {
+        must(m, "kinformer_listener_buffered", &lis) == 0.0
+            && must(m, "kinformer_listener_delivered_total", &lis)
+                + must(m, "kinformer_listener_coalesced_total", &lis)
+                == received
+    })
+    .await;
+    let coalesced = must(&m, "kinformer_listener_coalesced_total", &lis);
+    assert!(coalesced > 0.0, "the backlog was merged: {coalesced}");
+    eventually("the handler saw the latest state", || {
+        *last.lock().expect("lock") == format!("v{}", TOUCHES - 1)
+    })
+    .await;
+    informer.shutdown().await;
+    endpoint.shutdown().await;
 }
 
 /// `/healthz`: 503 once the reflector has been failing past the grace period (every list and
