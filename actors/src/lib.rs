@@ -77,6 +77,7 @@
 
 mod assembly;
 mod config;
+mod decode;
 mod endpoint;
 mod error;
 mod factory;

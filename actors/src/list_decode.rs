@@ -7,7 +7,7 @@
 //! channel to a blocking thread where serde decodes the list one item at a time, straight
 //! into an `Arc<K>`. Peak memory is the decoded objects plus a few chunks.
 
-use std::{io, sync::Arc};
+use std::{collections::VecDeque, io, sync::Arc};
 
 use futures::{AsyncBufReadExt, io::AsyncBufRead};
 use kinformer::TraceId;
@@ -16,7 +16,10 @@ use serde::{
     Deserialize, Deserializer,
     de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
 };
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
+
+use crate::decode::{Batch, DecodePool, WorkerLost};
 
 /// Admits one decoded object (R5 check, transform, trace id) as it is decoded; `None` drops it.
 /// The second argument is the type of the list it came in (`ConfigMapList`'s item type).
@@ -44,17 +47,35 @@ pub(crate) fn item_type(list: &TypeMeta) -> Option<TypeMeta> {
 type Item<K> = (Arc<K>, TraceId);
 
 /// Reads `body` and decodes it as a Kubernetes list of `K`, item by item, passing each item
-/// through `admit` (R5 check, transform, trace id) as soon as it is decoded.
+/// through `admit` (R5 check, transform, trace id) as soon as it is decoded, in the list's
+/// order, on the process-wide decode pool ([`crate::runtime::set_decode_threads`]).
 ///
-/// The body is read on kinformer's I/O runtime while the decoding runs right here, on the
-/// calling (reflector) thread, blocking it for the duration of the list. That is deliberate:
-/// the reflector's arbiter does nothing else meanwhile, and objects decoded on the same thread
-/// as later watch events come from the same malloc arena, so memory freed when the watch
-/// replaces listed objects is reused. Decoding on another thread left that memory stranded
-/// (the benchmark's peak RSS went from 1.9 GB to 3.4 GB).
+/// The body is read on kinformer's I/O runtime while the splitting and admission run right
+/// here, on the calling (reflector) thread, blocking it for the duration of the list. That is
+/// deliberate: the reflector's arbiter does nothing else meanwhile.
+///
+/// Memory and malloc arenas: glibc gives each thread its own arena, and memory freed into one
+/// arena is reused only by allocations from it. When LIST items were decoded on a thread of
+/// their own while watch events were decoded on the reflector's, memory freed when the watch
+/// replaced listed objects was stranded (the benchmark's peak RSS went from 1.9 GB to 3.4 GB).
+/// With one decode thread everything is decoded here, on the reflector's thread; with more,
+/// LIST items and watch events are both decoded on the same pool threads (a batch of one watch
+/// event excepted), so each arena's freed memory is reused by the same kind of objects.
 pub(crate) async fn decode_list<K>(
     body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
     admit: Admit<K>,
+) -> Result<DecodedList<Item<K>>, kube::Error>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    decode_list_on(body, admit, crate::runtime::decode_pool()).await
+}
+
+/// [`decode_list`] on the given pool.
+pub(crate) async fn decode_list_on<K>(
+    body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+    admit: Admit<K>,
+    pool: DecodePool,
 ) -> Result<DecodedList<Item<K>>, kube::Error>
 where
     K: DeserializeOwned + Send + Sync + 'static,
@@ -64,14 +85,14 @@ where
     match crate::runtime::io() {
         Some(io) => {
             let reader = io.spawn(read);
-            let decoded = decode_chunks(rx, admit);
+            let decoded = decode_chunks(rx, admit, pool);
             let read_result = reader
                 .await
                 .map_err(|e| kube::Error::Service(Box::new(e)))?;
             combine(decoded, read_result)
         }
         None => {
-            let decoder = tokio::task::spawn_blocking(move || decode_chunks(rx, admit));
+            let decoder = tokio::task::spawn_blocking(move || decode_chunks(rx, admit, pool));
             let read_result = read.await;
             let decoded = decoder
                 .await
@@ -101,10 +122,19 @@ async fn pump(
     }
 }
 
-fn decode_chunks<K: DeserializeOwned>(
+/// Why a LIST body did not decode.
+enum ListError {
+    /// Not a list of `K` (the first error in the body's order).
+    Serde(serde_json::Error),
+    /// A decode thread panicked.
+    Worker(WorkerLost),
+}
+
+fn decode_chunks<K: DeserializeOwned + Send + 'static>(
     rx: mpsc::Receiver<Vec<u8>>,
     mut admit: Admit<K>,
-) -> Result<DecodedList<Item<K>>, serde_json::Error> {
+    pool: DecodePool,
+) -> Result<DecodedList<Item<K>>, ListError> {
     let reader = ChunkReader {
         rx,
         chunk: Vec::new(),
@@ -118,23 +148,33 @@ fn decode_chunks<K: DeserializeOwned>(
         metadata: ListMeta::default(),
         items: Vec::new(),
     };
-    ListSeed {
+    let mut failed = None;
+    let r = ListSeed {
         out: &mut out,
         admit: &mut admit,
+        pool,
+        failed: &mut failed,
     }
-    .deserialize(&mut de)?;
-    de.end()?;
-    Ok(out)
+    .deserialize(&mut de)
+    .and_then(|()| de.end());
+    match (r, failed) {
+        // An item decoded on the pool failed: its own error, not the stand-in that stopped
+        // the body's deserializer.
+        (_, Some(e)) => Err(e),
+        (Err(e), None) => Err(ListError::Serde(e)),
+        (Ok(()), None) => Ok(out),
+    }
 }
 
 fn combine<T>(
-    decoded: Result<DecodedList<T>, serde_json::Error>,
+    decoded: Result<DecodedList<T>, ListError>,
     read: Result<(), io::Error>,
 ) -> Result<DecodedList<T>, kube::Error> {
     match (decoded, read) {
         (Ok(list), Ok(())) => Ok(list),
         (_, Err(e)) => Err(kube::Error::ReadEvents(e)),
-        (Err(e), Ok(())) => Err(kube::Error::SerdeError(e)),
+        (Err(ListError::Serde(e)), Ok(())) => Err(kube::Error::SerdeError(e)),
+        (Err(ListError::Worker(e)), Ok(())) => Err(kube::Error::Service(Box::new(e))),
     }
 }
 
@@ -170,16 +210,18 @@ impl io::Read for ChunkReader {
 struct ListSeed<'a, K> {
     out: &'a mut DecodedList<Item<K>>,
     admit: &'a mut Admit<K>,
+    pool: DecodePool,
+    failed: &'a mut Option<ListError>,
 }
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ListSeed<'_, K> {
+impl<'de, K: DeserializeOwned + Send + 'static> DeserializeSeed<'de> for ListSeed<'_, K> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
+impl<'de, K: DeserializeOwned + Send + 'static> Visitor<'de> for ListSeed<'_, K> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -197,6 +239,8 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
                         items: &mut self.out.items,
                         admit: &mut *self.admit,
                         item_type: item_type.as_ref(),
+                        pool: self.pool,
+                        failed: &mut *self.failed,
                     })?
                 }
                 "metadata" => self.out.metadata = map.next_value()?,
@@ -215,9 +259,11 @@ struct ItemsSeed<'a, K> {
     items: &'a mut Vec<Item<K>>,
     admit: &'a mut Admit<K>,
     item_type: Option<&'a TypeMeta>,
+    pool: DecodePool,
+    failed: &'a mut Option<ListError>,
 }
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<'_, K> {
+impl<'de, K: DeserializeOwned + Send + 'static> DeserializeSeed<'de> for ItemsSeed<'_, K> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         // `"items": null` is what some servers send for an empty list.
@@ -225,7 +271,7 @@ impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<'_, K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<'_, K> {
+impl<'de, K: DeserializeOwned + Send + 'static> Visitor<'de> for ItemsSeed<'_, K> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -237,13 +283,118 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<'_, K> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(Decoded(obj)) = seq.next_element::<Decoded<K>>()? {
+        if !self.pool.is_parallel() {
+            while let Some(Decoded(obj)) = seq.next_element::<Decoded<K>>()? {
+                if let Some(item) = (self.admit)(obj, self.item_type) {
+                    self.items.push(item);
+                }
+            }
+            return Ok(());
+        }
+        // Split here, decode on the pool, admit here in the list's order.
+        let mut window = Window {
+            pool: self.pool,
+            batch: Vec::with_capacity(LIST_BATCH),
+            in_flight: VecDeque::with_capacity(LIST_IN_FLIGHT + 1),
+            items: self.items,
+            admit: self.admit,
+            item_type: self.item_type,
+        };
+        loop {
+            match seq.next_element::<Box<RawValue>>() {
+                Ok(Some(raw)) => {
+                    if let Err(e) = window.push(raw) {
+                        return Err(self.failed.insert(e).stand_in());
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    // What came before the bad part is admitted as it would have been one
+                    // by one; an item that failed to decode before it is the first error.
+                    return match window.finish() {
+                        Err(first) => Err(self.failed.insert(first).stand_in()),
+                        Ok(()) => Err(e),
+                    };
+                }
+            }
+        }
+        window
+            .finish()
+            .map_err(|e| self.failed.insert(e).stand_in())
+    }
+}
+
+/// LIST items decoded as one batch on the pool.
+const LIST_BATCH: usize = 64;
+/// Batches decoding at once behind the one being admitted: the raw items held at most are
+/// `LIST_BATCH × (LIST_IN_FLIGHT + 1)` (about 1 MB of the benchmark's pods), never the list.
+const LIST_IN_FLIGHT: usize = 2;
+
+impl ListError {
+    /// The error that stops the body's deserializer (the real one is kept aside).
+    fn stand_in<E: serde::de::Error>(&self) -> E {
+        E::custom("a list item failed to decode")
+    }
+}
+
+/// The LIST items between split and admission: the batch being filled, then the batches on the
+/// pool, oldest first.
+struct Window<'a, K> {
+    pool: DecodePool,
+    batch: Vec<Box<RawValue>>,
+    in_flight: VecDeque<Batch<Result<K, serde_json::Error>>>,
+    items: &'a mut Vec<Item<K>>,
+    admit: &'a mut Admit<K>,
+    item_type: Option<&'a TypeMeta>,
+}
+
+impl<K: DeserializeOwned + Send + 'static> Window<'_, K> {
+    fn push(&mut self, raw: Box<RawValue>) -> Result<(), ListError> {
+        self.batch.push(raw);
+        if self.batch.len() >= LIST_BATCH {
+            self.send();
+            while self.in_flight.len() > LIST_IN_FLIGHT {
+                self.admit_oldest()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) {
+        if !self.batch.is_empty() {
+            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(LIST_BATCH));
+            self.in_flight
+                .push_back(self.pool.decode(batch, decode_item::<K>));
+        }
+    }
+
+    /// Waits for the oldest batch and admits its items in order, up to the first that failed.
+    fn admit_oldest(&mut self) -> Result<(), ListError> {
+        let Some(batch) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        for obj in batch.wait().map_err(ListError::Worker)? {
+            let obj = obj.map_err(ListError::Serde)?;
             if let Some(item) = (self.admit)(obj, self.item_type) {
                 self.items.push(item);
             }
         }
         Ok(())
     }
+
+    /// Sends the last batch and admits everything still in flight.
+    fn finish(&mut self) -> Result<(), ListError> {
+        self.send();
+        while !self.in_flight.is_empty() {
+            self.admit_oldest()?;
+        }
+        Ok(())
+    }
+}
+
+/// One LIST item's decode, on a decode thread.
+fn decode_item<K: DeserializeOwned>(raw: Box<RawValue>) -> Result<K, serde_json::Error> {
+    serde_json::from_str(raw.get())
 }
 
 /// One list item, decoded in place (no intermediate `Vec<K>`).

@@ -16,7 +16,10 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::list_decode::decode_list;
+use crate::{
+    decode::{RawObject, decode_watch},
+    list_decode::decode_list,
+};
 pub use crate::list_decode::{Admit, DecodedList};
 
 /// A LIST in progress: resolves to the admitted items with the list's metadata.
@@ -162,8 +165,23 @@ where
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
         let api = self.api.clone();
         Box::pin(crate::runtime::on_io(async move {
-            let s = api.watch(&params, &resource_version).await?;
-            Ok(s.boxed())
+            let pool = crate::runtime::decode_pool();
+            if !pool.is_parallel() {
+                // One decode thread: kube decodes each event on the reflector's thread.
+                let s = api.watch(&params, &resource_version).await?;
+                return Ok(s.boxed());
+            }
+            // The same request as `Api::watch`, read by kube's watch decoder with the events'
+            // objects left raw; the pool decodes them into `K`, in order (P8).
+            let mut req = kube::core::Request::new(api.resource_url())
+                .watch(&params, &resource_version)
+                .map_err(kube::Error::BuildRequest)?;
+            req.extensions_mut().insert("watch");
+            let events = api
+                .into_client()
+                .request_events::<RawObject>(req)
+                .await?;
+            Ok(decode_watch::<K, _>(events, pool))
         }))
     }
 

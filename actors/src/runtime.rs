@@ -109,3 +109,74 @@ pub(crate) async fn on_io<T: Send + 'static>(
         None => fut.await,
     }
 }
+
+/// Decode threads asked for with [`set_decode_threads`] (0: not set).
+static DECODE_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static DECODE_POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+
+/// The environment variable that sets the number of decode threads when the program did not
+/// call [`set_decode_threads`] (read once, when the first informer decodes).
+pub const DECODE_THREADS_ENV: &str = "KINFORMER_DECODE_THREADS";
+
+/// Sets how many threads decode watch events and LIST items, process-wide (docs/semantics.md
+/// P8: whatever the number, objects reach the FIFO in the server's order).
+///
+/// Default: [`std::thread::available_parallelism`], or `KINFORMER_DECODE_THREADS`. `1` keeps
+/// today's single-threaded path: every object is decoded on its reflector's thread, through
+/// kube's own watch decoder. Above 1, a shared pool of `n` threads decodes each batch of
+/// already-received watch events and LIST items in parallel, while the reflector keeps their
+/// order. Call it before the first informer starts: the pool is built once, and a later call
+/// returns `false` and changes nothing.
+pub fn set_decode_threads(n: usize) -> bool {
+    if DECODE_POOL.get().is_some() {
+        return false;
+    }
+    DECODE_THREADS.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+    true
+}
+
+/// The number of decode threads in use (or to be used once the pool starts): what
+/// [`set_decode_threads`] set, else `KINFORMER_DECODE_THREADS`, else the available parallelism.
+pub fn decode_threads() -> usize {
+    match DECODE_POOL.get() {
+        Some(Some(pool)) => pool.current_num_threads(),
+        Some(None) => 1,
+        None => wanted_decode_threads(),
+    }
+}
+
+fn wanted_decode_threads() -> usize {
+    match DECODE_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => std::env::var(DECODE_THREADS_ENV)
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(usize::from)
+                    .unwrap_or(1)
+            })
+            .max(1),
+        n => n,
+    }
+}
+
+/// The process-wide decode pool; `None` when decoding stays on the reflectors' threads (one
+/// decode thread, or the pool could not be started).
+pub(crate) fn decode_pool() -> crate::decode::DecodePool {
+    let pool = DECODE_POOL.get_or_init(|| {
+        let n = wanted_decode_threads();
+        if n <= 1 {
+            return None;
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("kinformer-decode-{i}"))
+            // A panic while decoding loses that batch's answer (the waiting reflector sees its
+            // channel closed and fails the request); without a handler rayon would abort.
+            .panic_handler(|_| tracing::error!("a kinformer decode thread panicked"))
+            .build()
+            .map_err(|e| tracing::error!(error = %e, "cannot start kinformer's decode pool"))
+            .ok()
+    });
+    crate::decode::DecodePool::new(pool.as_ref())
+}
