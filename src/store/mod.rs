@@ -40,6 +40,8 @@
 
 mod index;
 mod lean;
+#[cfg(test)]
+mod lean_tests;
 mod lister;
 #[cfg(test)]
 mod proptests;

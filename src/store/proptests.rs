@@ -1,7 +1,10 @@
 //! Property tests of the store against a model (a `BTreeMap` of key → object): random
 //! sequences of add/update/delete/replace/add_indexers (alone or inside batches); after every
 //! step the indices must equal a recomputation from scratch and every read must agree with the
-//! model (I2–I6).
+//! model (I2–I6). The same sequences run against lean stores (I7), with hot caches from none to
+//! a few objects and a codec that refuses some objects (kept typed): a lean store must answer
+//! every read as the typed one does, with equal objects, and a snapshot pinned before a write
+//! must still read the old contents.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -121,17 +124,69 @@ fn key_of(ns: usize, name: usize) -> String {
     ObjectKey::new(Some(NAMESPACES[ns]), &format!("p{name}")).to_string()
 }
 
+#[derive(Clone)]
 struct Model {
     objects: BTreeMap<String, Arc<Pod>>,
     indices: BTreeSet<&'static str>,
+    /// Lean stores hand out equal objects, typed stores the very same ones.
+    lean: bool,
 }
 
-fn same(a: &Option<Arc<Pod>>, b: &Option<Arc<Pod>>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        (None, None) => true,
-        _ => false,
+impl Model {
+    fn same(&self, a: &Option<Arc<Pod>>, b: &Option<Arc<Pod>>) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) if self.lean => a == b,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
     }
+}
+
+/// How the store under test keeps objects.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Typed,
+    /// Lean with a hot cache of `hot` objects; `flaky`: the codec refuses to encode `p3`.
+    Lean {
+        hot: usize,
+        flaky: bool,
+    },
+}
+
+/// JSON, except that objects named `p3` do not encode (a lean store keeps them typed).
+struct FlakyCodec;
+
+impl Codec<Pod> for FlakyCodec {
+    fn encode(&self, obj: &Pod) -> Result<Vec<u8>, CodecError> {
+        if obj.metadata.name.as_deref() == Some("p3") {
+            return Err(CodecError("refused".into()));
+        }
+        JsonCodec::default().encode(obj)
+    }
+    fn decode(&self, bytes: &[u8]) -> Result<Pod, CodecError> {
+        JsonCodec::default().decode(bytes)
+    }
+}
+
+fn store_in(mode: Mode, indexers: Indexers<Pod>) -> Store<Pod> {
+    match mode {
+        Mode::Typed => Store::new(default_key_func(), indexers),
+        Mode::Lean { hot, flaky } => {
+            let codec: Arc<dyn Codec<Pod>> = if flaky {
+                Arc::new(FlakyCodec)
+            } else {
+                Arc::new(JsonCodec::default())
+            };
+            let config = LeanConfig::default().hot_objects(hot);
+            Store::lean(default_key_func(), indexers, codec, config)
+        }
+    }
+}
+
+fn mode() -> impl Strategy<Value = Mode> {
+    (prop::sample::select(vec![0usize, 1, 20, 64]), any::<bool>())
+        .prop_map(|(hot, flaky)| Mode::Lean { hot, flaky })
 }
 
 /// The writes available both on `Store` and on `Batch`.
@@ -180,7 +235,7 @@ fn apply(w: &mut impl Writer, model: &mut Model, op: &Op) -> Result<(), TestCase
             match spec.name {
                 Some(n) => {
                     let prev = model.objects.insert(key_of(spec.ns, n), obj);
-                    prop_assert!(same(&got.unwrap(), &prev));
+                    prop_assert!(model.same(&got.unwrap(), &prev));
                 }
                 None => prop_assert!(matches!(got, Err(StoreError::Key(_)))),
             }
@@ -190,7 +245,7 @@ fn apply(w: &mut impl Writer, model: &mut Model, op: &Op) -> Result<(), TestCase
             match spec.name {
                 Some(n) => {
                     let prev = model.objects.remove(&key_of(spec.ns, n));
-                    prop_assert!(same(&got.unwrap(), &prev));
+                    prop_assert!(model.same(&got.unwrap(), &prev));
                 }
                 None => prop_assert!(matches!(got, Err(StoreError::Key(_)))),
             }
@@ -198,7 +253,8 @@ fn apply(w: &mut impl Writer, model: &mut Model, op: &Op) -> Result<(), TestCase
         Op::DeleteKey(ns, n) => {
             let key = key_of(*ns, *n);
             let prev = model.objects.remove(&key);
-            prop_assert!(same(&w.delete_key(&key), &prev));
+            let got = w.delete_key(&key);
+            prop_assert!(model.same(&got, &prev));
         }
         Op::Replace(specs) => {
             let objs: Vec<Arc<Pod>> = specs.iter().map(Spec::build).collect();
@@ -235,15 +291,20 @@ fn check(snap: &Snapshot<Pod>, model: &Model) -> Result<(), TestCaseError> {
         sorted_strings(snap.list_keys()),
         sorted_strings(model.objects.keys())
     );
-    prop_assert_eq!(snap.list().len(), model.objects.len());
+    let listed = snap.list();
+    prop_assert_eq!(listed.len(), model.objects.len());
+    for o in listed {
+        let key = ObjectKey::new(
+            o.metadata.namespace.as_deref(),
+            o.metadata.name.as_deref().unwrap_or(""),
+        );
+        prop_assert!(model.same(&Some(o), &model.objects.get(key.as_str()).cloned()));
+    }
     for (key, obj) in &model.objects {
-        prop_assert!(same(&snap.get_by_key(key), &Some(Arc::clone(obj))));
+        prop_assert!(model.same(&snap.get_by_key(key), &Some(Arc::clone(obj))));
         let key = ObjectKey::parse(key).unwrap();
         let (ns, name) = key.split();
-        prop_assert!(same(
-            &snap.get(ns.unwrap_or(""), name),
-            &Some(Arc::clone(obj))
-        ));
+        prop_assert!(model.same(&snap.get(ns.unwrap_or(""), name), &Some(Arc::clone(obj))));
     }
     prop_assert_eq!(snap.index_names(), sorted_strings(model.indices.iter()));
     for name in INDEX_NAMES {
@@ -274,6 +335,13 @@ fn check(snap: &Snapshot<Pod>, model: &Model) -> Result<(), TestCaseError> {
             prop_assert_eq!(sorted_strings(got), sorted_strings(keys));
             let objs = snap.by_index(name, value).unwrap();
             prop_assert_eq!(objs.len(), keys.len());
+            for o in objs {
+                let key = ObjectKey::new(
+                    o.metadata.namespace.as_deref(),
+                    o.metadata.name.as_deref().unwrap_or(""),
+                );
+                prop_assert!(model.same(&Some(o), &model.objects.get(key.as_str()).cloned()));
+            }
         }
         // Index(obj): union over the probe's values.
         for obj in model.objects.values() {
@@ -310,19 +378,22 @@ fn check(snap: &Snapshot<Pod>, model: &Model) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn run(initial: Vec<usize>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(mode: Mode, initial: Vec<usize>, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut model = Model {
         objects: BTreeMap::new(),
         indices: initial.iter().map(|i| INDEX_NAMES[*i]).collect(),
+        lean: matches!(mode, Mode::Lean { .. }),
     };
     let indexers: Indexers<Pod> = model
         .indices
         .iter()
         .map(|n| (n.to_string(), index_func_named(n)))
         .collect();
-    let mut store = Store::new(default_key_func(), indexers);
+    let mut store = store_in(mode, indexers);
     let lister = store.lister();
     for op in &ops {
+        // A version pinned before the op, with what it held.
+        let (pinned, pinned_model) = (lister.snapshot(), model.clone());
         match op {
             Op::AddIndexer(i) => {
                 let name = INDEX_NAMES[*i];
@@ -352,6 +423,26 @@ fn run(initial: Vec<usize>, ops: Vec<Op>) -> Result<(), TestCaseError> {
         check(&lister.snapshot(), &model)?;
         check(&store.snapshot(), &model)?;
         prop_assert_eq!(store.len(), model.objects.len());
+        check(&pinned, &pinned_model)?;
+        if model.lean {
+            let stats = lister.lean_stats().unwrap();
+            prop_assert_eq!(stats.decode_failures, 0);
+            // Everything is stored lean except what the flaky codec refused.
+            let refused = model
+                .objects
+                .keys()
+                .filter(|_| matches!(mode, Mode::Lean { flaky: true, .. }))
+                .filter(|k| k.ends_with("/p3") || *k == "p3")
+                .count() as u64;
+            prop_assert_eq!(
+                stats.objects + refused,
+                model.objects.len() as u64,
+                "{:?}",
+                mode
+            );
+        } else {
+            prop_assert!(lister.lean_stats().is_none());
+        }
     }
     Ok(())
 }
@@ -365,7 +456,23 @@ proptest! {
         initial in prop::collection::btree_set(0..INDEX_NAMES.len(), 0..=INDEX_NAMES.len()),
         ops in prop::collection::vec(op(), 1..40),
     ) {
-        run(initial.into_iter().collect(), ops)?;
+        run(Mode::Typed, initial.into_iter().collect(), ops)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+
+    /// I7: a lean store answers every read like the model (so like a typed store), whatever
+    /// the hot cache's size, with objects that do not encode kept typed, and pinned
+    /// snapshots keep their version.
+    #[test]
+    fn i7_lean_store_matches_model_after_every_op(
+        mode in mode(),
+        initial in prop::collection::btree_set(0..INDEX_NAMES.len(), 0..=INDEX_NAMES.len()),
+        ops in prop::collection::vec(op(), 1..40),
+    ) {
+        run(mode, initial.into_iter().collect(), ops)?;
     }
 }
 
@@ -376,12 +483,13 @@ proptest! {
     #[test]
     fn i4_add_indexers_late_equals_indexing_from_the_start(
         specs in prop::collection::vec(spec(), 0..30),
+        late_mode in prop_oneof![Just(Mode::Typed), mode()],
     ) {
         let mut early = Store::new(
             default_key_func(),
             INDEX_NAMES.iter().map(|n| (n.to_string(), index_func_named(n))).collect(),
         );
-        let mut late = Store::new(default_key_func(), Indexers::new());
+        let mut late = store_in(late_mode, Indexers::new());
         for s in &specs {
             let obj = s.build();
             let _ = early.add(Arc::clone(&obj));
