@@ -1,15 +1,23 @@
-//! kinformer's client for the shared informer benchmark (the shared benchmark harness kept next to the repository, `shared/bench`, see its README).
+//! kinformer's client for the shared informer benchmark (`BENCHMARKS.md` says how to run it).
 //!
 //! One Pod informer over all namespaces, K handlers that each see every add/update/delete and
-//! stop at the sentinel pod `bench/done`. Prints the RESULT line that `run.sh` reads:
+//! stop at the sentinel pod `bench/done`. Prints the RESULT line the harness reads:
 //! `RESULT impl=kinformer n= m= handlers= sync_ms= total_ms= events_per_s= objects=`.
 //!
-//! Handlers use `OverflowPolicy::Unbounded` so that, like the other peers, every handler is
-//! handed every notification (the default, Coalesce, may merge updates for a slow handler).
-//! `--policy block|coalesce|unbounded`, `--watch-list`, `--transform` (drop managedFields)
-//! change that. `--trace off|disabled|on` measures message tracing's cost (T4).
+//! With no flags it runs the library's default configuration, as a typical user writes it:
+//! `SharedIndexInformer::all(client)` and `add_event_handler` (overflow policy Coalesce, B3).
+//! `--policy`, `--watch-list` (R7), `--transform` (drop managedFields, P2) and `--trace`
+//! (T4) change one thing each; `--decode-only` runs no informer at all and only reads the same
+//! LIST and WATCH through kube, decoding each item into a `Pod` on one thread: the decode limit
+//! of the same run. The impl name in the RESULT line names every flag that differs from the
+//! default, so runs can be told apart.
+//!
+//! Reads `KUBECONFIG`, `BENCH_T0_UNIX_NS` (process start), `BENCH_PODS`/`BENCH_EVENTS` (n, m)
+//! and `BENCH_TIMEOUT_S` (gives up with a non-zero status 10 s before it), and
+//! `KINFORMER_BENCH_TRACE` (the trace file with `--trace on`).
 
 use std::{
+    collections::HashSet,
     io::Write,
     sync::{
         Arc,
@@ -18,14 +26,65 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
+use clap::{Parser, ValueEnum};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
     InformerConfig, ListenerConfig, Notification, OverflowPolicy, SharedIndexInformer, handler_fn,
 };
-use kube::Client;
+use kube::{
+    Api, Client,
+    api::{ListParams, VersionMatch, WatchEvent, WatchParams},
+};
 
-/// Message tracing during the run (T4).
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// kinformer's client for the shared informer benchmark.
+#[derive(Parser, Debug)]
+#[command(name = "bench", about)]
+struct Args {
+    /// Handlers registered on the informer (each sees every notification).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    handlers: u32,
+    /// The handlers' overflow policy (B3). Default: the library's (Coalesce).
+    #[arg(long, value_enum)]
+    policy: Option<Policy>,
+    /// Initial list by watch-list (`sendInitialEvents=true`, R7) instead of LIST.
+    #[arg(long)]
+    watch_list: bool,
+    /// A transform that drops `metadata.managedFields` from every object (P2).
+    #[arg(long)]
+    transform: bool,
+    /// Message tracing during the run (T4).
+    #[arg(long, value_enum, default_value_t = TraceMode::Off)]
+    trace: TraceMode,
+    /// No informer: read the same LIST and WATCH through kube and only decode each item into a
+    /// `Pod` (one thread), counting keys: the single-thread decode limit of the same run.
+    #[arg(long, conflicts_with_all = ["policy", "watch_list", "transform", "trace"])]
+    decode_only: bool,
+}
+
+/// `--policy`: a listener's overflow policy (B3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Policy {
+    /// Merge updates of a key while the handler is behind (the library default).
+    Coalesce,
+    /// Buffer every notification.
+    Unbounded,
+    /// Hold back the indexer while the handler's buffer is full.
+    Block,
+}
+
+impl Policy {
+    fn overflow(self) -> OverflowPolicy {
+        match self {
+            Policy::Coalesce => OverflowPolicy::Coalesce,
+            Policy::Unbounded => OverflowPolicy::Unbounded,
+            Policy::Block => OverflowPolicy::Block,
+        }
+    }
+}
+
+/// `--trace`: message tracing during the run (T4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum TraceMode {
     /// No tracing subscriber and no trace sink.
     Off,
@@ -36,54 +95,32 @@ enum TraceMode {
     On,
 }
 
-struct Args {
-    handlers: usize,
-    policy: OverflowPolicy,
-    watch_list: bool,
-    transform: bool,
-    trace: TraceMode,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        handlers: 1,
-        policy: OverflowPolicy::Unbounded,
-        watch_list: false,
-        transform: false,
-        trace: TraceMode::Off,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--handlers" => {
-                a.handlers = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .filter(|n| *n > 0)
-                    .ok_or("--handlers needs a positive number")?
-            }
-            "--policy" => {
-                a.policy = match it.next().as_deref() {
-                    Some("block") => OverflowPolicy::Block,
-                    Some("coalesce") => OverflowPolicy::Coalesce,
-                    Some("unbounded") => OverflowPolicy::Unbounded,
-                    _ => return Err("--policy needs block, coalesce or unbounded".into()),
-                }
-            }
-            "--watch-list" => a.watch_list = true,
-            "--transform" => a.transform = true,
-            "--trace" => {
-                a.trace = match it.next().as_deref() {
-                    Some("off") => TraceMode::Off,
-                    Some("disabled") => TraceMode::Disabled,
-                    Some("on") => TraceMode::On,
-                    _ => return Err("--trace needs off, disabled or on".into()),
-                }
-            }
-            other => return Err(format!("unknown argument {other}")),
+impl Args {
+    /// `kinformer` plus one suffix per flag that differs from the default.
+    fn impl_name(&self) -> String {
+        let mut name = String::from("kinformer");
+        if self.decode_only {
+            name.push_str("-decodeonly");
         }
+        if self.watch_list {
+            name.push_str("-watchlist");
+        }
+        match self.policy {
+            None => {}
+            Some(Policy::Coalesce) => name.push_str("-coalesce"),
+            Some(Policy::Unbounded) => name.push_str("-unbounded"),
+            Some(Policy::Block) => name.push_str("-block"),
+        }
+        if self.transform {
+            name.push_str("-transform");
+        }
+        match self.trace {
+            TraceMode::Off => {}
+            TraceMode::Disabled => name.push_str("-tracedisabled"),
+            TraceMode::On => name.push_str("-traceon"),
+        }
+        name
     }
-    Ok(a)
 }
 
 #[derive(Clone, Copy)]
@@ -117,8 +154,22 @@ fn finish(code: i32) -> ! {
     std::process::exit(code)
 }
 
+fn fail(msg: impl std::fmt::Display) -> ! {
+    eprintln!("kinformer-bench: {msg}");
+    finish(1)
+}
+
 fn is_sentinel(p: &Pod) -> bool {
     p.metadata.name.as_deref() == Some("done") && p.metadata.namespace.as_deref() == Some("bench")
+}
+
+/// What the RESULT line reports.
+struct Outcome {
+    sync_ms: f64,
+    total_ms: f64,
+    objects: usize,
+    /// Watch events seen (the sentinel included), when `BENCH_EVENTS` is not set.
+    events: u64,
 }
 
 fn main() {
@@ -128,13 +179,7 @@ fn main() {
             .and_then(|v| v.parse().ok()),
         t0: Instant::now(),
     };
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("kinformer-bench: {e}");
-            finish(2);
-        }
-    };
+    let args = Args::parse();
     if args.trace == TraceMode::Disabled {
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
@@ -152,22 +197,45 @@ fn main() {
             }
         }
     });
-    let timeout_s = env_u64("BENCH_TIMEOUT_S").map_or(600, |t| t.saturating_sub(10).max(10));
+    let timeout = Duration::from_secs(
+        env_u64("BENCH_TIMEOUT_S").map_or(600, |t| t.saturating_sub(10).max(10)),
+    );
     let system = actix::System::new();
-    system.block_on(run(args, clock, timeout_s));
+    let out = system.block_on(async {
+        let client = match Client::try_default().await {
+            Ok(c) => c,
+            Err(e) => fail(format_args!("cannot build a client from KUBECONFIG: {e}")),
+        };
+        if args.decode_only {
+            decode_only(client, clock, timeout).await
+        } else {
+            informer(&args, client, clock, timeout).await
+        }
+    });
+    let n = env_u64("BENCH_PODS").unwrap_or(out.objects as u64);
+    let m = env_u64("BENCH_EVENTS").unwrap_or(out.events.saturating_sub(1));
+    let eps = m as f64 / ((out.total_ms - out.sync_ms).max(1.0) / 1e3);
+    println!(
+        "RESULT impl={} n={n} m={m} handlers={} sync_ms={:.0} total_ms={:.0} events_per_s={:.0} objects={}",
+        args.impl_name(),
+        args.handlers,
+        out.sync_ms,
+        out.total_ms,
+        eps,
+        out.objects
+    );
+    finish(0)
 }
 
-async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
-    let client = match Client::try_default().await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("kinformer-bench: cannot build a client from KUBECONFIG: {e}");
-            finish(1);
-        }
+/// The informer run: the library's defaults unless a flag says otherwise.
+async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration) -> Outcome {
+    let informer = if args.watch_list {
+        let mut config = InformerConfig::default();
+        config.reflector.watch_list = true;
+        SharedIndexInformer::<Pod>::with_config(client, None, config)
+    } else {
+        SharedIndexInformer::<Pod>::all(client)
     };
-    let mut config = InformerConfig::default();
-    config.reflector.watch_list = args.watch_list;
-    let informer = SharedIndexInformer::<Pod>::with_config(client, None, config);
     if args.transform {
         let _ = informer.set_transform(|mut p: Pod| {
             p.metadata.managed_fields = None;
@@ -175,20 +243,18 @@ async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
         });
     }
 
-    let done_ms: Arc<Vec<AtomicU64>> =
-        Arc::new((0..args.handlers).map(|_| AtomicU64::new(0)).collect());
-    let seen: Arc<Vec<AtomicU64>> =
-        Arc::new((0..args.handlers).map(|_| AtomicU64::new(0)).collect());
+    let handlers = args.handlers as usize;
+    let done_ms: Arc<Vec<AtomicU64>> = Arc::new((0..handlers).map(|_| AtomicU64::new(0)).collect());
+    let seen: Arc<Vec<AtomicU64>> = Arc::new((0..handlers).map(|_| AtomicU64::new(0)).collect());
     let finished = Arc::new(AtomicUsize::new(0));
     let all_done = Arc::new(tokio::sync::Notify::new());
-    for h in 0..args.handlers {
+    for h in 0..handlers {
         let (done_ms, seen, finished, all_done) = (
             Arc::clone(&done_ms),
             Arc::clone(&seen),
             Arc::clone(&finished),
             Arc::clone(&all_done),
         );
-        let n_handlers = args.handlers;
         let handler = handler_fn(move |n: &Notification<Pod>| {
             seen[h].fetch_add(1, Ordering::Relaxed);
             if let Notification::Add { obj, .. } | Notification::Update { new: obj, .. } = n
@@ -196,45 +262,51 @@ async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
                 && done_ms[h].load(Ordering::Relaxed) == 0
             {
                 done_ms[h].store(clock.ms().max(1.0) as u64, Ordering::Relaxed);
-                if finished.fetch_add(1, Ordering::AcqRel) + 1 == n_handlers {
+                if finished.fetch_add(1, Ordering::AcqRel) + 1 == handlers {
                     all_done.notify_one();
                 }
             }
         });
-        let cfg = ListenerConfig::default()
-            .policy(args.policy)
-            .name(format!("bench-{h}"));
-        if let Err(e) = informer.add_event_handler_with(handler, cfg).await {
-            eprintln!("kinformer-bench: cannot add handler: {e}");
-            finish(1);
+        // A typical user registers with `add_event_handler`; the listener options only when a
+        // flag asks for a policy.
+        let added = match args.policy {
+            None => informer.add_event_handler(handler).await.map(|_| ()),
+            Some(p) => {
+                let cfg = ListenerConfig::default()
+                    .policy(p.overflow())
+                    .name(format!("bench-{h}"));
+                informer
+                    .add_event_handler_with(handler, cfg)
+                    .await
+                    .map(|_| ())
+            }
+        };
+        if let Err(e) = added {
+            fail(format_args!("cannot add handler: {e}"));
         }
     }
     if let Err(e) = informer.start() {
-        eprintln!("kinformer-bench: cannot start: {e}");
-        finish(1);
+        fail(format_args!("cannot start: {e}"));
     }
-    let deadline = Duration::from_secs(timeout_s);
     let sync_ms = match tokio::time::timeout(deadline, informer.wait_for_sync()).await {
         Ok(()) => clock.ms(),
-        Err(_) => {
-            eprintln!(
-                "kinformer-bench: did not sync within {timeout_s}s: {:?}",
-                informer.health()
-            );
-            finish(1);
-        }
+        Err(_) => fail(format_args!(
+            "did not sync within {}s: {:?}",
+            deadline.as_secs(),
+            informer.health()
+        )),
     };
     let waiter = all_done.notified();
-    if finished.load(Ordering::Acquire) < args.handlers
+    if finished.load(Ordering::Acquire) < handlers
         && tokio::time::timeout(deadline, waiter).await.is_err()
     {
-        eprintln!(
-            "kinformer-bench: handlers did not all see bench/done within {timeout_s}s: seen={:?}",
+        fail(format_args!(
+            "handlers did not all see bench/done within {}s: seen={:?}",
+            deadline.as_secs(),
             seen.iter()
                 .map(|s| s.load(Ordering::Relaxed))
                 .collect::<Vec<_>>()
-        );
-        finish(1);
+        ));
     }
     let total_ms = done_ms
         .iter()
@@ -255,26 +327,82 @@ async fn run(args: Args, clock: Clock, timeout_s: u64) -> ! {
             .map(|s| s.load(Ordering::Relaxed))
             .collect::<Vec<_>>()
     );
-    let n = env_u64("BENCH_PODS").unwrap_or(objects as u64);
-    let m = env_u64("BENCH_EVENTS").unwrap_or(h.events.saturating_sub(1));
-    let eps = m as f64 / ((total_ms - sync_ms).max(1.0) / 1e3);
-    println!(
-        "RESULT impl=kinformer{}{}{} n={n} m={m} handlers={} sync_ms={:.0} total_ms={:.0} events_per_s={:.0} objects={objects}",
-        if args.watch_list { "-watchlist" } else { "" },
-        match args.policy {
-            OverflowPolicy::Unbounded => "",
-            OverflowPolicy::Block => "-block",
-            OverflowPolicy::Coalesce => "-coalesce",
-        },
-        match args.trace {
-            TraceMode::Off => "",
-            TraceMode::Disabled => "-tracedisabled",
-            TraceMode::On => "-traceon",
-        },
-        args.handlers,
+    Outcome {
         sync_ms,
         total_ms,
-        eps
-    );
-    finish(0)
+        objects,
+        events: h.events,
+    }
+}
+
+/// `--decode-only`: the informer's requests (a LIST at `resourceVersion=0`, then a WATCH from
+/// its resourceVersion), decoded into `Pod` by kube on this one thread; only the keys are kept,
+/// to count the objects a cache would hold.
+async fn decode_only(client: Client, clock: Clock, deadline: Duration) -> Outcome {
+    let api: Api<Pod> = Api::all(client);
+    let run = async {
+        let lp = ListParams {
+            resource_version: Some("0".into()),
+            version_match: Some(VersionMatch::NotOlderThan),
+            ..ListParams::default()
+        };
+        let list = api
+            .list(&lp)
+            .await
+            .unwrap_or_else(|e| fail(format_args!("LIST failed: {e}")));
+        let rv = list.metadata.resource_version.clone().unwrap_or_default();
+        let mut keys: HashSet<String> = list.items.iter().map(key).collect();
+        drop(list);
+        let sync_ms = clock.ms();
+        let wp = WatchParams::default().timeout(290);
+        let mut events = 0u64;
+        let mut stream = api
+            .watch(&wp, &rv)
+            .await
+            .unwrap_or_else(|e| fail(format_args!("WATCH failed: {e}")))
+            .boxed();
+        while let Some(ev) = stream
+            .try_next()
+            .await
+            .unwrap_or_else(|e| fail(format_args!("WATCH stream failed: {e}")))
+        {
+            match ev {
+                WatchEvent::Added(p) | WatchEvent::Modified(p) => {
+                    events += 1;
+                    let done = is_sentinel(&p);
+                    keys.insert(key(&p));
+                    if done {
+                        return Outcome {
+                            sync_ms,
+                            total_ms: clock.ms(),
+                            objects: keys.len(),
+                            events,
+                        };
+                    }
+                }
+                WatchEvent::Deleted(p) => {
+                    events += 1;
+                    keys.remove(&key(&p));
+                }
+                WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(e) => fail(format_args!("WATCH error event: {e:?}")),
+            }
+        }
+        fail("the WATCH ended before bench/done")
+    };
+    match tokio::time::timeout(deadline, run).await {
+        Ok(out) => out,
+        Err(_) => fail(format_args!(
+            "did not see bench/done within {}s",
+            deadline.as_secs()
+        )),
+    }
+}
+
+fn key(p: &Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or_default(),
+        p.metadata.name.as_deref().unwrap_or_default()
+    )
 }
