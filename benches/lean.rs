@@ -68,7 +68,10 @@ fn reads(c: &mut Criterion) {
         // Hot: the read object is in the hot cache (read before, so remembered).
         ("lean_hot", CacheMode::lean()),
         // Cold: no hot cache, every read decodes.
-        ("lean_cold", CacheMode::Lean(LeanConfig::default().hot_objects(0))),
+        (
+            "lean_cold",
+            CacheMode::Lean(LeanConfig::default().hot_objects(0)),
+        ),
     ];
     let mut g = c.benchmark_group("lean/get");
     for (name, mode) in modes {
@@ -113,7 +116,11 @@ fn writes(c: &mut Criterion) {
     let cases = [
         ("typed", CacheMode::Typed, false),
         ("lean_hot", CacheMode::lean(), true),
-        ("lean_cold", CacheMode::Lean(LeanConfig::default().hot_objects(0)), false),
+        (
+            "lean_cold",
+            CacheMode::Lean(LeanConfig::default().hot_objects(0)),
+            false,
+        ),
     ];
     for (name, mode, hot) in cases {
         let mut s = store(mode, &objs);
