@@ -16,6 +16,9 @@ use std::{
 use super::{Delivery, SyncTracker};
 use crate::{ObjectKey, coalesce::Coalescer, notification::Notification};
 
+/// Keys the coalescer's map keeps room for once drained, whatever the backlog.
+const KEPT_KEYS: usize = 64;
+
 /// The merging side of a `Coalesce` buffer.
 struct Merging<K> {
     c: Coalescer<K>,
@@ -46,11 +49,12 @@ impl<K> Merging<K> {
     }
 
     /// Back to the plain queue once nothing waits (popped, or cancelled by add+delete). Gives
-    /// back what a long backlog grew, keeping room for the next backlog of `backlog` keys.
+    /// back what a long backlog grew, keeping room for the next backlog of `backlog` keys (at
+    /// least [`KEPT_KEYS`], so that a small backlog does not free and regrow the map each time).
     fn stop_if_drained(&mut self) {
         if self.c.is_empty() {
             self.active = false;
-            self.c.shrink_to(self.backlog);
+            self.c.shrink_to(self.backlog.max(KEPT_KEYS));
             self.initial_keys.shrink_to_fit();
         }
     }
