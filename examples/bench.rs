@@ -6,8 +6,8 @@
 //!
 //! With no flags it runs the library's default configuration, as a typical user writes it:
 //! `SharedIndexInformer::all(client)` and `add_event_handler` (overflow policy Coalesce, B3).
-//! `--policy`, `--watch-list` (R7), `--transform` (drop managedFields, P2) and `--trace`
-//! (T4) change one thing each; `--decode-only` runs no informer at all and only reads the same
+//! `--policy`, `--watch-list` (R7), `--transform` (drop managedFields, P2), `--lean` (the
+//! store's lean mode, I7) and `--trace` (T4) change one thing each; `--decode-only` runs no informer at all and only reads the same
 //! LIST and WATCH through kube, decoding each item into a `Pod` on one thread: the decode limit
 //! of the same run. The impl name in the RESULT line names every flag that differs from the
 //! default, so runs can be told apart.
@@ -30,7 +30,8 @@ use clap::{Parser, ValueEnum};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
-    InformerConfig, ListenerConfig, Notification, OverflowPolicy, SharedIndexInformer, handler_fn,
+    CacheMode, InformerConfig, ListenerConfig, Notification, OverflowPolicy, SharedIndexInformer,
+    handler_fn,
 };
 use kube::{
     Api, Client,
@@ -53,12 +54,16 @@ struct Args {
     /// A transform that drops `metadata.managedFields` from every object (P2).
     #[arg(long)]
     transform: bool,
+    /// The store in lean mode (I7): objects kept serialised, decoded on read through the hot
+    /// cache (`InformerConfig::default().cache(CacheMode::lean())`).
+    #[arg(long)]
+    lean: bool,
     /// Message tracing during the run (T4).
     #[arg(long, value_enum, default_value_t = TraceMode::Off)]
     trace: TraceMode,
     /// No informer: read the same LIST and WATCH through kube and only decode each item into a
     /// `Pod` (one thread), counting keys: the single-thread decode limit of the same run.
-    #[arg(long, conflicts_with_all = ["policy", "watch_list", "transform", "trace"])]
+    #[arg(long, conflicts_with_all = ["policy", "watch_list", "transform", "lean", "trace"])]
     decode_only: bool,
 }
 
@@ -113,6 +118,9 @@ impl Args {
         }
         if self.transform {
             name.push_str("-transform");
+        }
+        if self.lean {
+            name.push_str("-lean");
         }
         match self.trace {
             TraceMode::Off => {}
@@ -229,9 +237,12 @@ fn main() {
 
 /// The informer run: the library's defaults unless a flag says otherwise.
 async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration) -> Outcome {
-    let informer = if args.watch_list {
+    let informer = if args.watch_list || args.lean {
         let mut config = InformerConfig::default();
-        config.reflector.watch_list = true;
+        config.reflector.watch_list = args.watch_list;
+        if args.lean {
+            config = config.cache(CacheMode::lean());
+        }
         SharedIndexInformer::<Pod>::with_config(client, None, config)
     } else {
         SharedIndexInformer::<Pod>::all(client)
