@@ -3,7 +3,10 @@
 //! each), key sinks that turn every event into the key of the Deployment it concerns (a
 //! ReplicaSet through its controller ownerReference, a Pod through its ReplicaSet, both looked
 //! up in the listers), a rate-limited [`WorkQueue`], and N workers that reconcile one Deployment
-//! key at a time: read the listers, [`sync::plan`], execute the plan through the API.
+//! key at a time: read the listers, claim the ReplicaSets (adopt matching orphans, release
+//! owned ones that no longer match: [`sync::claim_replica_sets`]), [`sync::plan`], execute the
+//! plan through the API. A ReplicaSet event maps to its controller's key, or for an orphan to
+//! every Deployment whose selector matches it (so it can adopt it).
 //!
 //! Errors are retried with the queue's rate limiter (5 ms doubling, 10 qps overall), up to
 //! [`MAX_RETRIES`] times like client-go; success `forget`s the key. A 409 Conflict (the cache
@@ -35,12 +38,13 @@ use kinformer_actors::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, PostParams, Preconditions},
+    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
 };
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
-use crate::sync::{self, Action};
+use crate::reconcile::AdoptionError;
+use crate::reconcile::{self as sync, Action};
 
 /// The label selector of the Deployments the example manages by default.
 pub const DEFAULT_SELECTOR: &str = "kinformer.example/managed=true";
@@ -98,6 +102,16 @@ pub enum SyncError {
     /// A key without a namespace (Deployments are namespaced).
     #[error("bad key {0}")]
     BadKey(String),
+    /// An orphan ReplicaSet could not be adopted: the Deployment is gone, replaced or being
+    /// deleted (`RecheckDeletionTimestamp`).
+    #[error("can't adopt ReplicaSet {rs}: {source}")]
+    Adoption {
+        /// The ReplicaSet.
+        rs: String,
+        /// Why.
+        #[source]
+        source: AdoptionError,
+    },
 }
 
 fn api_code(e: &kube::Error) -> Option<u16> {
@@ -119,6 +133,8 @@ struct Counters {
     rs_created: AtomicU64,
     rs_scaled: AtomicU64,
     rs_deleted: AtomicU64,
+    rs_adopted: AtomicU64,
+    rs_released: AtomicU64,
     status_updates: AtomicU64,
     requeues: AtomicU64,
 }
@@ -140,10 +156,14 @@ pub struct Stats {
     pub gone: u64,
     /// ReplicaSets created.
     pub rs_created: u64,
-    /// ReplicaSet scale updates.
+    /// ReplicaSet updates (scale, replica and revision annotations, `minReadySeconds`).
     pub rs_scaled: u64,
     /// Old ReplicaSets deleted (revision history limit).
     pub rs_deleted: u64,
+    /// Orphan ReplicaSets adopted.
+    pub rs_adopted: u64,
+    /// ReplicaSets released (labels no longer matching).
+    pub rs_released: u64,
     /// Deployment status writes.
     pub status_updates: u64,
     /// Rate-limited requeues after a failed reconcile.
@@ -226,6 +246,37 @@ pub fn pod_deployment(
     owning_deployment(&rs.metadata, deployments)
 }
 
+/// The keys of the Deployments a ReplicaSet event concerns (`addReplicaSet`,
+/// `updateReplicaSet`): its controller if it has one, else every cached Deployment of its
+/// namespace whose selector matches its labels (`getDeploymentsForReplicaSet`), which may adopt
+/// it.
+pub fn replica_set_deployments(
+    rs: &ReplicaSet,
+    deployments: &Lister<Deployment>,
+) -> Vec<ObjectKey> {
+    if sync::controller_of(&rs.metadata).is_some() {
+        return owning_deployment(&rs.metadata, deployments)
+            .into_iter()
+            .collect();
+    }
+    let Some(ns) = rs.metadata.namespace.as_deref() else {
+        return Vec::new();
+    };
+    sync::deployments_for_orphan(rs, &deployments.namespaced(ns).list())
+        .iter()
+        .map(|d| ObjectKey::new(Some(ns), d.metadata.name.as_deref().unwrap_or_default()))
+        .collect()
+}
+
+fn keys_of_all<K>(n: &Notification<K>, f: impl Fn(&K) -> Vec<ObjectKey>) -> Vec<ObjectKey> {
+    let mut keys = BTreeSet::new();
+    if let Notification::Update { old, .. } = n {
+        keys.extend(f(old));
+    }
+    keys.extend(f(n.object()));
+    keys.into_iter().collect()
+}
+
 /// Keys of both sides of a notification (an update may move an object to another owner).
 fn keys_of<K>(n: &Notification<K>, f: impl Fn(&K) -> Option<ObjectKey>) -> Vec<ObjectKey> {
     let mut keys = BTreeSet::new();
@@ -302,7 +353,7 @@ impl DeploymentController {
 
         let dl = d_lister.clone();
         let rs_mapper: KeyMapper<ReplicaSet> = Arc::new(move |_key, n| {
-            keys_of(n, |rs: &ReplicaSet| owning_deployment(&rs.metadata, &dl))
+            keys_of_all(n, |rs: &ReplicaSet| replica_set_deployments(rs, &dl))
         });
         replica_sets
             .add_key_sink(
@@ -439,6 +490,8 @@ impl DeploymentController {
             rs_created: l(&c.rs_created),
             rs_scaled: l(&c.rs_scaled),
             rs_deleted: l(&c.rs_deleted),
+            rs_adopted: l(&c.rs_adopted),
+            rs_released: l(&c.rs_released),
             status_updates: l(&c.status_updates),
             requeues: l(&c.requeues),
             queue_adds: m.adds,
@@ -564,6 +617,7 @@ impl Inner {
             return Ok(());
         };
         let rss = self.replica_sets.lister().namespaced(ns).list();
+        let rss = self.claim_replica_sets(&d, &rss).await?;
         let pods = self.pods.lister().namespaced(ns).list();
         let plan = sync::plan(&d, &rss, &pods, &Time(Timestamp::now()))?;
         tracing::debug!(deployment = %key, hash = %plan.hash, actions = plan.actions.len(), status = plan.status.is_some(), "planned");
@@ -572,12 +626,16 @@ impl Inner {
         for action in &plan.actions {
             match action {
                 Action::Create(rs) => self.create_replica_set(&rs_api, &d, rs).await?,
-                Action::Scale { rs, from, to } => {
+                Action::Update { rs, from, to } => {
                     let rs_name = rs.name_any();
                     match rs_api.replace(&rs_name, &PostParams::default(), rs).await {
                         Ok(_) => {
                             self.counters.rs_scaled.fetch_add(1, Ordering::Relaxed);
-                            tracing::info!(deployment = %key, replicaset = %rs_name, from, to, "scaled ReplicaSet");
+                            if from == to {
+                                tracing::debug!(deployment = %key, replicaset = %rs_name, "updated ReplicaSet annotations");
+                            } else {
+                                tracing::info!(deployment = %key, replicaset = %rs_name, from, to, "scaled ReplicaSet");
+                            }
                         }
                         Err(e) if api_code(&e) == Some(409) => {
                             return Err(SyncError::Conflict(format!("replicasets/{rs_name}")));
@@ -606,31 +664,155 @@ impl Inner {
             }
         }
 
-        if let Some(status) = plan.status {
-            let mut updated = (*d).clone();
-            updated.status = Some(status);
-            let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
-            match d_api
-                .replace_status(name, &PostParams::default(), &updated)
-                .await
-            {
-                Ok(_) => {
-                    self.counters.status_updates.fetch_add(1, Ordering::Relaxed);
-                    let s = updated.status.unwrap_or_default();
-                    tracing::debug!(deployment = %key, replicas = ?s.replicas, updated = ?s.updated_replicas,
-                        available = ?s.available_replicas, "status updated");
-                }
-                Err(e) if api_code(&e) == Some(409) => {
-                    return Err(SyncError::Conflict(format!("deployments/{name}/status")));
-                }
-                Err(e) if api_code(&e) == Some(404) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if plan.status.is_some() || plan.revision.is_some() {
+            self.write_status(&d, plan.status, plan.revision).await?;
         }
         if let Some(after) = plan.requeue_after {
             self.queue.add_after(key.clone(), after);
         }
         Ok(())
+    }
+
+    /// Writes the status and the Deployment's revision annotation through the status
+    /// subresource, as upstream does (`SetDeploymentRevision` then `UpdateStatus`: a status
+    /// write keeps metadata changes there and never bumps the generation). A server that drops
+    /// metadata on status writes (the simulated API server) gets the annotation by a merge patch
+    /// of the Deployment's metadata instead.
+    async fn write_status(
+        &self,
+        d: &Deployment,
+        status: Option<k8s_openapi::api::apps::v1::DeploymentStatus>,
+        revision: Option<String>,
+    ) -> Result<(), SyncError> {
+        let (ns, name) = (
+            d.metadata.namespace.as_deref().unwrap_or_default(),
+            d.name_any(),
+        );
+        let key = key_of(d);
+        let mut updated = d.clone();
+        if let Some(status) = status {
+            updated.status = Some(status);
+        }
+        if let Some(r) = &revision {
+            updated
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(sync::REVISION_ANNOTATION.into(), r.clone());
+        }
+        let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+        let written = match d_api
+            .replace_status(&name, &PostParams::default(), &updated)
+            .await
+        {
+            Ok(w) => {
+                self.counters.status_updates.fetch_add(1, Ordering::Relaxed);
+                let s = updated.status.unwrap_or_default();
+                tracing::debug!(deployment = %key, replicas = ?s.replicas, updated = ?s.updated_replicas,
+                    available = ?s.available_replicas, revision = ?revision, "status updated");
+                w
+            }
+            Err(e) if api_code(&e) == Some(409) => {
+                return Err(SyncError::Conflict(format!("deployments/{name}/status")));
+            }
+            Err(e) if api_code(&e) == Some(404) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(r) = revision else {
+            return Ok(());
+        };
+        if sync::annotation(&written.metadata, sync::REVISION_ANNOTATION) == Some(r.as_str()) {
+            return Ok(());
+        }
+        let patch = serde_json::json!({
+            "metadata": {
+                "resourceVersion": written.metadata.resource_version,
+                "annotations": {sync::REVISION_ANNOTATION: r},
+            }
+        });
+        match d_api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if api_code(&e) == Some(409) => Err(SyncError::Conflict(format!(
+                "deployments/{name} (revision)"
+            ))),
+            Err(e) if api_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `getReplicaSetsForDeployment`: the ReplicaSets the Deployment owns after adopting the
+    /// matching orphans and releasing the owned ones that no longer match
+    /// (`ClaimReplicaSets`). Before the first adoption the Deployment is read from the API: it
+    /// must still be the same object and not being deleted (`RecheckDeletionTimestamp`).
+    async fn claim_replica_sets(
+        &self,
+        d: &Deployment,
+        rss: &[Arc<ReplicaSet>],
+    ) -> Result<Vec<Arc<ReplicaSet>>, SyncError> {
+        let claims = sync::claim_replica_sets(d, rss)?;
+        if claims.adopt.is_empty() && claims.release.is_empty() {
+            return Ok(claims.owned);
+        }
+        let ns = d.metadata.namespace.as_deref().unwrap_or_default();
+        let key = key_of(d);
+        let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
+        let mut owned = claims.owned;
+        if !claims.adopt.is_empty() {
+            let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+            let fresh = d_api.get_opt(&d.name_any()).await?;
+            for rs in &claims.adopt {
+                let rs_name = rs.name_any();
+                sync::can_adopt(d, fresh.as_ref()).map_err(|source| SyncError::Adoption {
+                    rs: rs_name.clone(),
+                    source,
+                })?;
+                let patch = sync::adopt_patch(d, rs);
+                match rs_api
+                    .patch(&rs_name, &PatchParams::default(), &Patch::Strategic(&patch))
+                    .await
+                {
+                    Ok(adopted) => {
+                        self.counters.rs_adopted.fetch_add(1, Ordering::Relaxed);
+                        tracing::info!(deployment = %key, replicaset = %rs_name, "adopted ReplicaSet");
+                        owned.push(Arc::new(adopted));
+                    }
+                    // Gone: nothing to adopt.
+                    Err(e) if api_code(&e) == Some(404) => {}
+                    Err(e) if api_code(&e) == Some(409) => {
+                        return Err(SyncError::Conflict(format!(
+                            "replicasets/{rs_name} (adopt)"
+                        )));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        for rs in &claims.release {
+            let rs_name = rs.name_any();
+            let patch = sync::release_patch(d, rs);
+            match rs_api
+                .patch(&rs_name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(_) => {
+                    self.counters.rs_released.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(deployment = %key, replicaset = %rs_name, "released ReplicaSet (labels no longer match)");
+                }
+                // Gone, or (422) no such owner / another uid: released already (upstream ignores
+                // both).
+                Err(e) if matches!(api_code(&e), Some(404 | 422)) => {}
+                Err(e) if api_code(&e) == Some(409) => {
+                    return Err(SyncError::Conflict(format!(
+                        "replicasets/{rs_name} (release)"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(owned)
     }
 
     /// Creates the new ReplicaSet; on AlreadyExists tells "ours, not cached yet" from a hash

@@ -1,13 +1,19 @@
 //! kube-controller-manager's deployment controller, built on kinformer's shared informers,
 //! listers and workqueue: the project's main example, as a crate a user can copy.
 //!
-//! - [`controller`]: the informers, event handlers, workqueue and workers; it only executes
-//!   the plans the reconcile logic returns.
-//! - [`sync`]: the pure reconcile logic (no I/O, no clock), unit-tested.
+//! - [`controller`]: the informers, event handlers, workqueue and workers; it claims
+//!   ReplicaSets (adoption, release) and executes the plans the reconcile logic returns.
+//! - [`reconcile`]: the pure reconcile logic (no I/O, no clock), split as upstream's
+//!   `pkg/controller/deployment` is (sync, rolling, recreate, progress, revision history,
+//!   adoption, utilities), unit-tested.
 //! - [`embedded`]: scaffolding for the embedded demo only (a simulation of the parts of a
 //!   cluster the simulated API server does not run, and the demo scenario); not needed
 //!   against a real cluster.
 
 pub mod controller;
 pub mod embedded;
-pub mod sync;
+pub mod reconcile;
+
+/// The reconcile logic under its former module name (`deployment_controller::sync`), kept so
+/// existing imports still work; new code uses [`reconcile`].
+pub use reconcile as sync;

@@ -21,7 +21,7 @@ use deployment_controller::{
         cluster::{ClusterOptions, ClusterSim},
         demo,
     },
-    sync,
+    reconcile as sync,
 };
 use k8s_openapi::{
     api::{
