@@ -2,10 +2,13 @@
 //! client-go's `processorListener`.
 //!
 //! client-go gives each listener two goroutines and an unbounded ring buffer between them. Here
-//! the actor owns the buffer, the core's [`ListenerBuffer`] (queue or per-key coalescer, chosen
-//! by the [`OverflowPolicy`]), which also keeps the registration's `HasSynced` bookkeeping exact
-//! (P5), and offers the buffered notifications one at a time to its [`Sink`]. Under
-//! [`OverflowPolicy::Block`] the indexer's message is answered only once the buffer has room.
+//! the actor owns the buffer, the core's [`ListenerBuffer`] (a queue; under
+//! [`OverflowPolicy::Coalesce`] merged per key once [`ListenerConfig::capacity`] notifications
+//! wait, and a queue again when drained), which also keeps the registration's `HasSynced`
+//! bookkeeping exact (P5), and offers the buffered notifications one at a time to its [`Sink`].
+//! Under [`OverflowPolicy::Block`] the indexer's message is answered only once the buffer has
+//! room. After each batch a coalescing listener publishes how many notifications its buffer
+//! merged away ([`ListenerStats::coalesced`]).
 
 use std::sync::{Arc, atomic::Ordering};
 
