@@ -91,8 +91,19 @@ async fn p8_list_items_decoded_in_parallel_arrive_in_the_servers_order() {
         seen.lock().unwrap().len() >= 3000
     })
     .await;
-    let got: Vec<String> = seen.lock().unwrap().iter().map(|(_, k, _)| k.clone()).collect();
-    assert_eq!(got, server_order, "handler saw the list in the server's order");
+    let got: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, k, _)| k.clone())
+        .collect();
+    assert_eq!(got.len(), server_order.len());
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != server_order[i]) {
+        panic!(
+            "notification {i} is {}, the server listed {} there",
+            got[i], server_order[i]
+        );
+    }
     informer.shutdown().await;
 }
 

@@ -392,7 +392,9 @@ impl<K: DeserializeOwned + Send + 'static> Window<'_, K> {
     }
 }
 
-/// One LIST item's decode, on a decode thread.
+/// One LIST item's decode, on a decode thread. It takes the raw text by value: the batch's
+/// items move to the pool, and each item's text is freed there once decoded.
+#[allow(clippy::boxed_local)]
 fn decode_item<K: DeserializeOwned>(raw: Box<RawValue>) -> Result<K, serde_json::Error> {
     serde_json::from_str(raw.get())
 }
@@ -514,6 +516,100 @@ mod tests {
             2,
             "admitted before the body ended"
         );
+    }
+}
+
+/// P8 for LIST items decoded on the pool: the list's order, and the first bad item's error.
+#[cfg(test)]
+mod parallel_tests {
+    use super::*;
+    use crate::decode::{DecodePool, test_pool};
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    /// A ConfigMapList of `n` items of varied sizes; item `bad` (if any) has `data` of the
+    /// wrong type.
+    fn list(n: usize, bad: Option<usize>) -> String {
+        let items: Vec<String> = (0..n)
+            .map(|i| {
+                if Some(i) == bad {
+                    format!(r#"{{"metadata":{{"name":"c{i:05}"}},"data":5}}"#)
+                } else {
+                    let pad = "x".repeat((i * 53) % 3000);
+                    format!(r#"{{"metadata":{{"name":"c{i:05}"}},"data":{{"pad":"{pad}"}}}}"#)
+                }
+            })
+            .collect();
+        format!(
+            r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{}]}}"#,
+            items.join(",")
+        )
+    }
+
+    /// Decodes `json` on `pool`; returns the result and the names admitted, in admission order.
+    fn run(json: String, pool: DecodePool) -> (Result<Vec<String>, kube::Error>, Vec<String>) {
+        let admitted = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let a = Arc::clone(&admitted);
+        let admit: Admit<ConfigMap> = Box::new(move |o, _| {
+            a.lock()
+                .unwrap()
+                .push(o.metadata.name.clone().unwrap_or_default());
+            Some((Arc::new(o), TraceId::NONE))
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let got = rt.block_on(async move {
+            let chunks: Vec<Result<Vec<u8>, io::Error>> = json
+                .into_bytes()
+                .chunks(4093)
+                .map(|c| Ok(c.to_vec()))
+                .collect();
+            let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
+            decode_list_on::<ConfigMap>(Box::pin(reader), admit, pool).await
+        });
+        let names = got.map(|l| {
+            l.items
+                .iter()
+                .map(|(o, _)| o.metadata.name.clone().unwrap_or_default())
+                .collect()
+        });
+        let admitted = admitted.lock().unwrap().clone();
+        (names, admitted)
+    }
+
+    #[test]
+    fn p8_list_items_decoded_on_the_pool_keep_the_lists_order() {
+        let want: Vec<String> = (0..2000).map(|i| format!("c{i:05}")).collect();
+        for pool in [test_pool(), DecodePool::inline()] {
+            let (names, admitted) = run(list(2000, None), pool);
+            assert_eq!(names.expect("decodes"), want);
+            assert_eq!(admitted, want, "admitted in the list's order");
+        }
+    }
+
+    /// A bad item in the middle of a batch: the list fails with a decode error, and exactly the
+    /// items before it were admitted, in order (as when decoding one by one).
+    #[test]
+    fn p8_a_bad_list_item_fails_the_list_after_admitting_exactly_those_before_it() {
+        for bad in [0, 1, 700, 1999] {
+            for pool in [test_pool(), DecodePool::inline()] {
+                let (names, admitted) = run(list(2000, Some(bad)), pool);
+                assert!(
+                    matches!(names, Err(kube::Error::SerdeError(ref e)) if e.is_data()),
+                    "{bad}: {names:?}"
+                );
+                let want: Vec<String> = (0..bad).map(|i| format!("c{i:05}")).collect();
+                assert_eq!(admitted, want, "bad item {bad}");
+            }
+        }
+        // A syntax error after a shape error: the first one in the body is reported.
+        let json = list(300, Some(100)).replace("c00200", "c00200\\q\"");
+        let (names, admitted) = run(json, test_pool());
+        assert!(
+            matches!(names, Err(kube::Error::SerdeError(ref e)) if e.is_data()),
+            "{names:?}"
+        );
+        assert_eq!(admitted.len(), 100);
     }
 }
 

@@ -16,11 +16,11 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
+pub use crate::list_decode::{Admit, DecodedList};
 use crate::{
     decode::{RawObject, decode_watch},
     list_decode::decode_list,
 };
-pub use crate::list_decode::{Admit, DecodedList};
 
 /// A LIST in progress: resolves to the admitted items with the list's metadata.
 pub type ListItems<K> =
@@ -177,10 +177,7 @@ where
                 .watch(&params, &resource_version)
                 .map_err(kube::Error::BuildRequest)?;
             req.extensions_mut().insert("watch");
-            let events = api
-                .into_client()
-                .request_events::<RawObject>(req)
-                .await?;
+            let events = api.into_client().request_events::<RawObject>(req).await?;
             Ok(decode_watch::<K, _>(events, pool))
         }))
     }
