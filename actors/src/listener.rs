@@ -98,8 +98,8 @@ impl<K: InformerObject> ProcessorListener<K> {
         self.sink.take_back().map(|h| (h, config))
     }
 
+    /// Buffers one notification (already counted as received by the caller, per batch).
     fn accept(&mut self, p: Delivery<K>) {
-        self.stats.received.fetch_add(1, Ordering::Relaxed);
         let what = trace::notification_name(&p.notification);
         self.tracer.object(p.trace, p.notification.object(), what);
         self.buffer.push(p);
@@ -173,6 +173,9 @@ impl<K: InformerObject> Handler<Notifications<K>> for ProcessorListener<K> {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, msg: Notifications<K>, ctx: &mut Context<Self>) -> Self::Result {
+        // Counted before anything is delivered, so `received` never trails `delivered`.
+        let n = msg.items.len() as u64;
+        self.stats.received.fetch_add(n, Ordering::Relaxed);
         msg.items.into_iter().for_each(|p| self.accept(p));
         if self.config.policy == OverflowPolicy::Coalesce {
             self.stats.publish_coalesced(self.buffer.coalesced());
