@@ -746,3 +746,489 @@ async fn a_malformed_deployment_is_skipped_until_fixed() {
     assert_converged_shape(&env, &d, 2, "bad:1").await;
     env.stop().await;
 }
+
+// ---- Adoption, proportional scaling, revisions, minReadySeconds, paused, rollback ----
+
+impl Env {
+    fn replica_sets(&self) -> Api<ReplicaSet> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    /// Merge-patches the Deployment; returns the new generation.
+    async fn patch(&self, name: &str, patch: serde_json::Value) -> i64 {
+        self.deployments()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch deployment")
+            .metadata
+            .generation
+            .unwrap_or(0)
+    }
+
+    /// Replaces the Deployment's image (and change cause); returns the new generation.
+    async fn roll(&self, name: &str, image: &str, cause: Option<&str>) -> i64 {
+        let mut d = self.get(name).await;
+        if let Some(c) = d
+            .spec
+            .template
+            .spec
+            .as_mut()
+            .and_then(|s| s.containers.first_mut())
+        {
+            c.image = Some(image.into());
+        }
+        if let Some(cause) = cause {
+            d.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(sync::CHANGE_CAUSE_ANNOTATION.into(), cause.into());
+        }
+        self.deployments()
+            .replace(name, &PostParams::default(), &d)
+            .await
+            .expect("replace deployment")
+            .metadata
+            .generation
+            .unwrap_or(0)
+    }
+
+    /// Waits until the Deployment's status observed `generation`.
+    async fn observed(&self, name: &str, generation: i64) -> Deployment {
+        until(
+            &format!("{name} observes generation {generation}"),
+            || async {
+                self.get(name)
+                    .await
+                    .status
+                    .and_then(|s| s.observed_generation)
+                    .unwrap_or(0)
+                    >= generation
+            },
+        )
+        .await;
+        self.get(name).await
+    }
+}
+
+fn image_of(rs: &ReplicaSet) -> Option<String> {
+    rs.spec
+        .template
+        .as_ref()?
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .image
+        .clone()
+}
+
+fn progressing_reason(d: &Deployment) -> Option<String> {
+    d.status
+        .as_ref()
+        .and_then(|s| sync::condition(s, sync::reason::PROGRESSING))
+        .and_then(|c| c.reason.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_replica_set_matching_the_selector_is_adopted() {
+    let env = env().await;
+    // A ReplicaSet nobody controls, with the Deployment's template (and its own hash label),
+    // already running 2 pods.
+    let d = demo::deployment("web", 3, "nginx:1", None, true);
+    let mut labels = d
+        .spec
+        .template
+        .metadata
+        .clone()
+        .unwrap_or_default()
+        .labels
+        .unwrap_or_default();
+    labels.insert(sync::POD_TEMPLATE_HASH_LABEL.into(), "orphan".into());
+    let mut template = d.spec.template.clone();
+    template
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels = Some(labels.clone());
+    let orphan = ReplicaSet {
+        metadata: kube::api::ObjectMeta {
+            name: Some("web-orphan".into()),
+            labels: Some(labels.clone()),
+            ..Default::default()
+        },
+        spec: k8s_openapi::api::apps::v1::ReplicaSetSpec {
+            replicas: Some(2),
+            selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some(labels),
+                ..Default::default()
+            },
+            template: Some(template),
+            ..Default::default()
+        },
+        status: None,
+    };
+    let orphan = env
+        .replica_sets()
+        .create(&PostParams::default(), &orphan)
+        .await
+        .expect("create orphan");
+    until("the orphan runs its pods", || async {
+        env.pods_of(&orphan).await.len() == 2
+    })
+    .await;
+
+    let created = env.create(&d).await;
+    let uid = created.uid().expect("uid");
+    until("the orphan is adopted and scaled to 3", || async {
+        env.replica_sets_of(&uid)
+            .await
+            .iter()
+            .any(|rs| rs.name_any() == "web-orphan" && sync::rs_replicas(rs) == 3)
+    })
+    .await;
+    let d = env.wait_converged("web", 1).await;
+    let rss = env.replica_sets_of(&uid).await;
+    assert_eq!(
+        rss.len(),
+        1,
+        "the adopted one is the new ReplicaSet: {rss:?}"
+    );
+    let rs = &rss[0];
+    assert_eq!(rs.uid(), orphan.uid(), "the same object, adopted");
+    let owner = sync::controller_of(&rs.metadata).expect("controller ownerReference");
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.block_owner_deletion
+        ),
+        ("Deployment", "web", uid.as_str(), Some(true))
+    );
+    assert_eq!(revision(rs).as_deref(), Some("1"));
+    assert_eq!(env.pods_of(rs).await.len(), 3, "its 2 pods kept, 1 added");
+    assert_eq!(d.status.and_then(|s| s.available_replicas), Some(3));
+    let s = env.controller.stats();
+    assert_eq!((s.rs_adopted, s.rs_created), (1, 0), "{s:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_set_whose_labels_no_longer_match_is_released() {
+    let env = env().await;
+    let created = env
+        .create(&demo::deployment("web", 2, "nginx:1", None, true))
+        .await;
+    let uid = created.uid().expect("uid");
+    let d = env.wait_converged("web", 1).await;
+    let first = assert_converged_shape(&env, &d, 2, "nginx:1").await;
+
+    // Someone relabels the ReplicaSet out of the Deployment's selector.
+    let patch = serde_json::json!({"metadata": {"labels": {"app": "other"}}});
+    env.replica_sets()
+        .patch(
+            &first.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("relabel");
+    until(
+        "released: no longer controlled by the Deployment",
+        || async {
+            env.replica_sets()
+                .get(&first.name_any())
+                .await
+                .is_ok_and(|rs| !sync::is_controlled_by(&rs.metadata, &uid))
+        },
+    )
+    .await;
+    let released = env
+        .replica_sets()
+        .get(&first.name_any())
+        .await
+        .expect("get");
+    assert!(
+        released.owner_references().iter().all(|o| o.uid != uid),
+        "the ownerReference is gone: {:?}",
+        released.owner_references()
+    );
+    // The Deployment has no ReplicaSet now: it makes a new one (its name is taken by the
+    // released one, so under a raised collision count) and converges on it.
+    until("a new ReplicaSet converges", || async {
+        let d = env.get("web").await;
+        d.status.as_ref().and_then(|s| s.collision_count) == Some(1)
+            && env.converged("web", 1).await
+    })
+    .await;
+    let d = env.get("web").await;
+    let new = assert_converged_shape(&env, &d, 2, "nginx:1").await;
+    assert_ne!(new.uid(), first.uid());
+    let s = env.controller.stats();
+    assert_eq!((s.rs_released, s.rs_adopted), (1, 0), "{s:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_mid_rollout_is_proportional() {
+    let env = env().await;
+    let strategy = demo::rolling(IntOrString::Int(3), IntOrString::Int(0));
+    let created = env
+        .create(&demo::deployment("api", 10, "api:1", strategy, true))
+        .await;
+    let uid = created.uid().expect("uid");
+    env.wait_converged("api", 1).await;
+
+    // A rollout that cannot finish: the new pods never become available (minReadySeconds of
+    // an hour), and maxUnavailable 0 keeps the old ReplicaSet at 10. maxSurge 3: new at 3.
+    let mut d = env.get("api").await;
+    d.spec.min_ready_seconds = Some(3600);
+    if let Some(c) = d.spec.template.spec.as_mut().map(|s| &mut s.containers[0]) {
+        c.image = Some("api:2".into());
+    }
+    let g = env
+        .deployments()
+        .replace("api", &PostParams::default(), &d)
+        .await
+        .expect("roll")
+        .metadata
+        .generation
+        .unwrap_or(0);
+    env.observed("api", g).await;
+    let sizes = || async {
+        env.replica_sets_of(&uid)
+            .await
+            .iter()
+            .map(|rs| {
+                (
+                    image_of(rs).unwrap_or_default(),
+                    sync::rs_replicas(rs),
+                    sync::desired_replicas_annotation(rs),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    until("the rollout is stuck at 10 old + 3 new", || async {
+        sizes().await
+            == vec![
+                ("api:1".into(), 10, Some(10)),
+                ("api:2".into(), 3, Some(10)),
+            ]
+    })
+    .await;
+
+    // Scale 10 → 20: allowed 20 + 3 = 23, 10 to add. Largest first: old round(10·23/13) - 10
+    // = 8, new round(3·23/13) - 3 = 5 - 3 = 2 → 18 and 5 (upstream's arithmetic; the rolling
+    // arithmetic would have grown the new one to 13 instead).
+    let g = demo::scale(&env.client, NS, "api", 20)
+        .await
+        .expect("scale");
+    env.observed("api", g).await;
+    until("both ReplicaSets scaled for 20", || async {
+        sizes()
+            .await
+            .iter()
+            .all(|(_, _, desired)| *desired == Some(20))
+    })
+    .await;
+    assert_eq!(
+        sizes().await,
+        vec![
+            ("api:1".into(), 18, Some(20)),
+            ("api:2".into(), 5, Some(20))
+        ]
+    );
+    for rs in env.replica_sets_of(&uid).await {
+        assert_eq!(sync::max_replicas_annotation(&rs), Some(23));
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revision_history_limit_keeps_only_the_newest_old_replica_sets() {
+    let env = env().await;
+    let mut d = demo::deployment("web", 1, "web:1", None, true);
+    d.spec.revision_history_limit = Some(1);
+    let uid = env.create(&d).await.uid().expect("uid");
+    env.wait_converged("web", 1).await;
+    for v in 2..=4 {
+        let g = env
+            .roll("web", &format!("web:{v}"), Some(&format!("image web:{v}")))
+            .await;
+        env.wait_converged("web", g).await;
+    }
+    until("only 1 old ReplicaSet is left", || async {
+        env.replica_sets_of(&uid).await.len() == 2
+    })
+    .await;
+    let rss = env.replica_sets_of(&uid).await;
+    let h = sync::history(&uid, &rss);
+    assert_eq!(
+        h.iter()
+            .map(|r| (r.revision, r.change_cause.as_deref()))
+            .collect::<Vec<_>>(),
+        vec![(3, Some("image web:3")), (4, Some("image web:4"))],
+        "the oldest revisions went first"
+    );
+    assert_eq!(
+        rss.iter().map(image_of).collect::<Vec<_>>(),
+        vec![Some("web:3".into()), Some("web:4".into())]
+    );
+    assert!(env.controller.stats().rs_deleted >= 2);
+    until("the Deployment's revision is 4", || async {
+        env.get("web")
+            .await
+            .annotations()
+            .get(sync::REVISION_ANNOTATION)
+            .map(String::as_str)
+            == Some("4")
+    })
+    .await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_ready_seconds_delays_availability() {
+    let env = env().await;
+    let mut d = demo::deployment("slow", 2, "slow:1", None, true);
+    // Pod condition times have second precision (metav1.Time), so a pod may count as Ready up
+    // to a second before it was: with 2 s, it is available no sooner than 1 s after creation.
+    d.spec.min_ready_seconds = Some(2);
+    let started = std::time::Instant::now();
+    env.create(&d).await;
+    let ready_not_available = Arc::new(Mutex::new(false));
+    let seen = ready_not_available.clone();
+    until("Available=True with 2 available", || async {
+        let s = env.get("slow").await.status.unwrap_or_default();
+        if s.ready_replicas == Some(2) && s.available_replicas == Some(0) {
+            *seen.lock().unwrap() = true;
+        }
+        s.available_replicas == Some(2)
+            && sync::condition(&s, sync::reason::AVAILABLE)
+                .is_some_and(|c| c.status.as_deref() == Some("True"))
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "available after {:?}, before minReadySeconds",
+        started.elapsed()
+    );
+    assert!(
+        *ready_not_available.lock().unwrap(),
+        "the status showed the pods Ready but not yet available"
+    );
+    let d = env.wait_converged("slow", 1).await;
+    let rs = assert_converged_shape(&env, &d, 2, "slow:1").await;
+    assert_eq!(rs.spec.min_ready_seconds, Some(2), "copied to the ReplicaSet");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_deployment_scales_but_does_not_roll_out() {
+    let env = env().await;
+    let uid = env
+        .create(&demo::deployment("web", 2, "nginx:1", None, true))
+        .await
+        .uid()
+        .expect("uid");
+    env.wait_converged("web", 1).await;
+
+    let g = env
+        .patch("web", serde_json::json!({"spec": {"paused": true}}))
+        .await;
+    let d = env.observed("web", g).await;
+    until("Progressing says DeploymentPaused", || async {
+        progressing_reason(&env.get("web").await).as_deref() == Some(sync::reason::PAUSED)
+    })
+    .await;
+    assert_eq!(d.spec.paused, Some(true));
+
+    // A template change while paused: no new ReplicaSet.
+    let g = env.roll("web", "nginx:2", None).await;
+    env.observed("web", g).await;
+    // A scale while paused: the existing ReplicaSet follows.
+    let g = demo::scale(&env.client, NS, "web", 3).await.expect("scale");
+    env.observed("web", g).await;
+    until("the old ReplicaSet scaled to 3", || async {
+        let rss = env.replica_sets_of(&uid).await;
+        rss.len() == 1 && sync::rs_replicas(&rss[0]) == 3 && env.pods_of(&rss[0]).await.len() == 3
+    })
+    .await;
+    let rss = env.replica_sets_of(&uid).await;
+    assert_eq!(rss.len(), 1, "no rollout while paused: {rss:?}");
+    assert_eq!(image_of(&rss[0]).as_deref(), Some("nginx:1"));
+    assert_eq!(env.controller.stats().rs_created, 1);
+
+    // Resumed: the rollout happens.
+    let g = env
+        .patch("web", serde_json::json!({"spec": {"paused": false}}))
+        .await;
+    let d = env.wait_converged("web", g).await;
+    assert_converged_shape(&env, &d, 3, "nginx:2").await;
+    assert_eq!(env.replica_sets_of(&uid).await.len(), 2);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_back_the_template_scales_the_old_replica_set_up_under_the_next_revision() {
+    let env = env().await;
+    let uid = env
+        .create(&demo::deployment("web", 2, "nginx:1", None, true))
+        .await
+        .uid()
+        .expect("uid");
+    env.wait_converged("web", 1).await;
+    let g = env.roll("web", "nginx:2", Some("to v2")).await;
+    env.wait_converged("web", g).await;
+    let rss = env.replica_sets_of(&uid).await;
+    let (v1, v2) = (rss[0].clone(), rss[1].clone());
+    assert_eq!(
+        (revision(&v1).as_deref(), revision(&v2).as_deref()),
+        (Some("1"), Some("2"))
+    );
+
+    // What `kubectl rollout undo` does for apps/v1: the template (without its hash label) and
+    // annotations of revision 1 written back into the Deployment.
+    let mut d = env.get("web").await;
+    let patch = sync::rollback_patch(&d, &v1).expect("template");
+    d.spec.template = serde_json::from_value(patch[0]["value"].clone()).expect("template");
+    d.metadata.annotations = serde_json::from_value(patch[1]["value"].clone()).expect("ann");
+    let g = env
+        .deployments()
+        .replace("web", &PostParams::default(), &d)
+        .await
+        .expect("rollback")
+        .metadata
+        .generation
+        .unwrap_or(0);
+    let d = env.wait_converged("web", g).await;
+    let rs = assert_converged_shape(&env, &d, 2, "nginx:1").await;
+    assert_eq!(
+        rs.uid(),
+        v1.uid(),
+        "the old ReplicaSet is the new one again"
+    );
+    assert_eq!(
+        revision(&rs).as_deref(),
+        Some("3"),
+        "under the next revision"
+    );
+    assert_eq!(
+        rs.annotations()
+            .get(sync::REVISION_HISTORY_ANNOTATION)
+            .map(String::as_str),
+        Some("1")
+    );
+    let rss = env.replica_sets_of(&uid).await;
+    assert_eq!(rss.len(), 2, "nothing created");
+    assert_eq!(sync::rs_replicas(&rss[0]), 0, "v2 scaled down");
+    until("the Deployment's revision is 3", || async {
+        env.get("web")
+            .await
+            .annotations()
+            .get(sync::REVISION_ANNOTATION)
+            .map(String::as_str)
+            == Some("3")
+    })
+    .await;
+    env.stop().await;
+}
