@@ -1118,7 +1118,11 @@ async fn min_ready_seconds_delays_availability() {
     );
     let d = env.wait_converged("slow", 1).await;
     let rs = assert_converged_shape(&env, &d, 2, "slow:1").await;
-    assert_eq!(rs.spec.min_ready_seconds, Some(2), "copied to the ReplicaSet");
+    assert_eq!(
+        rs.spec.min_ready_seconds,
+        Some(2),
+        "copied to the ReplicaSet"
+    );
     env.stop().await;
 }
 
