@@ -70,7 +70,7 @@ impl<K: InformerObject> ProcessorListener<K> {
             trace::object_kind::<K>(&kind),
         );
         let handler_tracer = tracer.at(Hop::Handler);
-        let sink = Sink::new(handler, config.policy, &stats, &name, &handler_tracer)?;
+        let sink = Sink::new(handler, &stats, &name, &handler_tracer)?;
         let tracker = Arc::clone(&stats.sync);
         let buffer = match config.policy {
             // B3: merging starts once `capacity` notifications wait; a handler that keeps up

@@ -227,6 +227,9 @@ async fn flush<K: InformerObject>(
     m: &mut Machine<K>,
     last_error: &mut Option<ReflectorError>,
 ) -> Result<Option<(ReflectorError, Instant)>, ReflectorError> {
+    // Counters first: what is handed over may sync the informer before this task resumes, and
+    // a scrape after sync must already count the LIST that fed it.
+    cx.status.publish(m.counters());
     let mut handed = false;
     while let Some(out) = m.poll_output() {
         handed = true;

@@ -23,13 +23,15 @@ use kinformer::processor::Delivery;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    config::OverflowPolicy,
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler, dispatch},
     messages::Notify,
     object::InformerObject,
     stats::ListenerStats,
     trace::{self, Tracer},
 };
+
+/// Notifications that may wait between a listener and its handler thread, under every policy.
+const HANDLER_CHANNEL: usize = 64;
 
 /// What a listener is given to deliver to.
 pub(crate) enum HandlerKind<K: InformerObject> {
@@ -84,19 +86,17 @@ impl<K: InformerObject> Sink<K> {
     /// handed back with the error.
     pub(crate) fn new(
         handler: HandlerKind<K>,
-        policy: OverflowPolicy,
         stats: &Arc<ListenerStats>,
         name: &Arc<str>,
         tracer: &Tracer,
     ) -> Result<Self, (std::io::Error, HandlerKind<K>)> {
         Ok(match handler {
             HandlerKind::Handler(h) => {
-                // Coalesce keeps the channel at one so that waiting notifications stay mergeable.
-                let cap = match policy {
-                    OverflowPolicy::Coalesce => 1,
-                    _ => 64,
-                };
-                let (tx, rx) = mpsc::channel(cap);
+                // The same channel for every policy: a capacity of 1 made almost every send
+                // under Coalesce take the slow path (a spawned future and a cross-thread wake
+                // per notification). Merging happens in the listener's buffer under a backlog
+                // (B3); at most this many notifications wait unmerged here, as under Unbounded.
+                let (tx, rx) = mpsc::channel(HANDLER_CHANNEL);
                 let abort = Arc::new(AtomicBool::new(false));
                 let (exit_tx, exit_rx) = oneshot::channel();
                 let (handler_tx, handler_rx) = oneshot::channel();

@@ -180,7 +180,7 @@ impl ListenerStats {
 
     /// Notifications folded into another one by [`OverflowPolicy::Coalesce`] (B3) and so
     /// never delivered on their own: `received = delivered + buffered + coalesced + dropped`
-    /// (plus at most one on its way to the handler).
+    /// (plus those on their way to the handler: at most the handler thread's channel of 64).
     pub fn coalesced(&self) -> u64 {
         self.coalesced.load(Ordering::Relaxed)
     }

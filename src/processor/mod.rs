@@ -475,7 +475,7 @@ impl<K: Resource> Processor<K> {
                             }
                         }
                         DeltaType::Deleted => {
-                            writes.delete_key(key.as_str());
+                            writes.remove_key(key.as_str());
                             out.push((
                                 Delivery {
                                     key: key.clone(),
