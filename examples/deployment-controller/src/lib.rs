@@ -12,6 +12,7 @@
 
 pub mod controller;
 pub mod embedded;
+pub mod leader;
 pub mod reconcile;
 
 /// The reconcile logic under its former module name (`deployment_controller::sync`), kept so

@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p deployment-controller                 # embedded demo, exits by itself
 //! cargo run --release -p deployment-controller -- --workers 4 --duration 30
+//! cargo run --release -p deployment-controller -- --serve --write-kubeconfig /tmp/demo.kubeconfig
 //! KUBECONFIG=~/.kube/config cargo run --release -p deployment-controller -- --selector app.kubernetes.io/managed-by=kinformer
 //! ```
 //!
@@ -14,15 +15,19 @@
 //! matching `--selector` in that cluster until Ctrl-C (or `--duration`); the cluster's own
 //! deployment controller must be off there (see the README).
 //!
+//! Leader election (`--leader-elect`, on by default against a cluster, off in the embedded demo
+//! unless asked): every replica starts its informers, only the holder of the Lease runs the
+//! workers, and a replica that loses the lease exits with status 1 (`deployment_controller::leader`).
+//!
 //! The controller itself is the `deployment_controller` library (`src/lib.rs`); this binary only
 //! parses flags and wires it to a cluster or to the embedded simulation.
 
-use std::{future::Future, path::Path, time::Duration, time::Instant};
+use std::{future::Future, path::Path, path::PathBuf, time::Duration, time::Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
 use kinformer_actors::{
-    Telemetry,
+    LeaderElectionConfig, Telemetry,
     trace::{TraceSink, close_env_sink},
 };
 use kinformer_sim::{Sim, SimConfig};
@@ -30,12 +35,30 @@ use kube::Client;
 
 use deployment_controller::{
     controller::{ControllerOptions, DEFAULT_SELECTOR, DeploymentController},
-    embedded::cluster::{ClusterOptions, ClusterSim},
+    embedded::{
+        cluster::{ClusterOptions, ClusterSim},
+        demo,
+    },
+    leader::{self, LeaderElected, LeaderError, parse_duration},
 };
 
 /// A Deployment controller built on kinformer's shared informers, listers and workqueue.
 #[derive(Parser, Debug)]
-#[command(name = "deployment-controller", version)]
+#[command(
+    name = "deployment-controller",
+    version,
+    after_help = "\
+Embedded mode for kubectl:
+  deployment-controller --serve --write-kubeconfig /tmp/demo.kubeconfig
+  kubectl --kubeconfig /tmp/demo.kubeconfig -n demo rollout history deployment/web
+  kubectl --kubeconfig /tmp/demo.kubeconfig -n demo set image deployment/web app=nginx:1.29
+  kubectl --kubeconfig /tmp/demo.kubeconfig -n demo rollout undo deployment/web
+The demo plays its scenario, then (with --serve) keeps the simulated API server, the cluster
+simulation and the controller running until Ctrl-C or --duration.
+
+Leader election (a coordination.k8s.io/v1 Lease): every replica starts its informers; only the
+holder runs the workers; a replica that loses the lease exits with status 1."
+)]
 struct Args {
     /// Concurrent reconciles.
     #[arg(long, default_value_t = 2)]
@@ -63,7 +86,71 @@ struct Args {
     /// Write a message trace of every event's path (JSON lines) to FILE; read it with
     /// `kinformer-trace` (follow, stats, slow, chrome, html). `KINFORMER_TRACE=FILE` does the same.
     #[arg(long, value_name = "FILE")]
-    trace: Option<std::path::PathBuf>,
+    trace: Option<PathBuf>,
+    /// Embedded mode: keep the simulated API server, the cluster simulation and the controller
+    /// running after the demo scenario, until Ctrl-C (or --duration), for kubectl.
+    #[arg(long)]
+    serve: bool,
+    /// Embedded mode: write the simulated API server's kubeconfig to FILE (default: a temporary
+    /// file, removed at exit).
+    #[arg(long, value_name = "FILE")]
+    write_kubeconfig: Option<PathBuf>,
+    /// Leader election: run the workers only while holding the Lease. Default: on against a
+    /// cluster, off in the embedded demo; `--leader-elect` or `--leader-elect=true|false` decides.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    leader_elect: Option<bool>,
+    /// How long other replicas wait from the last renew they observed before taking the lease
+    /// over (seconds, or humantime: 15s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it steps down (below the lease duration).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// Time between acquire and renew attempts.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    leader_elect_retry_period: Duration,
+    /// Namespace of the Lease (default: kube-system against a cluster, the demo namespace
+    /// embedded).
+    #[arg(long, value_name = "NS")]
+    leader_elect_resource_namespace: Option<String>,
+    /// Name of the Lease (every replica uses the same).
+    #[arg(long, value_name = "NAME", default_value = leader::DEFAULT_LEASE_NAME)]
+    leader_elect_resource_name: String,
+    /// This replica's identity in the Lease (default: hostname_UUID, as kube-controller-manager).
+    #[arg(long, value_name = "ID")]
+    leader_elect_identity: Option<String>,
+}
+
+impl Args {
+    /// The leader election config, if leader election is on.
+    fn leader_election(&self, embedded: bool) -> Option<LeaderElectionConfig> {
+        if !self.leader_elect.unwrap_or(!embedded) {
+            return None;
+        }
+        let namespace = self
+            .leader_elect_resource_namespace
+            .clone()
+            .unwrap_or_else(|| {
+                if embedded {
+                    demo::NAMESPACE.into()
+                } else {
+                    leader::DEFAULT_LEASE_NAMESPACE.into()
+                }
+            });
+        let identity = self
+            .leader_elect_identity
+            .clone()
+            .unwrap_or_else(leader::default_identity);
+        let mut c =
+            LeaderElectionConfig::new(namespace, self.leader_elect_resource_name.clone(), identity);
+        c.lease_duration = self.leader_elect_lease_duration;
+        c.renew_deadline = self.leader_elect_renew_deadline;
+        c.retry_period = self.leader_elect_retry_period;
+        // Safe: the run stops the workers before the elector (LeaderElected::run_until), so
+        // another replica may take over at once on Ctrl-C.
+        c.release_on_cancel = true;
+        Some(c)
+    }
 }
 
 fn kubeconfig_present() -> bool {
@@ -89,13 +176,36 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let started = Instant::now();
     let embedded = args.embedded || !kubeconfig_present();
+    if !embedded {
+        anyhow::ensure!(
+            !args.serve && args.write_kubeconfig.is_none(),
+            "--serve and --write-kubeconfig are for the embedded mode (add --embedded)"
+        );
+    }
+    let election = args.leader_election(embedded);
 
     let (client, sim) = if embedded {
-        let sim = Sim::start(SimConfig::default())
-            .await
-            .context("starting the embedded simulated API server")?;
+        let sim = Sim::start(SimConfig {
+            write_kubeconfig: args.write_kubeconfig.clone(),
+            ..SimConfig::default()
+        })
+        .await
+        .context("starting the embedded simulated API server")?;
+        let kubectl = format!(
+            "kubectl --kubeconfig {} -n {}",
+            sim.kubeconfig_path().display(),
+            demo::NAMESPACE
+        );
         tracing::info!(url = sim.url(), kubeconfig = %sim.kubeconfig_path().display(),
-            "embedded mode: simulated API server (try: kubectl --kubeconfig <that file> get deploy,rs,pods -n demo)");
+            "embedded mode: simulated API server; try: {kubectl} get deploy,rs,pods");
+        if args.serve {
+            tracing::info!(
+                "serving until Ctrl-C{}; try: {kubectl} rollout history deployment/web ; {kubectl} set image deployment/web app=nginx:1.29 ; {kubectl} rollout undo deployment/web ; {kubectl} rollout status deployment/web",
+                args.duration
+                    .map(|s| format!(" or {s}s"))
+                    .unwrap_or_default()
+            );
+        }
         (sim.client(), Some(sim))
     } else {
         let client = Client::try_default()
@@ -128,17 +238,26 @@ async fn main() -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let controller = DeploymentController::new(
-        client.clone(),
-        ControllerOptions {
-            workers: args.workers,
-            selector: Some(args.selector.clone()),
-            namespace: args.namespace.clone(),
-            telemetry,
-            ..ControllerOptions::default()
-        },
-    )
-    .await?;
+    let options = ControllerOptions {
+        workers: args.workers,
+        selector: Some(args.selector.clone()),
+        namespace: args.namespace.clone(),
+        telemetry,
+        ..ControllerOptions::default()
+    };
+    // Under leader election the run owns the controller: informers now, workers while leading.
+    let (controller, elected) = match election {
+        Some(config) => {
+            let elected = LeaderElected::start(client.clone(), options, config)
+                .await
+                .context("starting leader election")?;
+            (elected.controller().clone(), Some(elected))
+        }
+        None => (
+            DeploymentController::new(client.clone(), options).await?,
+            None,
+        ),
+    };
     let cluster = match &sim {
         // Its own client (own connection pool), as a separate process would have.
         Some(sim) => Some(
@@ -155,10 +274,19 @@ async fn main() -> anyhow::Result<()> {
     };
 
     let mut interrupted = false;
-    tokio::select! {
-        r = controller.start() => r?,
-        _ = tokio::signal::ctrl_c() => interrupted = true,
-    }
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut elected_run = match elected {
+        Some(e) => Some(tokio::spawn(e.run_until(async {
+            let _ = stop_rx.await;
+        }))),
+        None => {
+            tokio::select! {
+                r = controller.start() => r?,
+                _ = tokio::signal::ctrl_c() => interrupted = true,
+            }
+            None
+        }
+    };
 
     let mut scenario = embedded.then(|| {
         tokio::spawn(deployment_controller::embedded::demo::scenario(
@@ -171,18 +299,37 @@ async fn main() -> anyhow::Result<()> {
         let duration = args
             .duration
             .map(|s| tokio::time::sleep(Duration::from_secs(s)));
-        // The scenario ends the run only when no duration was given.
-        let scenario_ends = scenario.as_mut().filter(|_| args.duration.is_none());
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C: shutting down"),
-            _ = maybe(duration) => tracing::info!("duration elapsed: shutting down"),
-            r = maybe(scenario_ends) => {
-                match r {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::error!(error = %e, "demo scenario failed"),
-                    Err(e) => tracing::error!(error = %e, "demo scenario task failed"),
+        let mut duration = std::pin::pin!(maybe(duration));
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {
+                    tracing::info!("Ctrl-C: shutting down");
+                    break;
                 }
-                scenario = None;
+                _ = &mut duration => {
+                    tracing::info!("duration elapsed: shutting down");
+                    break;
+                }
+                r = maybe(scenario.as_mut()) => {
+                    match r {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::error!(error = %e, "demo scenario failed"),
+                        Err(e) => tracing::error!(error = %e, "demo scenario task failed"),
+                    }
+                    scenario = None;
+                    // The scenario ends the run unless a duration was given or --serve asked
+                    // to keep serving.
+                    if args.duration.is_none() && !args.serve {
+                        break;
+                    }
+                    if args.serve {
+                        tracing::info!("demo scenario done; still serving (Ctrl-C to stop)");
+                    }
+                }
+                r = maybe(elected_run.as_mut()) => {
+                    elected_run = None;
+                    leader_run_ended(r);
+                }
             }
         }
     }
@@ -196,7 +343,13 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    controller.shutdown().await;
+    match elected_run {
+        Some(run) => {
+            let _ = stop_tx.send(());
+            leader_run_ended(run.await);
+        }
+        None => controller.shutdown().await,
+    }
     if let Some(c) = &cluster {
         c.shutdown().await;
     }
@@ -228,6 +381,23 @@ async fn main() -> anyhow::Result<()> {
         sim.shutdown().await;
     }
     Ok(())
+}
+
+/// Handles the end of a leader-elected run: a lost lease (or any failure of the election) ends
+/// the process at once with status 1, as client-go's `OnStoppedLeading` (`klog.Fatalf`) does;
+/// nothing is drained, the controller's writes are already refused.
+fn leader_run_ended(r: Result<Result<leader::RunSummary, LeaderError>, tokio::task::JoinError>) {
+    match r {
+        Ok(Ok(s)) => tracing::info!(led = s.led, "leader election: stopped"),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "leader election: exiting");
+            std::process::exit(1);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "leader election task failed: exiting");
+            std::process::exit(1);
+        }
+    }
 }
 
 fn print_summary(

@@ -3,6 +3,12 @@
 //! the kubelet's readiness (a pod becomes Running and Ready after `ready_after`), and the garbage
 //! collector (ReplicaSets whose owning Deployment is gone, pods whose ReplicaSet is gone).
 //!
+//! ReplicaSet status follows the ReplicaSet controller's `podutil.IsPodAvailable`: a pod counts
+//! in `status.availableReplicas` only once it has been Ready (its `Ready` condition's
+//! `lastTransitionTime`) for more than the ReplicaSet's `spec.minReadySeconds`. The ReplicaSet
+//! is requeued for the moment its next pod becomes available, so availability appears on time,
+//! without another write to wake it up.
+//!
 //! It is a second, smaller controller on the same library: its own informer factory, key sinks
 //! mapping Pod and Deployment events to ReplicaSet keys, a workqueue and workers. Only the
 //! embedded demo and the tests start it; against a real cluster the real ones do this work.
@@ -23,7 +29,7 @@ use k8s_openapi::{
         core::v1::{Pod, PodCondition, PodStatus},
     },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time},
-    jiff::Timestamp,
+    jiff::{self, Timestamp},
 };
 use kinformer_actors::{
     InformerConfig, KeyMapper, ListenerConfig, Notification, ObjectKey, SharedIndexInformer,
@@ -123,11 +129,40 @@ fn owner_rs_key(meta: &ObjectMeta) -> Option<ObjectKey> {
     (owner.kind == "ReplicaSet").then(|| ObjectKey::new(meta.namespace.as_deref(), &owner.name))
 }
 
-fn is_ready(p: &Pod) -> bool {
+fn ready_condition(p: &Pod) -> Option<&PodCondition> {
     p.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+}
+
+fn is_ready(p: &Pod) -> bool {
+    ready_condition(p).is_some_and(|c| c.status == "True")
+}
+
+/// client-go's `podutil.IsPodAvailable`, with the wait left: `None` when the pod is not
+/// Ready; `Some(ZERO)` when it is available (Ready, and `minReadySeconds` is 0 or its Ready
+/// condition turned true more than `minReadySeconds` before `now`); else how long until it is.
+fn available_in(p: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {
+    let c = ready_condition(p).filter(|c| c.status == "True")?;
+    if min_ready_seconds <= 0 {
+        return Some(Duration::ZERO);
+    }
+    // No transition time: never available with a minReadySeconds (upstream's `IsZero` check);
+    // the pod's next status write re-evaluates it.
+    let since = c.last_transition_time.as_ref()?.0;
+    let min_ready = jiff::SignedDuration::from_secs(i64::from(min_ready_seconds));
+    let ready_for = now.duration_since(since);
+    if ready_for > min_ready {
+        Some(Duration::ZERO)
+    } else {
+        // Strictly after (upstream compares with `Before`): a millisecond past the boundary.
+        Some(
+            Duration::try_from(min_ready - ready_for)
+                .unwrap_or(Duration::ZERO)
+                .saturating_add(Duration::from_millis(1)),
+        )
+    }
 }
 
 impl ClusterSim {
@@ -471,14 +506,34 @@ impl Inner {
             self.queue.add_after(key.clone(), w);
         }
 
-        // ReplicaSet status from its pods.
+        // ReplicaSet status from its pods (the cache's: pods marked Ready just now count from
+        // their next event, which requeues this ReplicaSet).
         let ready = i32::try_from(pods.iter().filter(|p| is_ready(p)).count()).unwrap_or(i32::MAX);
+        let min_ready_seconds = rs.spec.min_ready_seconds.unwrap_or(0);
+        let stamp = Timestamp::now();
+        let mut available = 0_i32;
+        let mut next_available: Option<Duration> = None;
+        for wait in pods
+            .iter()
+            .filter_map(|p| available_in(p, min_ready_seconds, stamp))
+        {
+            if wait.is_zero() {
+                available = available.saturating_add(1);
+            } else {
+                next_available = Some(next_available.map_or(wait, |w| w.min(wait)));
+            }
+        }
+        // Re-evaluated on time: the pod's availability is a function of the clock, not of an
+        // event.
+        if let Some(w) = next_available {
+            self.queue.add_after(key.clone(), w);
+        }
         let replicas = i32::try_from(pods.len()).unwrap_or(i32::MAX);
         let status = ReplicaSetStatus {
             replicas,
             fully_labeled_replicas: Some(replicas),
             ready_replicas: Some(ready),
-            available_replicas: Some(ready),
+            available_replicas: Some(available),
             observed_generation: rs.metadata.generation,
             ..ReplicaSetStatus::default()
         };
@@ -560,5 +615,65 @@ impl Inner {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_ready_since(status: &str, since: Option<Timestamp>) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: status.into(),
+                    last_transition_time: since.map(Time),
+                    ..PodCondition::default()
+                }]),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        }
+    }
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn not_ready_is_never_available() {
+        assert_eq!(available_in(&Pod::default(), 0, at(0)), None);
+        assert_eq!(
+            available_in(&pod_ready_since("False", Some(at(0))), 0, at(99)),
+            None
+        );
+    }
+
+    #[test]
+    fn ready_is_available_at_once_without_min_ready_seconds() {
+        let p = pod_ready_since("True", Some(at(0)));
+        assert_eq!(available_in(&p, 0, at(0)), Some(Duration::ZERO));
+        // Upstream's IsPodAvailable ignores the transition time when minReadySeconds is 0.
+        let p = pod_ready_since("True", None);
+        assert_eq!(available_in(&p, 0, at(0)), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn min_ready_seconds_counts_from_the_ready_transition_strictly() {
+        let p = pod_ready_since("True", Some(at(10)));
+        // Ready for 2 s of 5: 3 s (and a millisecond) left.
+        assert_eq!(
+            available_in(&p, 5, at(12)),
+            Some(Duration::from_millis(3_001))
+        );
+        // Exactly at the boundary: not yet (upstream: `lastTransition + minReady` before now).
+        assert_eq!(available_in(&p, 5, at(15)), Some(Duration::from_millis(1)));
+        assert_eq!(available_in(&p, 5, at(16)), Some(Duration::ZERO));
+        // No transition time: not available while minReadySeconds is set.
+        assert_eq!(
+            available_in(&pod_ready_since("True", None), 5, at(16)),
+            None
+        );
     }
 }
