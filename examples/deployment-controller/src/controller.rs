@@ -23,7 +23,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context as _;
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, ReplicaSet},
@@ -33,8 +32,9 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kinformer_actors::{
-    InformerConfig, InformerOptions, KeyMapper, ListenerConfig, Lister, Notification, ObjectKey,
-    ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory, Telemetry, WorkQueue,
+    InformerConfig, InformerError, InformerOptions, KeyMapper, ListenerConfig, Lister,
+    Notification, ObjectKey, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
+    Telemetry, TelemetryError, WorkQueue,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -81,6 +81,25 @@ impl Default for ControllerOptions {
             telemetry: None,
         }
     }
+}
+
+/// Why the controller could not be built or started.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// An informer refused a transform or a handler, or did not start.
+    #[error("informers: {0}")]
+    Informer(#[from] InformerError),
+    /// The workqueue's metrics could not be registered.
+    #[error("registering the workqueue's metrics: {0}")]
+    Telemetry(#[from] TelemetryError),
+    /// The caches did not sync within `ControllerOptions::sync_timeout`.
+    #[error("caches not synced after {timeout:?}: {pending:?}")]
+    CacheSync {
+        /// The bound that passed.
+        timeout: Duration,
+        /// The informers still unsynced.
+        pending: Vec<String>,
+    },
 }
 
 /// Why a reconcile did not finish.
@@ -294,7 +313,7 @@ fn strip_managed_fields<K: kube::Resource>(mut obj: K) -> K {
 
 impl DeploymentController {
     /// Builds the informers and registers the handlers; nothing runs before [`start`](Self::start).
-    pub async fn new(client: Client, options: ControllerOptions) -> anyhow::Result<Self> {
+    pub async fn new(client: Client, options: ControllerOptions) -> Result<Self, ControllerError> {
         let mut factory =
             SharedInformerFactory::new(client.clone()).with_config(options.informer.clone());
         if let Some(ns) = &options.namespace {
@@ -390,9 +409,9 @@ impl DeploymentController {
 
     /// Starts the informers, waits for their caches (logging progress every second), then
     /// starts the workers.
-    pub async fn start(&self) -> anyhow::Result<()> {
+    pub async fn start(&self) -> Result<(), ControllerError> {
         let inner = &self.inner;
-        inner.factory.start().context("starting informers")?;
+        inner.factory.start()?;
         let started = Instant::now();
         loop {
             let left = inner.options.sync_timeout.saturating_sub(started.elapsed());
@@ -416,10 +435,10 @@ impl DeploymentController {
                 break;
             }
             if left.is_zero() {
-                anyhow::bail!(
-                    "caches not synced after {:?}: {pending:?}",
-                    inner.options.sync_timeout
-                );
+                return Err(ControllerError::CacheSync {
+                    timeout: inner.options.sync_timeout,
+                    pending,
+                });
             }
             tracing::info!(
                 waiting_for = ?pending,

@@ -72,8 +72,8 @@ pub enum LeaderError {
     #[error("starting the informers: {0}")]
     Informers(#[from] InformerError),
     /// Building or starting the controller failed (cache sync timeout, handler registration).
-    #[error("starting the controller: {0:#}")]
-    Controller(#[source] anyhow::Error),
+    #[error("starting the controller: {0}")]
+    Controller(#[source] crate::controller::ControllerError),
     /// This replica led and stopped leading (renew deadline passed, or another holder): the
     /// process must exit (client-go's `OnStoppedLeading`). The controller's writes are already
     /// refused and its queue shut down.
