@@ -14,7 +14,10 @@ use std::{path::PathBuf, process::Command, time::Duration};
 use common::{DEADLINE, fast_config};
 use deployment_controller::{
     controller::{ControllerOptions, DeploymentController},
-    embedded::cluster::{ClusterOptions, ClusterSim},
+    embedded::{
+        cluster::{ClusterOptions, ClusterSim},
+        demo,
+    },
 };
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::{Api, Client, ResourceExt, api::ListParams};
@@ -111,14 +114,17 @@ async fn rollout_status_history_undo_against_the_embedded_setup() {
         async move { kubectl(&kc, &cache, args).await }
     };
 
-    k(&[
-        "create",
-        "deployment",
-        "web",
-        "--image=app:1",
-        "--replicas=2",
-    ])
-    .await;
+    // Created as the embedded demo creates its Deployments: from Rust structs, so the stored
+    // template has no `resources: {}` nor `creationTimestamp: null`, while the template
+    // `kubectl rollout undo` writes back (serialised from Go structs) has both. The controller
+    // must still recognise the old ReplicaSet (EqualIgnoreHash compares as Go does).
+    Api::<Deployment>::namespaced(sim.client(), NS)
+        .create(
+            &Default::default(),
+            &demo::deployment("web", 2, "app:1", None, false),
+        )
+        .await
+        .expect("create the Deployment");
     k(&["rollout", "status", "deployment/web", "--timeout=60s"]).await;
     k(&["set", "image", "deployment/web", "app=app:2"]).await;
     k(&["rollout", "status", "deployment/web", "--timeout=60s"]).await;

@@ -543,6 +543,26 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_template_written_back_by_a_go_client_equals_its_replica_sets() {
+        // `kubectl rollout undo` copies the ReplicaSet's template as Go serialises it:
+        // `resources: {}`, empty maps and slices, `creationTimestamp: null`.
+        let ours = template("nginx:1");
+        let from_go: PodTemplateSpec = serde_json::from_value(serde_json::json!({
+            "metadata": {"creationTimestamp": null, "labels": {"app": "web", "pod-template-hash": "abc"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1", "resources": {}, "env": []}]}
+        }))
+        .expect("template");
+        assert!(equal_ignore_hash(&ours, &from_go));
+        assert!(equal_ignore_hash(&from_go, &ours));
+        // A real difference is still one.
+        assert!(!equal_ignore_hash(&template("nginx:2"), &from_go));
+        let mut other_port = from_go.clone();
+        other_port.spec.as_mut().expect("spec").containers[0].ports =
+            Some(vec![Default::default()]);
+        assert!(!equal_ignore_hash(&ours, &other_port));
+    }
+
+    #[test]
     fn hash_is_stable_and_changes_with_template_and_collisions() {
         let a = compute_hash(&template("nginx:1"), None);
         assert_eq!(a, compute_hash(&template("nginx:1"), None), "deterministic");

@@ -150,9 +150,42 @@ pub fn without_hash(t: &PodTemplateSpec) -> PodTemplateSpec {
     t
 }
 
-/// client-go's `EqualIgnoreHash`: the templates are equal once the hash label is removed.
+/// client-go's `EqualIgnoreHash`: the templates are equal once the hash label is removed,
+/// compared as Go compares them. In Go an absent struct and an empty one are the same value
+/// (`resources: {}`), as are a nil and an empty map or slice and an unset `creationTimestamp`;
+/// in k8s-openapi they are `None` vs `Some(empty)`. A template written back by a Go client
+/// (`kubectl rollout undo` copies the ReplicaSet's template, serialised from Go structs, into
+/// the Deployment) carries those empty values, so a plain `==` would miss the ReplicaSet it
+/// came from and roll out a new one. Both sides are compared with nulls and empty objects
+/// and arrays pruned.
 pub fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
-    without_hash(a) == without_hash(b)
+    let (a, b) = (without_hash(a), without_hash(b));
+    a == b || go_normalized(&a) == go_normalized(&b)
+}
+
+/// The template as JSON with `null`, `{}` and `[]` removed at every level (Go's zero values of
+/// structs, maps and slices), for [`equal_ignore_hash`].
+fn go_normalized(t: &PodTemplateSpec) -> Option<serde_json::Value> {
+    fn prune(v: &mut serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Null => true,
+            serde_json::Value::Object(m) => {
+                m.retain(|_, v| !prune(v));
+                m.is_empty()
+            }
+            serde_json::Value::Array(a) => {
+                // Elements keep their positions: an empty element is still an element.
+                for e in a.iter_mut() {
+                    prune(e);
+                }
+                a.is_empty()
+            }
+            _ => false,
+        }
+    }
+    let mut v = serde_json::to_value(t).ok()?;
+    prune(&mut v);
+    Some(v)
 }
 
 /// client-go's `GetScaledValueFromIntOrPercent`, with a default percentage when unset.
