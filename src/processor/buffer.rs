@@ -29,11 +29,15 @@ struct Merging<K> {
     /// Notifications that may wait unmerged: a push that finds this many in the queue starts
     /// merging.
     backlog: usize,
-    /// Merging now: the queue is empty and everything waits in `c`, which is not empty.
-    active: bool,
 }
 
 impl<K> Merging<K> {
+    /// Merging now: the coalescer holds something, and then the queue is empty (everything
+    /// waits in `c`). Derived, so it cannot drift from what `c` holds.
+    fn active(&self) -> bool {
+        !self.c.is_empty()
+    }
+
     /// Queues `d` (already counted by the tracker when initial) in the coalescer, cancelling
     /// the pending initial Add of its key when `d` is a Delete (add+delete, B3).
     fn push(&mut self, d: Delivery<K>, tracker: &SyncTracker) {
@@ -53,7 +57,6 @@ impl<K> Merging<K> {
     /// least [`KEPT_KEYS`], so that a small backlog does not free and regrow the map each time).
     fn stop_if_drained(&mut self) {
         if self.c.is_empty() {
-            self.active = false;
             self.c.shrink_to(self.backlog.max(KEPT_KEYS));
             self.initial_keys.shrink_to_fit();
         }
@@ -115,7 +118,6 @@ impl<K> ListenerBuffer<K> {
                 c: Coalescer::new(),
                 initial_keys: HashSet::new(),
                 backlog,
-                active: false,
             }),
             tracker,
         }
@@ -132,13 +134,12 @@ impl<K> ListenerBuffer<K> {
             self.tracker.start();
         }
         match &mut self.merging {
-            Some(m) if m.active => {
+            Some(m) if m.active() => {
                 m.push(d, &self.tracker);
                 m.stop_if_drained();
             }
             Some(m) if self.queue.len() >= m.backlog => {
                 // A backlog: from now on, merge, starting with what waits, in order.
-                m.active = true;
                 for q in self.queue.drain(..) {
                     m.push(q, &self.tracker);
                 }
@@ -153,7 +154,7 @@ impl<K> ListenerBuffer<K> {
     /// report [`SyncTracker::finished`] once the handler returned.
     pub fn pop(&mut self) -> Option<Delivery<K>> {
         match &mut self.merging {
-            Some(m) if m.active => m.pop(),
+            Some(m) if m.active() => m.pop(),
             _ => self.queue.pop_front(),
         }
     }
@@ -161,7 +162,7 @@ impl<K> ListenerBuffer<K> {
     /// Notifications waiting.
     pub fn len(&self) -> usize {
         match &self.merging {
-            Some(m) if m.active => m.c.len(),
+            Some(m) if m.active() => m.c.len(),
             _ => self.queue.len(),
         }
     }
@@ -174,7 +175,7 @@ impl<K> ListenerBuffer<K> {
     /// True while a `Coalesce` buffer merges (from a push that found its backlog waiting until
     /// the handler drained it).
     pub fn is_merging(&self) -> bool {
-        self.merging.as_ref().is_some_and(|m| m.active)
+        self.merging.as_ref().is_some_and(|m| m.active())
     }
 
     /// Notifications merged away since the buffer was created (cumulative, never delivered on
@@ -194,7 +195,6 @@ impl<K> ListenerBuffer<K> {
         if let Some(m) = &mut self.merging {
             while m.c.pop().is_some() {}
             m.initial_keys.clear();
-            m.active = false;
         }
     }
 }
