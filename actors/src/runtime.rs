@@ -149,7 +149,14 @@ fn wanted_decode_threads() -> usize {
     match DECODE_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
         0 => std::env::var(DECODE_THREADS_ENV)
             .ok()
-            .and_then(|s| s.trim().parse::<usize>().ok())
+            .and_then(|s| match s.trim().parse::<usize>() {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    // A typo must not silently fall back to the default.
+                    tracing::warn!(value = %s, error = %e, "{DECODE_THREADS_ENV} is not a number; using the available parallelism");
+                    None
+                }
+            })
             .unwrap_or_else(|| {
                 std::thread::available_parallelism()
                     .map(usize::from)
