@@ -15,10 +15,7 @@ use kinformer_actors::{
     CacheMode, InformerConfig, LeanConfig, NAMESPACE_INDEX, Notification, SharedIndexInformer,
     handler_fn, namespace_index_func,
 };
-use kube::{
-    Api, ResourceExt,
-    api::{ListParams, PostParams},
-};
+use kube::{Api, ResourceExt, api::ListParams};
 
 /// What a handler saw, checked as it goes: every `Update`'s old object must be the last
 /// object this handler was given for that key (client-go: old is what the cache held).
@@ -113,26 +110,7 @@ async fn i7_lean_informer_follows_the_server_like_a_typed_one() {
     );
 
     // Deterministic churn: updates, deletes, creates.
-    let mut x: u64 = 11;
-    for i in 0..120u64 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let n = (x >> 33) % 15;
-        match i % 10 {
-            0 => try_delete_pod(&client, "a", &format!("pod-{n}")).await.ok(),
-            1 => {
-                let api: Api<Pod> = Api::namespaced(client.clone(), "b");
-                api.create(&PostParams::default(), &pod("b", &format!("new-{i}")))
-                    .await
-                    .ok()
-                    .map(|_| ())
-            }
-            _ => try_touch_pod(&client, "a", &format!("pod-{n}"), &i.to_string())
-                .await
-                .ok(),
-        };
-    }
+    churn_pods(&client, 11, 120, 15).await;
     let truth = server_pods(&client).await;
     eventually("lean cache equals server", || cache_pods(&lean) == truth).await;
     eventually("typed cache equals server", || cache_pods(&typed) == truth).await;

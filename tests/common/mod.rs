@@ -133,6 +133,32 @@ pub fn cache_pods(informer: &SharedIndexInformer<Pod>) -> BTreeMap<String, Strin
         .collect()
 }
 
+/// Deterministic churn of `steps` writes (seeded by `seed`): every tenth deletes a pod of
+/// namespace "a" (`pod-0`..`pod-{a_pods - 1}`), every tenth creates `new-{i}` in "b", the rest
+/// touch a pod of "a". Errors (a pod already deleted) are part of the churn and ignored.
+pub async fn churn_pods(client: &Client, seed: u64, steps: u64, a_pods: u64) {
+    let mut x = seed;
+    for i in 0..steps {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = (x >> 33) % a_pods;
+        match i % 10 {
+            0 => try_delete_pod(client, "a", &format!("pod-{n}")).await.ok(),
+            1 => {
+                let api: Api<Pod> = Api::namespaced(client.clone(), "b");
+                api.create(&PostParams::default(), &pod("b", &format!("new-{i}")))
+                    .await
+                    .ok()
+                    .map(|_| ())
+            }
+            _ => try_touch_pod(client, "a", &format!("pod-{n}"), &i.to_string())
+                .await
+                .ok(),
+        };
+    }
+}
+
 /// A handler's own view, built only from its notifications, plus anything inconsistent it saw
 /// (an Add for a key it already had: duplicate; an Update or Delete for one it did not: gap).
 #[derive(Clone, Default)]
