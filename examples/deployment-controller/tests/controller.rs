@@ -121,6 +121,14 @@ impl Env {
             .expect("create deployment")
     }
 
+    /// Creates a `RollingUpdate` Deployment as the demo does and waits until it converged at
+    /// generation 1.
+    async fn create_converged(&self, name: &str, replicas: i32, image: &str) -> Deployment {
+        self.create(&demo::deployment(name, replicas, image, None, true))
+            .await;
+        self.wait_converged(name, 1).await
+    }
+
     async fn get(&self, name: &str) -> Deployment {
         self.deployments().get(name).await.expect("get deployment")
     }
@@ -320,9 +328,7 @@ async fn create_makes_one_owned_replica_set_and_the_status_converges() {
     let legacy = env
         .create(&demo::deployment("legacy", 1, "legacy:1", None, false))
         .await;
-    env.create(&demo::deployment("web", 3, "nginx:1", None, true))
-        .await;
-    let d = env.wait_converged("web", 1).await;
+    let d = env.create_converged("web", 3, "nginx:1").await;
     let rs = assert_converged_shape(&env, &d, 3, "nginx:1").await;
     assert_eq!(revision(&rs).as_deref(), Some("1"));
     assert_eq!(
@@ -352,9 +358,7 @@ async fn create_makes_one_owned_replica_set_and_the_status_converges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_up_and_down_resizes_the_same_replica_set() {
     let env = env().await;
-    env.create(&demo::deployment("web", 2, "nginx:1", None, true))
-        .await;
-    let d = env.wait_converged("web", 1).await;
+    let d = env.create_converged("web", 2, "nginx:1").await;
     let first = assert_converged_shape(&env, &d, 2, "nginx:1").await;
 
     let g = demo::scale(&env.client, NS, "web", 5).await.expect("scale");
@@ -565,9 +569,7 @@ async fn recreate_scales_old_to_zero_before_the_new_replica_set_appears() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_deployment_leaves_its_replica_sets_to_the_garbage_collector() {
     let env = env_with(false).await;
-    env.create(&demo::deployment("web", 2, "nginx:1", None, true))
-        .await;
-    let d = env.wait_converged("web", 1).await;
+    let d = env.create_converged("web", 2, "nginx:1").await;
     let rs = assert_converged_shape(&env, &d, 2, "nginx:1").await;
     env.deployments()
         .delete("web", &DeleteParams::default())
@@ -592,9 +594,7 @@ async fn a_deleted_deployment_leaves_its_replica_sets_to_the_garbage_collector()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_garbage_collector_simulation_removes_what_a_deleted_deployment_owned() {
     let env = env().await;
-    env.create(&demo::deployment("web", 2, "nginx:1", None, true))
-        .await;
-    let d = env.wait_converged("web", 1).await;
+    let d = env.create_converged("web", 2, "nginx:1").await;
     let rs = assert_converged_shape(&env, &d, 2, "nginx:1").await;
     env.deployments()
         .delete("web", &DeleteParams::default())
@@ -618,9 +618,7 @@ async fn a_409_on_status_or_scale_is_retried() {
     env.sim
         .faults()
         .fail_next(Some("deployments/status"), Verb::Update, 1, 409, 0);
-    env.create(&demo::deployment("web", 2, "nginx:1", None, true))
-        .await;
-    let d = env.wait_converged("web", 1).await;
+    let d = env.create_converged("web", 2, "nginx:1").await;
     assert_converged_shape(&env, &d, 2, "nginx:1").await;
     assert_eq!(
         env.sim.faults().counters().others_failed,
@@ -656,9 +654,7 @@ async fn a_concurrent_write_is_never_overwritten() {
     // resourceVersion it cached: if its copy predates the other write the server answers 409
     // and the retry works from the newer object; either way the other write survives.
     let env = env().await;
-    env.create(&demo::deployment("web", 2, "nginx:1", None, true))
-        .await;
-    let d = env.wait_converged("web", 1).await;
+    let d = env.create_converged("web", 2, "nginx:1").await;
     let rs = assert_converged_shape(&env, &d, 2, "nginx:1").await;
     let rs_api: Api<ReplicaSet> = Api::namespaced(env.client.clone(), NS);
     // Hold the controller's scale back with injected 409s while someone else writes the
@@ -689,9 +685,7 @@ async fn a_concurrent_write_is_never_overwritten() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_failures_do_not_lose_a_reconcile() {
     let env = env().await;
-    env.create(&demo::deployment("web", 2, "nginx:1", None, true))
-        .await;
-    env.wait_converged("web", 1).await;
+    env.create_converged("web", 2, "nginx:1").await;
     watching(&env.sim).await;
     // Cut every watch and fail the next reconnects; change the Deployment meanwhile.
     env.sim.faults().fail_next_watches(3, 500);
@@ -718,9 +712,7 @@ async fn a_malformed_deployment_is_skipped_until_fixed() {
     let mut bad = demo::deployment("bad", 2, "bad:1", None, true);
     bad.spec.selector.match_labels = Some([("app".to_string(), "other".to_string())].into());
     let bad = env.create(&bad).await;
-    env.create(&demo::deployment("web", 1, "nginx:1", None, true))
-        .await;
-    env.wait_converged("web", 1).await;
+    env.create_converged("web", 1, "nginx:1").await;
     eventually("the malformed Deployment was seen and skipped", || {
         env.controller.stats().invalid >= 1
     })
@@ -915,11 +907,8 @@ async fn an_orphan_replica_set_matching_the_selector_is_adopted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_set_whose_labels_no_longer_match_is_released() {
     let env = env().await;
-    let created = env
-        .create(&demo::deployment("web", 2, "nginx:1", None, true))
-        .await;
-    let uid = created.uid().expect("uid");
-    let d = env.wait_converged("web", 1).await;
+    let d = env.create_converged("web", 2, "nginx:1").await;
+    let uid = d.uid().expect("uid");
     let first = assert_converged_shape(&env, &d, 2, "nginx:1").await;
 
     // Someone relabels the ReplicaSet out of the Deployment's selector.
@@ -1130,11 +1119,10 @@ async fn min_ready_seconds_delays_availability() {
 async fn a_paused_deployment_scales_but_does_not_roll_out() {
     let env = env().await;
     let uid = env
-        .create(&demo::deployment("web", 2, "nginx:1", None, true))
+        .create_converged("web", 2, "nginx:1")
         .await
         .uid()
         .expect("uid");
-    env.wait_converged("web", 1).await;
 
     let g = env
         .patch("web", serde_json::json!({"spec": {"paused": true}}))
@@ -1176,11 +1164,10 @@ async fn a_paused_deployment_scales_but_does_not_roll_out() {
 async fn rolling_back_the_template_scales_the_old_replica_set_up_under_the_next_revision() {
     let env = env().await;
     let uid = env
-        .create(&demo::deployment("web", 2, "nginx:1", None, true))
+        .create_converged("web", 2, "nginx:1")
         .await
         .uid()
         .expect("uid");
-    env.wait_converged("web", 1).await;
     let g = env.roll("web", "nginx:2", Some("to v2")).await;
     env.wait_converged("web", g).await;
     let rss = env.replica_sets_of(&uid).await;
