@@ -177,9 +177,8 @@ impl<K: InformerObject> Handler<Notifications<K>> for ProcessorListener<K> {
         let n = msg.items.len() as u64;
         self.stats.received.fetch_add(n, Ordering::Relaxed);
         msg.items.into_iter().for_each(|p| self.accept(p));
-        if self.config.policy == OverflowPolicy::Coalesce {
-            self.stats.publish_coalesced(self.buffer.coalesced());
-        }
+        // 0 for a plain queue: one relaxed store per batch whatever the policy.
+        self.stats.publish_coalesced(self.buffer.coalesced());
         self.tracer.depth(self.buffer.len());
         self.pump(ctx);
         let full = self.buffer.len() >= self.config.capacity.max(1);

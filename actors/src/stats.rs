@@ -172,8 +172,8 @@ impl ListenerStats {
     /// `CoalesceStats` `merged + 2 * cancelled` (a cancelling delete removes itself and the
     /// pending add).
     ///
-    /// Called by the listener after each batch it accepted into a coalescing buffer
-    /// ([`ListenerBuffer::coalesced`](kinformer::processor::ListenerBuffer::coalesced)).
+    /// Called by the listener after each batch it accepted (0 unless its buffer coalesces:
+    /// [`ListenerBuffer::coalesced`](kinformer::processor::ListenerBuffer::coalesced)).
     pub(crate) fn publish_coalesced(&self, n: u64) {
         self.coalesced.store(n, Ordering::Relaxed);
     }
