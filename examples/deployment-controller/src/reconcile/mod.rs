@@ -535,6 +535,17 @@ pub(crate) mod tests {
             .collect()
     }
 
+    /// The uids of the ReplicaSets the plan deletes, in order.
+    pub(crate) fn deleted(p: &Plan) -> Vec<&str> {
+        p.actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Delete { uid, .. } => uid.as_deref(),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub(crate) fn created(p: &Plan) -> Option<(String, i32)> {
         p.actions.iter().find_map(|a| match a {
             Action::Create(rs) => Some((rs.metadata.name.clone()?, rs_replicas(rs))),
@@ -909,15 +920,7 @@ pub(crate) mod tests {
         );
         d.status = p.status;
         let p = plan(&d, &rss, &[], &now()).expect("plan");
-        let deleted: Vec<&str> = p
-            .actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Delete { uid, .. } => uid.as_deref(),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(deleted, vec!["rs-v1", "rs-v2"]);
+        assert_eq!(deleted(&p), vec!["rs-v1", "rs-v2"]);
     }
 
     #[test]

@@ -287,7 +287,7 @@ mod tests {
     use super::*;
     use crate::reconcile::{
         Action, plan,
-        tests::{deployment, now, rolling, rs_of, scales},
+        tests::{deleted, deployment, now, rolling, rs_of, scales},
     };
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use std::{collections::BTreeMap, sync::Arc};
@@ -406,16 +406,8 @@ mod tests {
         ];
         d.status = plan(&d, &rss, &[], &now()).expect("plan").status;
         let p = plan(&d, &rss, &[], &now()).expect("plan");
-        let deleted: Vec<&str> = p
-            .actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::Delete { uid, .. } => uid.as_deref(),
-                _ => None,
-            })
-            .collect();
         // 4 old, limit 1: the 3 lowest revisions are candidates, v2 is not done yet; cleanup
         // waits for the Deployment's status to say the rollout is complete.
-        assert_eq!(deleted, vec!["rs-v1", "rs-v3"]);
+        assert_eq!(deleted(&p), vec!["rs-v1", "rs-v3"]);
     }
 }
