@@ -231,14 +231,11 @@ impl<K> Inner<K> {
         {
             return Some(cached);
         }
-        let bytes = match lean.codec.encode(&obj) {
-            Ok(bytes) => bytes,
-            Err(_) => {
-                // Kept typed: correct, only not lean (counted).
-                lean.encode_failed();
-                let old = self
-                    .items
-                    .insert(key.clone(), Entry::Typed(Arc::clone(&obj)));
+        let new = match self.lean_entry(lean, &obj) {
+            Entry::Lean(new) => new,
+            typed @ Entry::Typed(_) => {
+                // Kept typed: correct, only not lean (counted by lean_entry).
+                let old = self.items.insert(key.clone(), typed);
                 if let Some(old) = &old {
                     self.unindex(&key, old);
                 }
@@ -248,11 +245,6 @@ impl<K> Inner<K> {
                 return old.and_then(|o| self.departed(o));
             }
         };
-        let values: Box<[Vec<String>]> = self.indices.iter().map(|s| (s.func)(&obj)).collect();
-        let new = Arc::new(LeanObject {
-            bytes: bytes.into_boxed_slice(),
-            values,
-        });
         self.count_lean(&new, 1);
         let old = self
             .items
