@@ -760,15 +760,7 @@ impl Env {
     /// Replaces the Deployment's image (and change cause); returns the new generation.
     async fn roll(&self, name: &str, image: &str, cause: Option<&str>) -> i64 {
         let mut d = self.get(name).await;
-        if let Some(c) = d
-            .spec
-            .template
-            .spec
-            .as_mut()
-            .and_then(|s| s.containers.first_mut())
-        {
-            c.image = Some(image.into());
-        }
+        demo::set_template_image(&mut d, image);
         if let Some(cause) = cause {
             d.metadata
                 .annotations

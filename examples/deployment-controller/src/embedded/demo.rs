@@ -109,10 +109,9 @@ pub async fn scale(client: &Client, ns: &str, name: &str, replicas: i32) -> kube
     Ok(d.metadata.generation.unwrap_or(0))
 }
 
-/// Merge-patches the first container's image; returns the new generation.
-pub async fn set_image(client: &Client, ns: &str, name: &str, image: &str) -> kube::Result<i64> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let mut d = api.get(name).await?;
+/// Sets the image of the pod template's first container (a template without containers is left
+/// as it is).
+pub fn set_template_image(d: &mut Deployment, image: &str) {
     if let Some(c) = d
         .spec
         .template
@@ -122,6 +121,14 @@ pub async fn set_image(client: &Client, ns: &str, name: &str, image: &str) -> ku
     {
         c.image = Some(image.into());
     }
+}
+
+/// Replaces the Deployment (read, then written back) with its first container's image changed;
+/// returns the new generation.
+pub async fn set_image(client: &Client, ns: &str, name: &str, image: &str) -> kube::Result<i64> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let mut d = api.get(name).await?;
+    set_template_image(&mut d, image);
     let d = api.replace(name, &PostParams::default(), &d).await?;
     Ok(d.metadata.generation.unwrap_or(0))
 }
