@@ -440,6 +440,10 @@ fn run(mode: Mode, initial: Vec<usize>, ops: Vec<Op>) -> Result<(), TestCaseErro
                 "{:?}",
                 mode
             );
+            // Every refusal is counted, and only refusals.
+            let flaky = matches!(mode, Mode::Lean { flaky: true, .. });
+            prop_assert!(stats.encode_failures >= refused, "{:?}", stats);
+            prop_assert!(flaky || stats.encode_failures == 0, "{:?}", stats);
         } else {
             prop_assert!(lister.lean_stats().is_none());
         }
