@@ -468,7 +468,10 @@ impl DeploymentController {
         let workers: Vec<JoinHandle<()>> =
             std::mem::take(&mut *inner.workers.lock().unwrap_or_else(|p| p.into_inner()));
         for w in workers {
-            let _ = w.await;
+            // A worker that panicked would otherwise vanish without a trace.
+            if let Err(e) = w.await {
+                tracing::warn!(error = %e, "deployment controller worker ended abnormally");
+            }
         }
         inner.factory.shutdown().await;
         tracing::info!("deployment controller stopped");

@@ -267,7 +267,10 @@ impl ClusterSim {
         let workers: Vec<JoinHandle<()>> =
             std::mem::take(&mut *self.inner.workers.lock().unwrap_or_else(|p| p.into_inner()));
         for w in workers {
-            let _ = w.await;
+            // A worker that panicked would otherwise vanish without a trace.
+            if let Err(e) = w.await {
+                tracing::warn!(error = %e, "cluster simulation worker ended abnormally");
+            }
         }
         self.inner.factory.shutdown().await;
     }
