@@ -33,7 +33,7 @@
 //! do not insert what they decode, so one `list` does not flush the hot set.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     fmt,
     marker::PhantomData,
     sync::{
@@ -346,6 +346,16 @@ impl<K> HotCache<K> {
             entry.2 = true;
             return;
         }
+        // `remove` leaves its id in the ring for the hand to drop, but the hand only moves
+        // when the shard is full: in a store smaller than the cache, every write of a hot key
+        // (a `remove` of the old version, an `insert` of the new) would grow the ring by one id
+        // for good. Compact it (stale and repeated ids out, order kept) once it holds twice the
+        // shard's capacity: amortised O(1) per insert, and the ring stays bounded.
+        if shard.ring.len() >= 2 * self.per_shard {
+            let Shard { map, ring } = &mut *shard;
+            let mut kept = HashSet::with_capacity(map.len());
+            ring.retain(|id| map.contains_key(id) && kept.insert(*id));
+        }
         while shard.map.len() >= self.per_shard {
             let Some(victim) = shard.ring.pop_front() else {
                 break;
@@ -367,5 +377,44 @@ impl<K> HotCache<K> {
             .map
             .insert(id, (Arc::clone(obj), Arc::clone(typed), false));
         shard.ring.push_back(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lean_object() -> Arc<LeanObject> {
+        Arc::new(LeanObject {
+            bytes: Box::new([]),
+            values: Box::new([]),
+        })
+    }
+
+    /// I7: a hot key written again and again (each write takes the old version out and puts
+    /// the new one in) keeps every shard's ring bounded, though the cache never fills.
+    #[test]
+    fn i7_hot_cache_ring_stays_bounded_when_writes_replace_entries() {
+        let cache = HotCache::<u32>::new(4 * SHARDS);
+        let typed = Arc::new(7);
+        let mut live = lean_object();
+        cache.insert(&live, &typed);
+        for _ in 0..10_000 {
+            let next = lean_object();
+            assert!(cache.remove(&live).is_some(), "the live version is cached");
+            cache.insert(&next, &typed);
+            live = next;
+        }
+        for shard in cache.shards.iter() {
+            let shard = shard.lock().unwrap();
+            assert!(shard.map.len() <= cache.per_shard);
+            assert!(
+                shard.ring.len() <= 2 * cache.per_shard,
+                "ring of {} ids for {} entries",
+                shard.ring.len(),
+                shard.map.len()
+            );
+        }
+        assert!(Arc::ptr_eq(&cache.get(&live).unwrap(), &typed));
     }
 }
