@@ -49,26 +49,7 @@ async fn e2e_churn_cache_and_handler_views_equal_the_server() {
     );
 
     // Deterministic churn: updates, deletes, creates.
-    let mut x: u64 = 7;
-    for i in 0..150u64 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let n = (x >> 33) % 20;
-        match i % 10 {
-            0 => try_delete_pod(&client, "a", &format!("pod-{n}")).await.ok(),
-            1 => {
-                let api: Api<Pod> = Api::namespaced(client.clone(), "b");
-                api.create(&PostParams::default(), &pod("b", &format!("new-{i}")))
-                    .await
-                    .ok()
-                    .map(|_| ())
-            }
-            _ => try_touch_pod(&client, "a", &format!("pod-{n}"), &i.to_string())
-                .await
-                .ok(),
-        };
-    }
+    churn_pods(&client, 7, 150, 20).await;
     let truth = server_pods(&client).await;
     eventually("cache equals server (every key and RV)", || {
         cache_pods(&informer) == truth
