@@ -194,7 +194,7 @@ fn main() {
             .with_env_filter("warn")
             .init();
     }
-    let _trace = (args.trace == TraceMode::On).then(|| {
+    let trace_sink = (args.trace == TraceMode::On).then(|| {
         let path = std::env::var("KINFORMER_BENCH_TRACE")
             .unwrap_or_else(|_| "/tmp/kinformer-bench-trace.jsonl".into());
         match kinformer_actors::trace::TraceSink::start(&path) {
@@ -232,6 +232,17 @@ fn main() {
         eps,
         out.objects
     );
+    if let Some(guard) = trace_sink {
+        // Closing flushes the writer's backlog, so the counts (and the file's `end` line) are
+        // final; it runs after the RESULT line, outside the measured time.
+        match guard.close() {
+            Ok(s) => eprintln!(
+                "kinformer-bench: trace sink wrote {} records, dropped {}",
+                s.written, s.dropped
+            ),
+            Err(e) => eprintln!("kinformer-bench: closing the trace sink failed: {e}"),
+        }
+    }
     finish(0)
 }
 
