@@ -215,13 +215,23 @@ fn route(telemetry: &Telemetry, req: &Request<Incoming>) -> Response<Full<Bytes>
             if wants_html(req) {
                 respond(StatusCode::OK, HTML, render_html(&informers))
             } else {
-                match serde_json::to_vec_pretty(&serde_json::json!({ "informers": informers })) {
+                // Serialised from the structs, not through `json!` (a `Value` map sorts its
+                // keys): each informer reads from its name down, as declared.
+                match serde_json::to_vec_pretty(&InformersBody {
+                    informers: &informers,
+                }) {
                     Ok(body) => respond(StatusCode::OK, JSON, body),
                     Err(e) => respond(StatusCode::INTERNAL_SERVER_ERROR, TEXT, format!("{e}\n")),
                 }
             }
         }
     }
+}
+
+/// `/debug/informers`' JSON: `{"informers": [...]}`.
+#[derive(serde::Serialize)]
+struct InformersBody<'a> {
+    informers: &'a [InformerReport],
 }
 
 fn lines(title: &str, items: &[String]) -> String {
@@ -361,7 +371,7 @@ fn render_html(informers: &[InformerReport]) -> String {
         row(
             "reflector",
             &format!(
-                "{} lists, {} watches, {} events, {} bookmarks, {} relists, {} stalls, {} failures, {} dropped",
+                "{} lists, {} watches, {} events, {} bookmarks, {} relists, {} stalls, {} failures, {} dropped, {} decode errors",
                 r.lists,
                 r.watches,
                 r.events,
@@ -369,7 +379,8 @@ fn render_html(informers: &[InformerReport]) -> String {
                 r.relists,
                 r.stalls,
                 r.failures,
-                r.dropped_objects
+                r.dropped_objects,
+                r.decode_errors
             ),
         );
         h.push_str("</table>\n");

@@ -227,7 +227,7 @@ struct TelemetryInner {
 /// | `kinformer_listener_delivered_total` | counter | notifications handled |
 /// | `kinformer_listener_dropped_total` | counter | notifications dropped at removal/shutdown (P9) |
 /// | `kinformer_listener_coalesced_total` | counter | notifications folded by Coalesce (B3) |
-/// | `kinformer_listener_panics_total` | counter | handler panics (P7) |
+/// | `kinformer_listener_panics_total` | counter | handler panics, a key sink's or key mapper's included (P7) |
 /// | `kinformer_listener_handle_duration_seconds` | histogram | handler time per notification |
 #[derive(Clone)]
 pub struct Telemetry {
@@ -557,12 +557,19 @@ pub struct ListenerReport {
     pub coalesced: u64,
     /// Notifications dropped at removal or shutdown (P9).
     pub dropped: u64,
-    /// Handler panics (P7).
+    /// Handler panics (P7), a key sink's or key mapper's included.
     pub panics: u64,
     /// The registration's `HasSynced` (P5).
     pub synced: bool,
     /// True once the listener stopped.
     pub stopped: bool,
+}
+
+/// A listener's handler panics as a user counts them (P7): its callback's, or for a key sink
+/// (a workqueue) its key mapper's or enqueue's, which `ListenerStats` keeps apart. Without
+/// the second, a controller fed by key sinks always showed 0 panics.
+fn handler_panics(l: &ListenerStats) -> u64 {
+    l.panics().saturating_add(l.sink_panics())
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -637,7 +644,7 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
                 delivered: l.delivered(),
                 coalesced: l.coalesced(),
                 dropped: l.dropped(),
-                panics: l.panics(),
+                panics: handler_panics(l),
                 synced: l.sync_tracker().has_synced(synced),
                 stopped: l.stopped(),
             })
@@ -995,9 +1002,9 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
     family(
         enc,
         "kinformer_listener_panics",
-        "Notifications whose handler panicked (P7).",
+        "Notifications whose handler, key sink or key mapper panicked (P7).",
         Counter,
-        listener_rows(&|l| Value::Counter(l.panics())),
+        listener_rows(&|l| Value::Counter(handler_panics(l))),
     )?;
     family(
         enc,
