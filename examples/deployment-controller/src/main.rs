@@ -224,25 +224,11 @@ async fn main() -> anyhow::Result<()> {
         None => None,
     };
     let telemetry = args.metrics_addr.map(|_| Telemetry::new());
-    let endpoint = match (&telemetry, args.metrics_addr) {
-        (Some(t), Some(addr)) => {
-            let e = t
-                .serve(addr)
-                .await
-                .with_context(|| format!("serving metrics on {addr}"))?;
-            tracing::info!(
-                "metrics: http://{0}/metrics  health: http://{0}/healthz http://{0}/readyz  debug: http://{0}/debug/informers",
-                e.local_addr()
-            );
-            Some(e)
-        }
-        _ => None,
-    };
     let options = ControllerOptions {
         workers: args.workers,
         selector: Some(args.selector.clone()),
         namespace: args.namespace.clone(),
-        telemetry,
+        telemetry: telemetry.clone(),
         ..ControllerOptions::default()
     };
     // Under leader election the run owns the controller: informers now, workers while leading.
@@ -257,6 +243,22 @@ async fn main() -> anyhow::Result<()> {
             DeploymentController::new(client.clone(), options).await?,
             None,
         ),
+    };
+    // Served once the controller registered its informers (neither constructor waits for a
+    // sync): before that, /readyz would answer ok with nothing registered to wait for.
+    let endpoint = match (&telemetry, args.metrics_addr) {
+        (Some(t), Some(addr)) => {
+            let e = t
+                .serve(addr)
+                .await
+                .with_context(|| format!("serving metrics on {addr}"))?;
+            tracing::info!(
+                "metrics: http://{0}/metrics  health: http://{0}/healthz http://{0}/readyz  debug: http://{0}/debug/informers",
+                e.local_addr()
+            );
+            Some(e)
+        }
+        _ => None,
     };
     let cluster = match &sim {
         // Its own client (own connection pool), as a separate process would have.
