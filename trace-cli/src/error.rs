@@ -16,6 +16,10 @@ pub enum TraceError {
     /// The file is empty (or blank): there is not even a header.
     #[error("not a kinformer trace file (the file is empty)")]
     Empty,
+    /// The file holds only the start of a kinformer header: the writer was cut short before
+    /// it finished its first line (nothing after it to read).
+    #[error("a kinformer trace file cut short in its header line: it holds no record")]
+    TruncatedHeader,
     /// The first line is not a kinformer header: some other file was given.
     #[error("not a kinformer trace file (first line: {first_line})")]
     Foreign {

@@ -216,7 +216,7 @@ impl TraceFile {
         let Some((_, first)) = lines.next() else {
             return Err(TraceError::Empty);
         };
-        let header = parse_header(first)?;
+        let header = parse_header(first, lines.peek().is_none())?;
         let mut file = TraceFile {
             header,
             hops: Vec::new(),
@@ -287,12 +287,26 @@ impl TraceFile {
     }
 }
 
-/// Parses the first line: a kinformer header, else [`TraceError::Foreign`].
-fn parse_header(line: &[u8]) -> Result<Header, TraceError> {
+/// How the trace sink starts every header line (`docs/trace-format.md`).
+const HEADER_START: &[u8] = b"{\"type\":\"header\",\"format\":\"kinformer-trace\"";
+
+/// Parses the first line: a kinformer header, else [`TraceError::Foreign`], or
+/// [`TraceError::TruncatedHeader`] when it is the only line and a cut-short sink header.
+fn parse_header(line: &[u8], only_line: bool) -> Result<Header, TraceError> {
     let foreign = || TraceError::Foreign {
         first_line: excerpt(line),
     };
-    let value: serde_json::Value = serde_json::from_slice(line).map_err(|_| foreign())?;
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|_| {
+        // The sink's own header, cut (a full disk, a kill mid-write): not some other file.
+        let cut_header = only_line
+            && line.len() >= 10
+            && (HEADER_START.starts_with(line) || line.starts_with(HEADER_START));
+        if cut_header {
+            TraceError::TruncatedHeader
+        } else {
+            foreign()
+        }
+    })?;
     let is_header = value.get("type").and_then(|t| t.as_str()) == Some("header")
         && value.get("format").and_then(|f| f.as_str()) == Some(FORMAT_NAME);
     if !is_header {

@@ -275,3 +275,37 @@ fn unsupported_missing_and_damaged_files_fail() {
         stderr(&out)
     );
 }
+
+#[test]
+fn empty_and_header_cut_files_fail_with_their_own_message() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").expect("write");
+    let empty = empty.display().to_string();
+    let out = run(&["follow", "demo/web", &empty]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "kinformer-trace: error: {empty}: not a kinformer trace file (the file is empty)\n"
+        )
+    );
+
+    let cut = dir.path().join("cut.jsonl");
+    std::fs::write(
+        &cut,
+        r#"{"type":"header","format":"kinformer-trace","v":1,"t":176"#,
+    )
+    .expect("write");
+    let cut = cut.display().to_string();
+    let out = run(&["stats", &cut]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).is_empty());
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "kinformer-trace: error: {cut}: a kinformer trace file cut short in its header line: \
+             it holds no record\n"
+        )
+    );
+}

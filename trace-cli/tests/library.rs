@@ -420,6 +420,26 @@ fn foreign_unsupported_and_damaged_files() {
         Err(TraceError::Missing)
     ));
     assert!(matches!(TraceFile::parse(b""), Err(TraceError::Empty)));
+    // The sink's header cut short (nothing after it) is a kinformer file, not a foreign one.
+    for cut in [
+        &b"{\"type\":\"header\",\"form"[..],
+        b"{\"type\":\"header\",\"format\":\"kinformer-trace\",\"v\":1,\"t\":17638",
+    ] {
+        assert!(
+            matches!(TraceFile::parse(cut), Err(TraceError::TruncatedHeader)),
+            "{}",
+            String::from_utf8_lossy(cut)
+        );
+    }
+    // Not when another line follows it (damaged, not cut), nor for another file's header.
+    assert!(matches!(
+        TraceFile::parse(b"{\"type\":\"header\",\"form\n{\"type\":\"end\"}\n"),
+        Err(TraceError::Foreign { .. })
+    ));
+    assert!(matches!(
+        TraceFile::parse(b"{\"type\":\"header\",\"format\":\"other"),
+        Err(TraceError::Foreign { .. })
+    ));
     assert!(matches!(
         TraceFile::parse(b"\x89PNG\r\n\x1a\n"),
         Err(TraceError::Foreign { .. })
