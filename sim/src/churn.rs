@@ -304,6 +304,7 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
                     body.to_string().as_bytes(),
                     false,
                     true,
+                    None,
                 )
             } else {
                 let body = json!({"metadata": {"annotations": {"kinformer-sim/churn-rev": seq.to_string()}}});
@@ -317,6 +318,7 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
                     body.to_string().as_bytes(),
                     false,
                     true,
+                    None,
                 )
             };
             if let Err(e) = &r

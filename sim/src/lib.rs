@@ -31,8 +31,13 @@
 //!   the directives kubectl sends (`$patch`, `$setElementOrder`, `$deleteFromPrimitiveList`,
 //!   `$retainKeys`); custom kinds refuse it with 415, as kube-apiserver does. Server-side apply
 //!   (`application/apply-patch+yaml`) is approximated as a merge patch of the applied config
-//!   (JSON syntax only) that creates the object if missing (no managedFields, no conflicts).
-//!   `fieldValidation` is accepted and not enforced (there are no schemas).
+//!   (JSON syntax only) that creates the object if missing; each apply manager's fields are
+//!   recorded in `managedFields` and the ones it stops applying are removed unless another
+//!   manager's entry owns them (lists are atomic; no conflicts; other writes take no ownership).
+//!   `fieldValidation` is checked for a known value and not enforced (there are no schemas).
+//! - Request options are validated as kube-apiserver validates them (`ListOptions`,
+//!   `DeleteOptions`, `CreateOptions`, `UpdateOptions`, `PatchOptions`: a `422 Invalid` naming
+//!   `<Kind>.meta.k8s.io`); a DELETE without a body takes its options from the query.
 //! - `metadata.generation` moves as each kind's registry strategy moves it: Deployments on a
 //!   spec or annotations change, ReplicaSets and Pods on spec, custom kinds on anything but
 //!   metadata; ConfigMaps, Secrets, Services and the other built-ins keep none; status writes
@@ -41,8 +46,9 @@
 //!   `deletionTimestamp` and `deletionGracePeriodSeconds` (from `gracePeriodSeconds`, else the
 //!   pod's `terminationGracePeriodSeconds`, else 30; 0 for an unscheduled or finished pod), then
 //!   DELETED: at once for grace 0, else when a kubelet stand-in deletes it after
-//!   `min(grace, `[`SimConfig::pod_termination`]`)`. Finalizers hold any object (marked, kept)
-//!   until the last one is removed.
+//!   `min(grace, `[`SimConfig::pod_termination`]`)`. A later, shorter grace period moves the
+//!   deletionTimestamp back, never into the past (then it is now, and a period other than 0
+//!   becomes 1). Finalizers hold any object (marked, kept) until the last one is removed.
 //! - Creating an object with status through the main resource of a kind with a status
 //!   subresource resets it (a Pod starts `Pending`), as the real registry strategies do; use the
 //!   `status` subresource to set it, or seed objects in any state with [`Sim::create_object`].
@@ -70,6 +76,7 @@
 
 #![warn(missing_docs)]
 
+mod apply;
 mod churn;
 mod config;
 mod counters;
@@ -439,6 +446,7 @@ impl Sim {
             &body,
             false,
             self.shared.auto_namespaces,
+            None,
         )?;
         Ok(o.to_value(&def)?)
     }

@@ -5,15 +5,18 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use crate::apply;
 use crate::kubelet::Termination;
 use crate::object::{Key, StoredObject, meta_mut, meta_str};
 use crate::resources::{CreateStatus, NameRule, ResourceDef};
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError, go_string_slice};
 use crate::store::{Outcome, Store, Write};
 use crate::strategy::{self, DeletePlan};
+use crate::util::Query;
 use crate::util::{
     new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
 };
+use crate::validation::{parse_bool, parse_int64};
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +40,8 @@ pub(crate) enum PatchKind {
     /// and merge keys (see `smp`); custom kinds refuse it with 415, as kube-apiserver does.
     Strategic,
     /// `application/apply-patch+yaml` (server-side apply), approximated: the applied config is
-    /// merge-patched onto the live object, or creates it. Only JSON syntax is accepted.
+    /// merge-patched onto the live object, or creates it, and the fields its manager stops
+    /// applying are removed (see `apply`). Only JSON syntax is accepted.
     Apply,
 }
 
@@ -63,6 +67,12 @@ pub(crate) struct DeleteOptions {
     pub dry_run: bool,
     /// `gracePeriodSeconds` (for pods: see `strategy::pod_grace_period`).
     pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy` (validated; no garbage collector acts on it).
+    pub propagation_policy: Option<String>,
+    /// `orphanDependents` (validated only).
+    pub orphan_dependents: Option<bool>,
+    /// `dryRun` as sent (`dry_run` is whether it is non-empty, as `dryrun.IsDryRun`).
+    pub dry_run_values: Vec<String>,
 }
 
 impl DeleteOptions {
@@ -79,15 +89,95 @@ impl DeleteOptions {
                 .and_then(Value::as_str)
                 .map(str::to_string)
         };
+        let dry_run_values: Vec<String> = v
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Self {
             uid: s("uid"),
             resource_version: s("resourceVersion"),
-            dry_run: v
-                .get("dryRun")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|x| x == "All")),
+            dry_run: !dry_run_values.is_empty(),
             grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
+            propagation_policy: v
+                .get("propagationPolicy")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            orphan_dependents: v.get("orphanDependents").and_then(Value::as_bool),
+            dry_run_values,
         })
+    }
+
+    /// As kube-apiserver's `DeleteResource` reads them
+    /// (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go`): from the body when it
+    /// has one, else from the query parameters (`DecodeParameters`, whose bad numbers are a
+    /// `400`), so `?gracePeriodSeconds=0` counts only on a request without a body.
+    pub(crate) fn from_request(body: &[u8], query: &Query) -> Result<Self, ApiError> {
+        if !body.iter().all(u8::is_ascii_whitespace) {
+            return Self::parse(body);
+        }
+        let grace_period_seconds = query
+            .get("gracePeriodSeconds")
+            .map(parse_int64)
+            .transpose()?;
+        let dry_run_values: Vec<String> = query
+            .get("dryRun")
+            .map(str::to_string)
+            .into_iter()
+            .collect();
+        Ok(Self {
+            dry_run: !dry_run_values.is_empty(),
+            grace_period_seconds,
+            propagation_policy: query.get("propagationPolicy").map(str::to_string),
+            orphan_dependents: query.get("orphanDependents").map(parse_bool),
+            dry_run_values,
+            ..Self::default()
+        })
+    }
+
+    /// `ValidateDeleteOptions`
+    /// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`), which the
+    /// delete handlers answer with a `422` naming `DeleteOptions.meta.k8s.io`.
+    pub(crate) fn errors(&self) -> Vec<FieldError> {
+        const PP: &str = "propagationPolicy";
+        let mut errs = Vec::new();
+        if let (Some(_), Some(p)) = (self.orphan_dependents, &self.propagation_policy) {
+            errs.push(FieldError::invalid(
+                PP,
+                p,
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        if let Some(p) = &self.propagation_policy
+            && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
+        {
+            errs.push(FieldError::not_supported(
+                PP,
+                p,
+                &["Foreground", "Background", "Orphan", "nil"],
+            ));
+        }
+        errs.extend(dry_run_errors(&self.dry_run_values));
+        errs
+    }
+}
+
+/// `ValidateDryRun`: every `dryRun` value must be `All`
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`).
+pub(crate) fn dry_run_errors(values: &[String]) -> Vec<FieldError> {
+    if values.iter().all(|v| v == "All") {
+        Vec::new()
+    } else {
+        vec![FieldError::not_supported_printed(
+            "dryRun",
+            go_string_slice(values),
+            &["All"],
+        )]
     }
 }
 
@@ -248,6 +338,7 @@ fn create_inner(
         meta.insert("name".into(), json!(name));
     }
     validate_name(def, &name)?;
+    drop_empty_collections(meta);
     meta.insert("uid".into(), json!(new_uid()));
     meta.insert("creationTimestamp".into(), json!(now));
     for k in [
@@ -313,6 +404,30 @@ fn stale_check(
 }
 
 /// Builds the object to store when `new` replaces `old` through `part`; `None` means "no change".
+/// Drops the metadata maps and lists that are empty or null, as the real server's objects
+/// never carry them: `ObjectMeta`'s `labels`, `annotations`, `finalizers`, `ownerReferences`
+/// and `managedFields` are `omitempty`, so an empty one is not stored (e.g. after
+/// `kubectl annotate x key-` removed the last annotation).
+fn drop_empty_collections(meta: &mut Map<String, Value>) {
+    for k in [
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "managedFields",
+    ] {
+        let empty = match meta.get(k) {
+            Some(Value::Null) => true,
+            Some(Value::Object(m)) => m.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        };
+        if empty {
+            meta.remove(k);
+        }
+    }
+}
+
 fn merge_update(
     def: &ResourceDef,
     old: &Value,
@@ -343,6 +458,13 @@ fn merge_update(
                 };
             }
             meta.remove("selfLink");
+            // An update without managedFields keeps the stored ones (the field manager's
+            // `DecodeManagedFields` of a request that sets none).
+            if !meta.contains_key("managedFields")
+                && let Some(m) = old_meta.get("managedFields")
+            {
+                meta.insert("managedFields".into(), m.clone());
+            }
             if def.status
                 && let Some(obj) = new.as_object_mut()
             {
@@ -382,6 +504,7 @@ fn merge_update(
         }
     }
     if let Some(meta) = meta_mut(&mut new) {
+        drop_empty_collections(meta);
         meta.insert(
             "resourceVersion".into(),
             old_meta
@@ -559,6 +682,7 @@ pub(crate) fn patch(
     body: &[u8],
     dry_run: bool,
     auto_namespaces: bool,
+    manager: Option<&str>,
 ) -> Result<Arc<StoredObject>, ApiError> {
     let patch_value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
@@ -586,6 +710,12 @@ pub(crate) fn patch(
     if kind == PatchKind::Apply && part == Part::Main && store.get(def, &key).is_none() {
         let mut body = patch_value.clone();
         check_name(name, &mut body)?;
+        if let (Some(m), Some(meta)) = (manager, meta_mut(&mut body)) {
+            meta.insert(
+                "managedFields".into(),
+                apply::entry_for_create(&patch_value, m, &def.api_version, &now_rfc3339()),
+            );
+        }
         match create(store, def, ns, body, dry_run, auto_namespaces) {
             Err(e) if e.reason == "AlreadyExists" => {}
             other => return other,
@@ -616,6 +746,20 @@ pub(crate) fn patch(
         }
         let mut new = old.clone();
         apply(&mut new)?;
+        if kind == PatchKind::Apply
+            && let Some(m) = manager
+        {
+            let sub = if part == Part::Status { "status" } else { "" };
+            apply::finish(
+                &old,
+                &mut new,
+                &patch_value,
+                m,
+                sub,
+                &def.api_version,
+                &now_rfc3339(),
+            );
+        }
         if !new.is_object() {
             return Err(ApiError::new(
                 422,
@@ -675,19 +819,22 @@ pub(crate) fn delete(
     let mut then_delete: Option<String> = None;
     let outcome = store.write(def, &key, opts.dry_run, |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        // `rest.BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`)
+        // checks the preconditions before the storage does, with its own messages and a
+        // GroupResource whose resource is the kind (`Operation cannot be fulfilled on Pod "p"`).
         if let Some(uid) = &opts.uid
             && *uid != cur.uid
         {
-            return Err(ApiError::conflict(&def.group, &def.plural, name, &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            return Err(ApiError::conflict(&def.group, &def.kind, name, &format!(
+                "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
                 cur.uid
             )));
         }
         if let Some(rv) = &opts.resource_version
             && *rv != cur.rv.to_string()
         {
-            return Err(ApiError::conflict(&def.group, &def.plural, name, &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+            return Err(ApiError::conflict(&def.group, &def.kind, name, &format!(
+                "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                 cur.rv
             )));
         }
@@ -877,6 +1024,7 @@ mod tests {
             body,
             false,
             true,
+            None,
         )
         .unwrap();
         assert!(s.get(&def, &key).is_none());
@@ -915,6 +1063,7 @@ mod tests {
             br#"[{"op":"test","path":"/spec/x","value":1}]"#,
             false,
             true,
+            None,
         )
         .unwrap_err();
         assert_eq!(e.code, 422);
@@ -928,6 +1077,7 @@ mod tests {
             b"{not json",
             false,
             true,
+            None,
         )
         .unwrap_err();
         assert_eq!(e.code, 400);
@@ -941,6 +1091,7 @@ mod tests {
             br#"[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]"#,
             false,
             true,
+            None,
         )
         .unwrap();
         assert_eq!(o.labels.get("a").map(String::as_str), Some("b"));

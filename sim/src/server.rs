@@ -28,7 +28,7 @@ use crate::ops::{self, DeleteOptions, Part, PatchKind};
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::shared::{Repr, Shared, matches};
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError};
 use crate::store::{ObjectMap, Outcome};
 use crate::table::{self, IncludeObject};
 use crate::util::Query;
@@ -405,8 +405,57 @@ fn verb_of(method: &Method, t: &Target, query: &Query) -> Result<Verb, ApiError>
     })
 }
 
-fn dry_run(query: &Query) -> bool {
-    query.get("dryRun") == Some("All")
+/// The write options of a create, update or patch, validated as the handlers do
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`:
+/// `ValidateCreateOptions`, `ValidateUpdateOptions`, `ValidatePatchOptions`, answered with a
+/// `422` naming `CreateOptions.meta.k8s.io` and so on): whether the write is a dry run.
+fn write_options(
+    query: &Query,
+    kind: &'static str,
+    patch: Option<PatchKind>,
+) -> Result<bool, ApiError> {
+    let manager = query.get("fieldManager").unwrap_or("");
+    let mut errs = Vec::new();
+    match patch {
+        Some(PatchKind::Apply) if manager.is_empty() => {
+            errs.push(FieldError::required(
+                "fieldManager",
+                "is required for apply patch",
+            ));
+        }
+        Some(PatchKind::Apply) | None => {}
+        Some(_) => {
+            if query.get("force").is_some() {
+                errs.push(FieldError::forbidden(
+                    "force",
+                    "may not be specified for non-apply patch",
+                ));
+            }
+        }
+    }
+    // ValidateFieldManager: at most 128 bytes (its printable-characters rule is not checked).
+    if manager.len() > 128 {
+        errs.push(FieldError::too_long("fieldManager", 128));
+    }
+    let dry_run: Vec<String> = query
+        .get("dryRun")
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    errs.extend(ops::dry_run_errors(&dry_run));
+    let validation = query.get("fieldValidation").unwrap_or("");
+    if !matches!(validation, "" | "Ignore" | "Warn" | "Strict") {
+        errs.push(FieldError::not_supported(
+            "fieldValidation",
+            validation,
+            &["", "Ignore", "Strict", "Warn"],
+        ));
+    }
+    if errs.is_empty() {
+        Ok(!dry_run.is_empty())
+    } else {
+        Err(ApiError::invalid_options(kind, &errs))
+    }
 }
 
 async fn resource(
@@ -458,14 +507,16 @@ async fn resource(
             render_one(&def, &obj, repr, 200)
         }
         Verb::Create => {
+            let dry_run = write_options(query, "CreateOptions", None)?;
             let v = body_value(shared, headers, &def, body).await?;
-            let obj = ops::create(store, &def, ns, v, dry_run(query), shared.auto_namespaces)?;
+            let obj = ops::create(store, &def, ns, v, dry_run, shared.auto_namespaces)?;
             render_one(&def, &obj, Repr::Object, 201)
         }
         Verb::Update => {
+            let dry_run = write_options(query, "UpdateOptions", None)?;
             let v = body_value(shared, headers, &def, body).await?;
             let name = t.name.as_deref().unwrap_or("");
-            let obj = ops::update(store, &def, ns, name, part, v, dry_run(query))?;
+            let obj = ops::update(store, &def, ns, name, part, v, dry_run)?;
             render_part(&def, &obj, part)
         }
         Verb::Patch => {
@@ -475,11 +526,7 @@ async fn resource(
                 .unwrap_or("");
             let kind =
                 PatchKind::from_content_type(ct).ok_or_else(|| ApiError::unsupported_media(ct))?;
-            if kind == PatchKind::Apply && query.non_empty("fieldManager").is_none() {
-                return Err(ApiError::bad_request(
-                    "PATCH requests with apply content type must have a non-empty fieldManager",
-                ));
-            }
+            let dry_run = write_options(query, "PatchOptions", Some(kind))?;
             let b = read_body(shared, headers, body).await?;
             let name = t.name.as_deref().unwrap_or("");
             let obj = ops::patch(
@@ -490,15 +537,19 @@ async fn resource(
                 part,
                 kind,
                 &b,
-                dry_run(query),
+                dry_run,
                 shared.auto_namespaces,
+                query.non_empty("fieldManager"),
             )?;
             render_part(&def, &obj, part)
         }
         Verb::Delete => {
             let b = read_body(shared, headers, body).await?;
-            let mut opts = DeleteOptions::parse(&b)?;
-            opts.dry_run |= dry_run(query);
+            let opts = DeleteOptions::from_request(&b, query)?;
+            let errs = opts.errors();
+            if !errs.is_empty() {
+                return Err(ApiError::invalid_options("DeleteOptions", &errs));
+            }
             let name = t.name.as_deref().unwrap_or("");
             match ops::delete(store, &def, ns, name, &opts)? {
                 Outcome::Created(o)
@@ -510,8 +561,11 @@ async fn resource(
         }
         Verb::DeleteCollection => {
             let b = read_body(shared, headers, body).await?;
-            let mut opts = DeleteOptions::parse(&b)?;
-            opts.dry_run |= dry_run(query);
+            let opts = DeleteOptions::from_request(&b, query)?;
+            let errs = opts.errors();
+            if !errs.is_empty() {
+                return Err(ApiError::invalid_options("DeleteOptions", &errs));
+            }
             let labels = parse_labels(query)?;
             let fields = parse_fields(&def, query)?;
             let (map, _) = store.snapshot(&def, false);

@@ -154,6 +154,14 @@ impl ApiError {
     /// `NewInvalid` with the GroupKind `ListOptions.meta.k8s.io` and an empty name): one cause per
     /// error, and the message aggregating them (`[a, b]` when several, duplicates dropped).
     pub(crate) fn invalid_list_options(errs: &[FieldError]) -> Self {
+        Self::invalid_options("ListOptions", errs)
+    }
+
+    /// 422 Invalid for the options of a request (`ListOptions`, `DeleteOptions`,
+    /// `CreateOptions`, ...), as the handlers answer them: `errors.NewInvalid(schema.GroupKind{
+    /// Group: "meta.k8s.io", Kind: kind}, "", errs)`, whose message aggregates the errors like
+    /// `field.ErrorList.ToAggregate` (duplicates dropped, `[a, b]` when several).
+    pub(crate) fn invalid_options(kind: &str, errs: &[FieldError]) -> Self {
         let mut msgs: Vec<String> = Vec::new();
         for e in errs {
             let m = e.error();
@@ -173,9 +181,9 @@ impl ApiError {
         Self::new(
             422,
             "Invalid",
-            format!("ListOptions.meta.k8s.io \"\" is invalid{agg}"),
+            format!("{kind}.meta.k8s.io \"\" is invalid{agg}"),
         )
-        .with_details(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}))
+        .with_details(json!({"group": "meta.k8s.io", "kind": kind, "causes": causes}))
     }
 
     /// 504 Timeout for a read at a resourceVersion the server has not reached
@@ -306,10 +314,20 @@ pub(crate) struct FieldError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FieldErrorKind {
     Forbidden(&'static str),
+    /// The bad value as Go's `ErrorBody` prints it (quoted strings, `%#v` of slices).
     NotSupported {
         value: String,
         supported: Vec<&'static str>,
     },
+    /// `field.Invalid`: the value as printed, and the detail.
+    Invalid {
+        value: String,
+        detail: &'static str,
+    },
+    /// `field.Required(path, detail)`.
+    Required(&'static str),
+    /// `field.TooLong(path, value, max)`: the value is omitted from the message.
+    TooLong(usize),
 }
 
 impl FieldError {
@@ -321,17 +339,53 @@ impl FieldError {
         }
     }
 
-    /// `field.NotSupported(path, value, supported)`.
+    /// `field.NotSupported(path, value, supported)` of a string value.
     pub(crate) fn not_supported(
         field: &'static str,
         value: &str,
         supported: &[&'static str],
     ) -> Self {
+        Self::not_supported_printed(field, go_quote(value), supported)
+    }
+
+    /// `field.NotSupported` of a value already printed as `ErrorBody` prints it.
+    pub(crate) fn not_supported_printed(
+        field: &'static str,
+        value: String,
+        supported: &[&'static str],
+    ) -> Self {
         Self {
             field,
             kind: FieldErrorKind::NotSupported {
-                value: value.to_string(),
+                value,
                 supported: supported.to_vec(),
+            },
+        }
+    }
+
+    /// `field.Required(path, detail)`.
+    pub(crate) fn required(field: &'static str, detail: &'static str) -> Self {
+        Self {
+            field,
+            kind: FieldErrorKind::Required(detail),
+        }
+    }
+
+    /// `field.TooLong(path, value, max)`.
+    pub(crate) fn too_long(field: &'static str, max: usize) -> Self {
+        Self {
+            field,
+            kind: FieldErrorKind::TooLong(max),
+        }
+    }
+
+    /// `field.Invalid(path, value, detail)` of a string value.
+    pub(crate) fn invalid(field: &'static str, value: &str, detail: &'static str) -> Self {
+        Self {
+            field,
+            kind: FieldErrorKind::Invalid {
+                value: go_quote(value),
+                detail,
             },
         }
     }
@@ -341,6 +395,9 @@ impl FieldError {
         match self.kind {
             FieldErrorKind::Forbidden(_) => "FieldValueForbidden",
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
+            FieldErrorKind::Invalid { .. } => "FieldValueInvalid",
+            FieldErrorKind::Required(_) => "FieldValueRequired",
+            FieldErrorKind::TooLong(_) => "FieldValueTooLong",
         }
     }
 
@@ -351,9 +408,17 @@ impl FieldError {
             FieldErrorKind::NotSupported { value, supported } => {
                 let quoted: Vec<String> = supported.iter().map(|v| format!("{v:?}")).collect();
                 format!(
-                    "Unsupported value: {value:?}: supported values: {}",
+                    "Unsupported value: {value}: supported values: {}",
                     quoted.join(", ")
                 )
+            }
+            FieldErrorKind::Invalid { value, detail } => {
+                format!("Invalid value: {value}: {detail}")
+            }
+            FieldErrorKind::Required(d) => format!("Required value: {d}"),
+            FieldErrorKind::TooLong(max) => {
+                let unit = if *max == 1 { "byte" } else { "bytes" };
+                format!("Too long: may not be more than {max} {unit}")
             }
         }
     }
@@ -362,6 +427,19 @@ impl FieldError {
     pub(crate) fn error(&self) -> String {
         format!("{}: {}", self.field, self.body())
     }
+}
+
+/// A string as Go's `%q` (and `%#v` of a string kind) prints it: JSON's escaping matches it
+/// for the printable ASCII that request parameters carry.
+pub(crate) fn go_quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
+}
+
+/// A `[]string` as Go's `%#v` prints it (`[]string{"a", "b"}`), as `ErrorBody` prints a
+/// slice value.
+pub(crate) fn go_string_slice(v: &[String]) -> String {
+    let items: Vec<String> = v.iter().map(|s| go_quote(s)).collect();
+    format!("[]string{{{}}}", items.join(", "))
 }
 
 fn qualified(group: &str, plural: &str) -> String {

@@ -210,9 +210,22 @@ pub(crate) fn plan_delete(
                 Some(current) => match requested {
                     Some(p) if p < current => {
                         let ts = meta_time(obj, "deletionTimestamp").unwrap_or(now + current);
+                        let (mut ts, mut period) = (ts - current + p, p);
+                        // BeforeDelete: "Prevent shortening the grace period moving
+                        // deletionTimestamp into the past": the timestamp becomes now, and a
+                        // graceful request whose whole period already expired gets 1 second
+                        // (someone else still does the final grace-0 delete). The stored
+                        // timestamp has whole seconds and the real `now` a fraction, so a
+                        // timestamp of this very second is already in the past there.
+                        if ts <= now {
+                            ts = now;
+                            if period != 0 {
+                                period = 1;
+                            }
+                        }
                         let mut v = obj.clone();
-                        set_marks(&mut v, ts - current + p, p, false);
-                        graceful = Some((v, p));
+                        set_marks(&mut v, ts, period, false);
+                        graceful = Some((v, period));
                     }
                     _ => return DeletePlan::Pending,
                 },
@@ -326,6 +339,19 @@ mod tests {
             format_rfc3339(1010)
         );
         assert_eq!(shorter["metadata"]["generation"], 2, "no second bump");
+        // Shortening into the past: the timestamp is now, and a graceful period that already
+        // ran out is 1 second (BeforeDelete), not the requested one.
+        let DeletePlan::Mark {
+            object: late,
+            grace,
+            then_delete,
+        } = plan_delete(&pods, &object, Some(5), 1040)
+        else {
+            panic!("a shorter period shortens");
+        };
+        assert_eq!((grace, then_delete), (1, false));
+        assert_eq!(late["metadata"]["deletionTimestamp"], format_rfc3339(1040));
+        assert_eq!(late["metadata"]["deletionGracePeriodSeconds"], 1);
         // The kubelet's grace-0 delete: mark with 0, then delete.
         assert!(matches!(
             plan_delete(&pods, &shorter, Some(0), 1002),

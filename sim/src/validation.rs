@@ -42,7 +42,7 @@ pub(crate) fn parse_bool(v: &str) -> bool {
 }
 
 /// `strconv.ParseInt(s, 10, 64)` with Go's error text.
-fn parse_int64(s: &str) -> Result<i64, ApiError> {
+pub(crate) fn parse_int64(s: &str) -> Result<i64, ApiError> {
     s.parse::<i64>().map_err(|e| {
         let why = match e.kind() {
             std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {

@@ -214,8 +214,9 @@ async fn malformed_and_invalid_bodies() {
         &format!("{pods}/p"),
         &[("content-type", "application/apply-patch+yaml")],
         "{}",
-        400,
-        "BadRequest",
+        // Apply without a fieldManager: ValidatePatchOptions' 422, not a 400.
+        422,
+        "Invalid",
     )
     .await;
     expect_status(

@@ -642,6 +642,183 @@ fn kubectl_apply_client_and_server_side() {
         .unwrap();
     assert_eq!(cm["data"], json!({"a": "2", "b": "3"}));
     assert_eq!(cm["metadata"]["labels"]["t"], "x");
+    assert_eq!(
+        cm["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:t": {}}}}),
+        "{cm}"
+    );
+    // Applying the first manifest again removes what the manager no longer applies (the label
+    // and data key it alone owned), as kube-apiserver's field manager does; the same apply once
+    // more is a no-op (no new resourceVersion).
+    k.run(&["apply", "--server-side", "-f", &cm1]);
+    let cm = sim
+        .get_object("configmaps", Some("default"), "ssa")
+        .unwrap()
+        .unwrap();
+    assert_eq!(cm["data"], json!({"a": "1"}), "{cm}");
+    assert!(cm["metadata"].get("labels").is_none(), "{cm}");
+    let rv = sim.resource_version();
+    k.run(&["apply", "--server-side", "-f", &cm1]);
+    assert_eq!(
+        sim.resource_version(),
+        rv,
+        "an unchanged apply writes nothing"
+    );
+    sim.shutdown();
+}
+
+/// What users run every day beyond create/apply: replace -f, set image, rollout restart,
+/// label --overwrite, annotate key-, describe, get --chunk-size, delete -l, get --watch -o json.
+#[test]
+fn kubectl_everyday_edits() {
+    if skip_without_kubectl("kubectl_everyday_edits") {
+        return;
+    }
+    let sim = widget_sim(Duration::from_millis(300));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let k = Kubectl {
+        sim: &sim,
+        cache: tmp.path(),
+    };
+    let m = k.write("m.yaml", MANIFEST);
+    k.run(&["create", "-f", &m]);
+    let generation =
+        |k: &Kubectl| k.json(&["get", "deployment", "shop"])["metadata"]["generation"].clone();
+    assert_eq!(generation(&k), 1);
+
+    // replace -f: the whole object, a spec change bumps the generation.
+    let replaced = k.write("r.yaml", &MANIFEST.replace("replicas: 1", "replicas: 3"));
+    let out = k.run(&["replace", "-f", &replaced]);
+    assert!(out.contains("deployment.apps/shop replaced"), "{out}");
+    let d = k.json(&["get", "deployment", "shop"]);
+    assert_eq!(
+        (
+            d["spec"]["replicas"].clone(),
+            d["metadata"]["generation"].clone()
+        ),
+        (json!(3), json!(2))
+    );
+
+    // set image (a strategic merge patch of the container by name) and rollout restart (a
+    // pod-template annotation): spec changes, one generation each.
+    let name = d["spec"]["template"]["spec"]["containers"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = k.run(&[
+        "set",
+        "image",
+        "deployment/shop",
+        &format!("{name}=registry.example/app:9"),
+    ]);
+    assert!(out.contains("image updated"), "{out}");
+    let out = k.run(&["rollout", "restart", "deployment/shop"]);
+    assert!(out.contains("restarted"), "{out}");
+    let d = k.json(&["get", "deployment", "shop"]);
+    let template = &d["spec"]["template"];
+    assert_eq!(
+        template["spec"]["containers"][0]["image"],
+        "registry.example/app:9"
+    );
+    assert!(
+        template["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"].is_string(),
+        "{d}"
+    );
+    assert_eq!(d["metadata"]["generation"], 4);
+
+    // label without --overwrite is refused by kubectl itself; with it the value changes.
+    k.run(&["label", "deployment", "shop", "tier=a"]);
+    let err = k.fail(&["label", "deployment", "shop", "tier=b"]);
+    assert!(err.contains("--overwrite is false"), "{err}");
+    k.run(&["label", "deployment", "shop", "tier=b", "--overwrite"]);
+    assert_eq!(
+        k.json(&["get", "deployment", "shop"])["metadata"]["labels"]["tier"],
+        "b"
+    );
+
+    // annotate key-: removing the last annotation leaves no `annotations` at all (the real
+    // server never stores an empty map); for a Deployment each annotation change is a new
+    // generation (its strategy counts annotations).
+    k.run(&["annotate", "configmap", "settings", "note=x"]);
+    k.run(&["annotate", "configmap", "settings", "note-"]);
+    let cm = k.json(&["get", "configmap", "settings"]);
+    assert!(cm["metadata"].get("annotations").is_none(), "{cm}");
+    let before = generation(&k);
+    k.run(&["annotate", "deployment", "shop", "note=x"]);
+    k.run(&["annotate", "deployment", "shop", "note-"]);
+    assert_eq!(generation(&k), json!(before.as_i64().unwrap() + 2));
+
+    // describe reads the object (and events, which the sim serves empty).
+    let out = k.run(&["describe", "deployment", "shop"]);
+    assert!(
+        out.contains("Name:") && out.contains("registry.example/app:9"),
+        "{out}"
+    );
+
+    // get --chunk-size=2: limit/continue pages, every object once.
+    for i in 0..5 {
+        let i = i.to_string();
+        k.run(&[
+            "create",
+            "configmap",
+            &format!("c{i}"),
+            "--from-literal=k=v",
+        ]);
+        k.run(&[
+            "label",
+            "configmap",
+            &format!("c{i}"),
+            &format!("odd={}", i.parse::<u32>().unwrap() % 2),
+        ]);
+    }
+    let lists = sim.requests().count("configmaps", Verb::List);
+    let out = k.run(&["get", "configmaps", "--chunk-size=2", "-o", "name"]);
+    let names: Vec<&str> = out.lines().collect();
+    assert_eq!(names.len(), 6, "{out}");
+    assert_eq!(
+        sim.requests().count("configmaps", Verb::List) - lists,
+        3,
+        "three pages of two"
+    );
+
+    // get --watch -o json prints the object, then each change; delete -l removes by label.
+    let mut watch = k
+        .cmd(&[
+            "get",
+            "configmap",
+            "c0",
+            "--watch",
+            "-o",
+            "json",
+            "--output-watch-events",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get --watch");
+    let rx = line_reader(watch.stdout.take().expect("stdout"));
+    wait_line(&rx, "ADDED c0", |l| is_event(l, "ADDED", "c0"));
+    let wait = std::time::Instant::now() + common::DEADLINE;
+    while sim.requests().open_watches_of("configmaps") < 1 {
+        assert!(
+            std::time::Instant::now() < wait,
+            "kubectl never opened its watch"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = k.run(&["delete", "configmaps", "-l", "odd=0"]);
+    for i in ["c0", "c2", "c4"] {
+        assert!(out.contains(&format!("configmap \"{i}\" deleted")), "{out}");
+    }
+    wait_line(&rx, "DELETED c0", |l| is_event(l, "DELETED", "c0"));
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let left: Vec<String> = k
+        .run(&["get", "configmaps", "-o", "name"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(left, ["configmap/c1", "configmap/c3", "configmap/settings"]);
     sim.shutdown();
 }
 

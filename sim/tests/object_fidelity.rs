@@ -721,3 +721,255 @@ async fn namespace_deletion_removes_even_scheduled_pods_at_once() {
     assert_eq!(t, "DELETED");
     sim.shutdown().await;
 }
+
+fn now_secs() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap()
+}
+
+/// Waits (bounded) until the wall clock has reached Unix second `t`.
+async fn wait_for_second(t: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while now_secs() < t {
+        assert!(Instant::now() < deadline, "the clock never reached {t}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn shortening_a_grace_period_never_moves_deletion_into_the_past() {
+    // rest.BeforeDelete: a shorter period whose deletionTimestamp would already be past sets it
+    // to now, and a graceful one (not 0) becomes 1 second.
+    let sim = sim_with(None).await;
+    let mut body = pod_body("p", Some("node-1"), json!({}));
+    body["spec"]["terminationGracePeriodSeconds"] = json!(30);
+    post(&sim, PODS, body).await;
+    let (_, o) = delete(&sim, &format!("{PODS}/p"), None).await;
+    let started = deletion_ts(&o).unwrap() - 30;
+    // A period of 2 ends at started + 2: wait until that lies in the past.
+    wait_for_second(started + 3).await;
+    let (code, o) = delete(&sim, &format!("{PODS}/p"), Some(2)).await;
+    let at = now_secs();
+    assert_eq!(code, 200);
+    assert_eq!(grace(&o), Some(1), "{o}");
+    let ts = deletion_ts(&o).unwrap();
+    assert!(
+        ts >= started + 3 && ts <= at,
+        "deletionTimestamp {ts} is now ({at}), not the past {}",
+        started + 2
+    );
+    // The final grace-0 delete: the timestamp is now too, then the pod goes.
+    wait_for_second(ts + 1).await;
+    let (_, mut w) = raw_watch(
+        &sim,
+        &format!(
+            "{PODS}?watch=true&resourceVersion={}",
+            sim.resource_version()
+        ),
+    )
+    .await;
+    let (code, _) = delete(&sim, &format!("{PODS}/p"), Some(0)).await;
+    assert_eq!(code, 200);
+    let (t, o) = event(&mut w).await;
+    assert_eq!((t.as_str(), grace(&o)), ("MODIFIED", Some(0)));
+    assert!(deletion_ts(&o).unwrap() > ts, "{o}");
+    let (t, _) = event(&mut w).await;
+    assert_eq!(t, "DELETED");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_options_come_from_the_body_or_else_the_query() {
+    // handlers/delete.go DeleteResource: the body's DeleteOptions when there is a body,
+    // otherwise the query parameters.
+    let sim = sim_with(None).await;
+    post(&sim, PODS, pod_body("q", Some("node-1"), json!({}))).await;
+    post(&sim, PODS, pod_body("b", Some("node-1"), json!({}))).await;
+    let r = raw(
+        &sim,
+        "DELETE",
+        &format!("{PODS}/q?gracePeriodSeconds=0"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(
+        sim.get_object("pods", Some("default"), "q")
+            .unwrap()
+            .is_none(),
+        "gracePeriodSeconds=0 in the query deletes at once"
+    );
+    let r = raw(
+        &sim,
+        "DELETE",
+        &format!("{PODS}/b?gracePeriodSeconds=0"),
+        &[("content-type", "application/json")],
+        "{}",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        grace(&r.json()),
+        Some(30),
+        "with a body the query is not read: {}",
+        r.json()
+    );
+    // A bad number in the query is strconv's 400.
+    let r = raw(
+        &sim,
+        "DELETE",
+        &format!("{PODS}/b?gracePeriodSeconds=soon"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.json()["message"].clone()),
+        (
+            400,
+            json!("strconv.ParseInt: parsing \"soon\": invalid syntax")
+        )
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_preconditions_answer_like_before_delete() {
+    let sim = sim_with(None).await;
+    let d = post(
+        &sim,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}}),
+    )
+    .await;
+    let rv = d["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uid = d["metadata"]["uid"].as_str().unwrap().to_string();
+    let del = |body: Value| {
+        let sim = &sim;
+        async move {
+            raw(
+                sim,
+                "DELETE",
+                "/apis/apps/v1/namespaces/default/deployments/d",
+                &[("content-type", "application/json")],
+                body.to_string(),
+            )
+            .await
+        }
+    };
+    let r = del(json!({"preconditions": {"uid": "other"}})).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(
+        r.json()["message"],
+        format!(
+            "Operation cannot be fulfilled on Deployment.apps \"d\": the UID in the precondition (other) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        )
+    );
+    assert_eq!(
+        r.json()["details"],
+        json!({"name": "d", "group": "apps", "kind": "Deployment"})
+    );
+    let r = del(json!({"preconditions": {"resourceVersion": "1"}})).await;
+    assert_eq!(r.status, 409);
+    assert_eq!(
+        r.json()["message"],
+        format!(
+            "Operation cannot be fulfilled on Deployment.apps \"d\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+        )
+    );
+    let r = del(json!({"preconditions": {"uid": uid, "resourceVersion": rv}})).await;
+    assert_eq!(r.status, 200);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn server_side_apply_removes_what_a_manager_stops_applying() {
+    let sim = sim_with(None).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(sim.client());
+    let apply = |manager: &'static str, v: Value| {
+        let api = api.clone();
+        async move {
+            api.patch("c", &PatchParams::apply(manager), &Patch::Apply(v))
+                .await
+                .expect("apply")
+        }
+    };
+    let full = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "1", "b": "2"}}, "data": {"x": "1", "y": "2", "z": "3"}});
+    apply("one", full).await;
+    // Another manager applies z too: it stays when "one" drops it.
+    apply("two", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"z": "3"}})).await;
+    let cm = apply("one", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "1"}}, "data": {"x": "1"}})).await;
+    let data: Vec<&str> = cm
+        .data
+        .as_ref()
+        .map(|d| d.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(data, ["x", "z"], "{cm:?}");
+    let labels: Vec<&str> = cm
+        .metadata
+        .labels
+        .as_ref()
+        .map(|l| l.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(labels, ["a"]);
+    let managers: Vec<(String, String)> = cm
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            (
+                e.manager.unwrap_or_default(),
+                e.operation.unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        managers,
+        [
+            ("one".to_string(), "Apply".to_string()),
+            ("two".to_string(), "Apply".to_string())
+        ]
+    );
+    // A client-side update that leaves managedFields out keeps them.
+    let mut plain = api.get("c").await.unwrap();
+    plain.metadata.managed_fields = None;
+    let updated = api
+        .replace("c", &PostParams::default(), &plain)
+        .await
+        .unwrap();
+    assert_eq!(updated.metadata.managed_fields.map(|m| m.len()), Some(2));
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn empty_metadata_maps_are_not_stored() {
+    // ObjectMeta's labels, annotations, finalizers, ownerReferences are omitempty: the real
+    // server never returns them empty.
+    let sim = sim_with(None).await;
+    let o = post(
+        &sim,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "c", "labels": {}, "annotations": {"a": "1"}, "finalizers": []}}),
+    )
+    .await;
+    assert!(o["metadata"].get("labels").is_none(), "{o}");
+    assert!(o["metadata"].get("finalizers").is_none(), "{o}");
+    let o = merge(
+        &sim,
+        "/api/v1/namespaces/default/configmaps/c",
+        json!({"metadata": {"annotations": {"a": null}}}),
+    )
+    .await;
+    assert!(o["metadata"].get("annotations").is_none(), "{o}");
+    sim.shutdown().await;
+}

@@ -814,3 +814,187 @@ proptest! {
         })?;
     }
 }
+
+/// A 422 for request options: the Status and its (reason, field, message) causes.
+fn assert_invalid_options(
+    r: &common::RawResponse,
+    kind: &str,
+    message: &str,
+    causes: &[(&str, &str, &str)],
+) {
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    let want_causes: Vec<Value> = causes
+        .iter()
+        .map(|(reason, field, msg)| json!({"reason": reason, "field": field, "message": msg}))
+        .collect();
+    assert_eq!(
+        r.json(),
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("{kind}.meta.k8s.io \"\" is invalid: {message}"),
+            "reason": "Invalid",
+            "details": {"group": "meta.k8s.io", "kind": kind, "causes": want_causes},
+            "code": 422
+        })
+    );
+}
+
+#[tokio::test]
+async fn write_and_delete_options_are_validated_like_kube_apiserver() {
+    let sim = Sim::start(SimConfig::default()).await.expect("sim starts");
+    create_cm(&sim, "c").await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    // ValidateDeleteOptions, from the query (no body) and from a body.
+    let r = raw(
+        &sim,
+        "DELETE",
+        &format!("{cms}/c?propagationPolicy=Sideways&dryRun=Yes"),
+        &[],
+        "",
+    )
+    .await;
+    assert_invalid_options(
+        &r,
+        "DeleteOptions",
+        r#"[propagationPolicy: Unsupported value: "Sideways": supported values: "Foreground", "Background", "Orphan", "nil", dryRun: Unsupported value: []string{"Yes"}: supported values: "All"]"#,
+        &[
+            (
+                "FieldValueNotSupported",
+                "propagationPolicy",
+                r#"Unsupported value: "Sideways": supported values: "Foreground", "Background", "Orphan", "nil""#,
+            ),
+            (
+                "FieldValueNotSupported",
+                "dryRun",
+                r#"Unsupported value: []string{"Yes"}: supported values: "All""#,
+            ),
+        ],
+    );
+    let r = raw(
+        &sim,
+        "DELETE",
+        &format!("{cms}/c"),
+        &[("content-type", "application/json")],
+        r#"{"orphanDependents": true, "propagationPolicy": "Orphan"}"#,
+    )
+    .await;
+    assert_invalid_options(
+        &r,
+        "DeleteOptions",
+        r#"propagationPolicy: Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set"#,
+        &[(
+            "FieldValueInvalid",
+            "propagationPolicy",
+            r#"Invalid value: "Orphan": orphanDependents and deletionPropagation cannot be both set"#,
+        )],
+    );
+    // A dryRun other than All is refused, not written for real.
+    let r = raw(
+        &sim,
+        "POST",
+        &format!("{cms}?dryRun=true"),
+        &[("content-type", "application/json")],
+        r#"{"metadata": {"name": "d"}}"#,
+    )
+    .await;
+    assert_invalid_options(
+        &r,
+        "CreateOptions",
+        r#"dryRun: Unsupported value: []string{"true"}: supported values: "All""#,
+        &[(
+            "FieldValueNotSupported",
+            "dryRun",
+            r#"Unsupported value: []string{"true"}: supported values: "All""#,
+        )],
+    );
+    assert!(
+        sim.get_object("configmaps", Some("default"), "d")
+            .unwrap()
+            .is_none()
+    );
+    let r = raw(
+        &sim,
+        "PUT",
+        &format!("{cms}/c?fieldValidation=Loud"),
+        &[("content-type", "application/json")],
+        r#"{"metadata": {"name": "c"}}"#,
+    )
+    .await;
+    assert_invalid_options(
+        &r,
+        "UpdateOptions",
+        r#"fieldValidation: Unsupported value: "Loud": supported values: "", "Ignore", "Strict", "Warn""#,
+        &[(
+            "FieldValueNotSupported",
+            "fieldValidation",
+            r#"Unsupported value: "Loud": supported values: "", "Ignore", "Strict", "Warn""#,
+        )],
+    );
+    // ValidatePatchOptions: force only for apply, apply needs a field manager.
+    let r = raw(
+        &sim,
+        "PATCH",
+        &format!("{cms}/c?force=true"),
+        &[("content-type", "application/merge-patch+json")],
+        "{}",
+    )
+    .await;
+    assert_invalid_options(
+        &r,
+        "PatchOptions",
+        "force: Forbidden: may not be specified for non-apply patch",
+        &[(
+            "FieldValueForbidden",
+            "force",
+            "Forbidden: may not be specified for non-apply patch",
+        )],
+    );
+    let long = "m".repeat(129);
+    let r = raw(
+        &sim,
+        "PATCH",
+        &format!("{cms}/c?fieldManager={long}"),
+        &[("content-type", "application/apply-patch+yaml")],
+        "{}",
+    )
+    .await;
+    assert_invalid_options(
+        &r,
+        "PatchOptions",
+        "fieldManager: Too long: may not be more than 128 bytes",
+        &[(
+            "FieldValueTooLong",
+            "fieldManager",
+            "Too long: may not be more than 128 bytes",
+        )],
+    );
+    let r = raw(
+        &sim,
+        "PATCH",
+        &format!("{cms}/c"),
+        &[("content-type", "application/apply-patch+yaml")],
+        "{}",
+    )
+    .await;
+    assert_invalid_options(
+        &r,
+        "PatchOptions",
+        "fieldManager: Required value: is required for apply patch",
+        &[(
+            "FieldValueRequired",
+            "fieldManager",
+            "Required value: is required for apply patch",
+        )],
+    );
+    // dryRun=All still works, and writes nothing.
+    let rv = sim.resource_version();
+    let r = raw(&sim, "DELETE", &format!("{cms}/c?dryRun=All"), &[], "").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(sim.resource_version(), rv);
+    assert!(
+        sim.get_object("configmaps", Some("default"), "c")
+            .unwrap()
+            .is_some()
+    );
+    sim.shutdown().await;
+}
