@@ -115,6 +115,43 @@ fn follow_reads_hops_written_out_of_time_order() {
     }
 }
 
+/// The wall clock stepped back between two hops (an NTP step; hops are timed on different
+/// threads): the timeline still reads in pipeline order, with the step shown as a negative
+/// latency, not reordered by time.
+#[test]
+fn follow_keeps_pipeline_order_when_the_clock_steps_back() {
+    let hop = |t: u64, hop: &str, inst: &str, what: &str| {
+        format!(
+            r#"{{"type":"hop","t":{t},"trace":"00000a0000000001","hop":"{hop}","inst":"{inst}","kind":"Pod","ns":"demo","name":"web-1","uid":"u","rv":"5","what":"{what}"}}"#
+        )
+    };
+    let lines = [
+        r#"{"type":"header","format":"kinformer-trace","v":1,"t":1000000000,"pid":1,"bodies":false}"#
+            .to_string(),
+        hop(1_000_500_000, "reflector", "v1/Pod", "added"),
+        // 300 µs before the reflector's hop, by the clock.
+        hop(1_000_200_000, "fifo", "v1/Pod", "queued"),
+        hop(1_000_300_000, "indexer", "v1/Pod", "added"),
+        hop(1_000_400_000, "listener", "log", "add"),
+        hop(1_000_450_000, "handler", "log", "handled"),
+    ];
+    let file = TraceFile::parse(lines.join("\n").as_bytes()).expect("parses");
+    let timeline = follow(&file, &query("demo/web-1")).expect("in the file");
+    let trace = &timeline.traces[0];
+    let order: Vec<HopKind> = trace.hops.iter().map(|h| h.hop).collect();
+    assert_eq!(
+        order,
+        HopKind::ALL,
+        "pipeline order, whatever the clock said"
+    );
+    let latencies: Vec<i64> = trace.hops.iter().map(|h| h.latency).collect();
+    assert_eq!(latencies, [0, -300 * US, -200 * US, -100 * US, -50 * US]);
+    assert!(
+        timeline.to_string().contains("-0.300ms  fifo"),
+        "{timeline}"
+    );
+}
+
 #[test]
 fn follow_a_resync_measures_from_the_indexer() {
     let file = open("two-informers.jsonl");
