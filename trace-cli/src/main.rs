@@ -52,6 +52,9 @@ enum Command {
         /// The bound, e.g. 100ms, 2s, 500us.
         #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
         over: Duration,
+        /// Show only the N slowest of them (0: all); the count covers all.
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        top: usize,
         /// The trace file.
         file: PathBuf,
     },
@@ -140,9 +143,13 @@ fn run(command: Command) -> anyhow::Result<()> {
             let trace = open(&file)?;
             print(&kinformer_trace::stats::stats(&trace).to_string())
         }
-        Command::Slow { over, file } => {
+        Command::Slow { over, top, file } => {
             let trace = open(&file)?;
-            print(&kinformer_trace::slow::slow(&trace, over).to_string())
+            print(
+                &kinformer_trace::slow::slow(&trace, over)
+                    .top(top)
+                    .to_string(),
+            )
         }
         Command::Chrome { out, file } => {
             let trace = open(&file)?;

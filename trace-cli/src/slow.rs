@@ -50,8 +50,23 @@ pub struct SlowReport {
     pub measured: usize,
     /// Traces that never reached a handler (cut short, dropped, or still in flight).
     pub unfinished: usize,
-    /// The traces over the bound, slowest first.
+    /// The traces over the bound, slowest first (the first ones only after [`SlowReport::top`]).
     pub slow: Vec<SlowTrace>,
+    /// Traces over the bound left out by [`SlowReport::top`] (the least slow of them).
+    pub omitted: usize,
+}
+
+impl SlowReport {
+    /// Keeps the `n` slowest traces (all when `n` is 0) and counts the others in
+    /// [`omitted`](Self::omitted): a busy trace has thousands over a small bound, and a person
+    /// reads the worst first.
+    pub fn top(mut self, n: usize) -> SlowReport {
+        if n > 0 && self.slow.len() > n {
+            self.omitted += self.slow.len() - n;
+            self.slow.truncate(n);
+        }
+        self
+    }
 }
 
 /// The traces whose end-to-end latency (origin → last handler hop) is over `over`.
@@ -62,6 +77,7 @@ pub fn slow(file: &TraceFile, over: std::time::Duration) -> SlowReport {
         measured: 0,
         unfinished: 0,
         slow: Vec::new(),
+        omitted: 0,
     };
     for trace in traces(file) {
         let Some(total) = trace.end_to_end() else {
@@ -139,7 +155,7 @@ impl std::fmt::Display for SlowReport {
         writeln!(
             f,
             "{} of {} traces took over {} (reflector hop → last handler hop)",
-            self.slow.len(),
+            self.slow.len() + self.omitted,
             self.measured,
             duration(self.over)
         )?;
@@ -172,6 +188,14 @@ impl std::fmt::Display for SlowReport {
             for part in &s.parts {
                 writeln!(f, "    {:>11}  {}", duration(part.nanos), part.label)?;
             }
+        }
+        if self.omitted > 0 {
+            writeln!(
+                f,
+                "\n… and {} more over the bound (the {} slowest are shown; --top 0 shows all)",
+                self.omitted,
+                self.slow.len()
+            )?;
         }
         Ok(())
     }

@@ -166,6 +166,42 @@ fn slow_lists_exactly_the_slow_traces() {
     );
     assert!(text.contains("most time: in cm's buffer (listener → handler start) 63.000ms"));
 
+    // --top keeps the slowest, says how many more there are.
+    let out = run(&[
+        "slow",
+        "--over",
+        "75ms",
+        "--top",
+        "2",
+        &fixture("known-latencies.jsonl"),
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("4 of 10 traces took over 75.000ms"),
+        "{text}"
+    );
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("trace "))
+        .map(|l| l.split_whitespace().next().unwrap_or_default())
+        .collect();
+    assert_eq!(ids, ["000000000000c00a", "000000000000c009"]);
+    assert!(
+        text.ends_with(
+            "\n… and 2 more over the bound (the 2 slowest are shown; --top 0 shows all)\n"
+        ),
+        "{text}"
+    );
+    let out = run(&[
+        "slow",
+        "--over",
+        "75ms",
+        "--top",
+        "0",
+        &fixture("known-latencies.jsonl"),
+    ]);
+    assert_eq!(stdout(&out).matches("\ntrace ").count(), 4, "--top 0: all");
+
     let out = run(&["slow", "--over", "2s", &fixture("known-latencies.jsonl")]);
     assert!(stdout(&out).starts_with("0 of 10 traces took over 2.000s"));
     // Default bound: 100 ms.
