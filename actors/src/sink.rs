@@ -159,7 +159,8 @@ impl<K: InformerObject> Sink<K> {
     ) -> Offered {
         match self {
             Sink::Keys { sink, mapper } => {
-                let started = trace::enabled().then(Instant::now);
+                // Timed always: the handler latency histogram (M1) counts key sinks too.
+                let started = Instant::now();
                 // P7: a panic in the mapper or the sink is caught here, on the listener's
                 // actor, so the listener lives on and the next notification is delivered.
                 let result = catch_unwind(AssertUnwindSafe(|| match mapper {
@@ -177,10 +178,12 @@ impl<K: InformerObject> Sink<K> {
                 if p.initial {
                     stats.sync.finished(result.is_ok());
                 }
+                let took = started.elapsed();
+                stats.record_handled(took);
                 stats.delivered.fetch_add(1, Ordering::Relaxed);
-                if let Some(started) = started {
+                if trace::enabled() {
                     let obj = p.notification.object();
-                    tracer.handled(p.trace, obj, started.elapsed(), result.is_err());
+                    tracer.handled(p.trace, obj, took, result.is_err());
                 }
                 Offered::Taken
             }
@@ -196,10 +199,12 @@ impl<K: InformerObject> Sink<K> {
             Sink::Recipient(r) => {
                 let initial = p.initial;
                 let key = p.key.clone();
-                // T1: the handler hop ends when the user's actor answered.
+                // T1: the handler hop ends when the user's actor answered; the latency
+                // histogram (M1) times every answered notification.
+                let started = Instant::now();
                 let traced = trace::enabled().then(|| {
                     let obj = Arc::clone(p.notification.object());
-                    (tracer.clone(), obj, p.trace, Instant::now())
+                    (tracer.clone(), obj, p.trace)
                 });
                 let send = r.send(Notify {
                     key: p.key,
@@ -218,9 +223,11 @@ impl<K: InformerObject> Sink<K> {
                             tracing::warn!(key = %key, error = %e, "handler actor gone; its notifications are dropped (S3)");
                         }
                     } else {
+                        let took = started.elapsed();
+                        stats.record_handled(took);
                         stats.delivered.fetch_add(1, Ordering::Relaxed);
-                        if let Some((tracer, obj, trace, started)) = traced {
-                            tracer.handled(trace, &obj, started.elapsed(), false);
+                        if let Some((tracer, obj, trace)) = traced {
+                            tracer.handled(trace, &obj, took, false);
                         }
                     }
                     if initial {
