@@ -80,6 +80,7 @@ mod apply;
 mod churn;
 mod config;
 mod counters;
+mod defaults;
 mod demo;
 mod faults;
 mod http;

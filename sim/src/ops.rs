@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::apply;
+use crate::defaults;
 use crate::kubelet::Termination;
 use crate::object::{Key, StoredObject, meta_mut, meta_str};
 use crate::resources::{CreateStatus, NameRule, ResourceDef};
@@ -309,6 +310,7 @@ fn create_inner(
 ) -> Result<Arc<StoredObject>, ApiError> {
     kind_check(def, &mut body)?;
     check_namespace(def, ns, &mut body)?;
+    defaults::apply(def, &mut body);
     if def.namespaced {
         ensure_namespace(store, ns.unwrap_or(""), auto_namespaces)?;
     }
@@ -369,6 +371,7 @@ fn create_inner(
             }
         }
     }
+    defaults::on_create(def, &mut body);
     let key: Key = (
         if def.namespaced {
             ns.unwrap_or("").to_string()
@@ -441,6 +444,9 @@ fn merge_update(
         .unwrap_or(&empty);
     match part {
         Part::Main => {
+            // Every decoded object is defaulted (an update's body, a patch's result), before
+            // the strategy compares it with the stored one.
+            defaults::apply(def, &mut new);
             let meta = meta_mut(&mut new)
                 .ok_or_else(|| ApiError::bad_request("the body must be a JSON object"))?;
             for k in [

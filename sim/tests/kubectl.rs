@@ -754,6 +754,15 @@ fn kubectl_everyday_edits() {
         out.contains("Name:") && out.contains("registry.example/app:9"),
         "{out}"
     );
+    // What a cluster's defaulting puts there (not an empty StrategyType).
+    assert!(
+        out.contains("StrategyType:           RollingUpdate"),
+        "{out}"
+    );
+    assert!(
+        out.contains("RollingUpdateStrategy:  25% max unavailable, 25% max surge"),
+        "{out}"
+    );
 
     // get --chunk-size=2: limit/continue pages, every object once.
     for i in 0..5 {

@@ -637,11 +637,8 @@ async fn strategic_merge_patch_by_merge_keys_and_directives() {
     assert_eq!(cs[1]["image"], "app:2");
     assert_eq!(
         cs[1]["ports"],
-        json!([{"containerPort": 80, "protocol": null}])
-            .get(0)
-            .map(|_| json!([{"containerPort": 80}]))
-            .unwrap(),
-        "kept by the merge"
+        json!([{"containerPort": 80, "protocol": "TCP"}]),
+        "kept by the merge (the protocol defaulted on create)"
     );
     assert_eq!(
         cs[1]["env"],
@@ -971,5 +968,85 @@ async fn empty_metadata_maps_are_not_stored() {
     )
     .await;
     assert!(o["metadata"].get("annotations").is_none(), "{o}");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn built_in_kinds_are_defaulted_like_the_real_server() {
+    let sim = sim_with(None).await;
+    let deploys = "/apis/apps/v1/namespaces/default/deployments";
+    let bare = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}},
+        "spec": {"containers": [{"name": "c", "image": "img", "ports": [{"containerPort": 80}]}]}}}});
+    let d = post(&sim, deploys, bare.clone()).await;
+    let spec = &d["spec"];
+    assert_eq!(spec["replicas"], 1);
+    assert_eq!(spec["strategy"]["type"], "RollingUpdate");
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+    assert_eq!(spec["revisionHistoryLimit"], 10);
+    assert_eq!(spec["progressDeadlineSeconds"], 600);
+    let c = &spec["template"]["spec"]["containers"][0];
+    assert_eq!(c["imagePullPolicy"], "Always", "no tag means latest");
+    assert_eq!(c["terminationMessagePolicy"], "File");
+    assert_eq!(c["ports"][0]["protocol"], "TCP");
+    assert_eq!(
+        spec["template"]["spec"]["schedulerName"],
+        "default-scheduler"
+    );
+    // A controller that PUTs its desired object without the defaults changes nothing: the
+    // body is defaulted before the strategy compares specs (no new generation).
+    let mut put = bare.clone();
+    put["metadata"]["resourceVersion"] = d["metadata"]["resourceVersion"].clone();
+    let r = raw(
+        &sim,
+        "PUT",
+        &format!("{deploys}/d"),
+        &[("content-type", "application/json")],
+        put.to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(generation(&r.json()), Some(1), "{}", r.json());
+    assert_eq!(
+        r.json()["metadata"]["resourceVersion"],
+        d["metadata"]["resourceVersion"]
+    );
+
+    // Pods: SetDefaults_Pod, and the create strategy's QoS class.
+    let mut body = pod_body("p", None, json!({}));
+    body["spec"]["containers"][0]["resources"] = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
+    let p = post(&sim, PODS, body).await;
+    assert_eq!(p["spec"]["enableServiceLinks"], true);
+    assert_eq!(p["spec"]["terminationGracePeriodSeconds"], 30);
+    assert_eq!(
+        p["spec"]["containers"][0]["resources"]["requests"],
+        json!({"cpu": "1", "memory": "1Gi"})
+    );
+    assert_eq!(
+        p["status"],
+        json!({"phase": "Pending", "qosClass": "Guaranteed"})
+    );
+    let ns = post(
+        &sim,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "team"}}),
+    )
+    .await;
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team"
+    );
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    let svc = post(
+        &sim,
+        "/api/v1/namespaces/default/services",
+        json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 8080}]}}),
+    )
+    .await;
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(
+        svc["spec"]["ports"][0],
+        json!({"port": 8080, "protocol": "TCP", "targetPort": 8080})
+    );
     sim.shutdown().await;
 }
