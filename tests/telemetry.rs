@@ -426,6 +426,70 @@ async fn coalesced_total_counts_a_slow_handlers_merges() {
     endpoint.shutdown().await;
 }
 
+/// B3 under `Block`: a handler held inside its callback fills its buffer, then the indexer
+/// waits and deltas gather in the FIFO; `kinformer_listener_buffered` and the FIFO gauges show
+/// the backlog while it lasts and fall back to 0 once the handler is released.
+#[actix::test]
+async fn depth_gauges_rise_behind_a_blocked_handler_and_drain() {
+    // Past the handler thread's channel (64) and the listener's capacity (1): the indexer
+    // must wait, so the FIFO holds some of the updates.
+    const TOUCHES: usize = 150;
+    let sim = sim().await;
+    let informer = started(&sim, "bp", 1).await;
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let mut gate = Some(gate);
+    let handler = handler_fn(move |n: &Notification<Pod>| {
+        if matches!(n, Notification::Update { .. })
+            && let Some(g) = gate.take()
+        {
+            let _ = g.recv();
+        }
+    });
+    informer
+        .add_event_handler_with(
+            handler,
+            ListenerConfig::default()
+                .name("held")
+                .policy(OverflowPolicy::Block)
+                .capacity(1),
+        )
+        .await
+        .expect("handler");
+    let telemetry = Telemetry::new();
+    telemetry.register_informer(&informer);
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let addr = endpoint.local_addr();
+    informer.start().expect("start");
+    until(addr, "/readyz", "ready after sync", |a| a.status == 200).await;
+
+    let client = sim.client();
+    for i in 0..TOUCHES {
+        touch_pod(&client, "bp", "pod-0", &format!("v{i}")).await;
+    }
+    let inf = [("informer", "bp/pods")];
+    let lis = [("informer", "bp/pods"), ("listener", "held")];
+    scrape_until(addr, "a backlog in the listener and in the FIFO", |m| {
+        must(m, "kinformer_listener_buffered", &lis) >= 1.0
+            && must(m, "kinformer_fifo_pending_deltas", &inf) >= 1.0
+            && must(m, "kinformer_fifo_queued_keys", &inf) == 1.0
+    })
+    .await;
+    drop(release);
+    let delivered = (1 + TOUCHES) as f64; // the listed Add and every update
+    scrape_until(addr, "the backlog drained", |m| {
+        must(m, "kinformer_listener_buffered", &lis) == 0.0
+            && must(m, "kinformer_fifo_pending_deltas", &inf) == 0.0
+            && must(m, "kinformer_fifo_queued_keys", &inf) == 0.0
+            && must(m, "kinformer_listener_delivered_total", &lis) == delivered
+    })
+    .await;
+    informer.shutdown().await;
+    endpoint.shutdown().await;
+}
+
 /// The add of the pod named `boom` (only the add: a relist's replay must not panic again).
 fn is_boom(n: &Notification<Pod>) -> bool {
     matches!(n, Notification::Add { .. }) && n.object().metadata.name.as_deref() == Some("boom")
