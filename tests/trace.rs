@@ -244,6 +244,93 @@ async fn t1_t2_one_objects_hops_in_pipeline_order() {
     assert!(depth("listener", follower), "listener buffer depth samples");
 }
 
+/// T1, a relist: an object deleted while the informer could not watch is missing from the
+/// relist, and the tombstone the FIFO makes for it gets a trace id of its own, born in the
+/// indexer (`indexer deleted → listener delete → handler handled`); the relist's own items
+/// are traced from the reflector as `listed`.
+#[actix::test]
+async fn t1_a_relists_tombstone_is_traced_from_the_indexer() {
+    let _turn = SINK.lock().await;
+    let sim = sim().await;
+    let client = sim.client();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "demo");
+    for name in ["kept", "gone"] {
+        maps.create(&PostParams::default(), &cm(name))
+            .await
+            .expect("create");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("trace.jsonl");
+    let sink = TraceSink::start(&path).expect("sink starts");
+
+    let informer =
+        SharedIndexInformer::<ConfigMap>::with_config(client.clone(), Some("demo"), fast_config());
+    let deletes = Arc::new(AtomicU64::new(0));
+    let d = Arc::clone(&deletes);
+    informer
+        .add_event_handler_with(
+            handler_fn(move |n: &Notification<ConfigMap>| {
+                if matches!(n, Notification::Delete { .. }) {
+                    d.fetch_add(1, Ordering::Relaxed);
+                }
+            }),
+            ListenerConfig::default().name("follower"),
+        )
+        .await
+        .expect("handler");
+    informer.start().expect("start");
+    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
+        .await
+        .expect("synced");
+    watching(&sim).await;
+
+    // The watch is cut and cannot reopen while `gone` is deleted; the compaction then makes
+    // its resourceVersion too old to resume from (410): a relist, without `gone`.
+    let faults = sim.faults();
+    faults.fail_next_watches(1_000_000, 500);
+    faults.drop_watches();
+    maps.delete("gone", &DeleteParams::default())
+        .await
+        .expect("delete");
+    faults.compact();
+    faults.clear();
+    eventually("the tombstone is handled", || {
+        deletes.load(Ordering::Relaxed) == 1
+    })
+    .await;
+    informer.shutdown().await;
+    sink.close().expect("sink closes");
+
+    let lines = read_trace(&path);
+    let gone = traces_of(&lines, "gone");
+    let tombstone = gone
+        .values()
+        .find(|t| t[0]["hop"] == "indexer")
+        .unwrap_or_else(|| panic!("a trace born in the indexer: {gone:#?}"));
+    let path: Vec<_> = tombstone
+        .iter()
+        .map(|l| (l["hop"].as_str(), l["what"].as_str(), l["inst"].as_str()))
+        .collect();
+    assert_eq!(
+        path,
+        [
+            (
+                Some("indexer"),
+                Some("deleted"),
+                Some("v1/ConfigMap ns=demo")
+            ),
+            (Some("listener"), Some("delete"), Some("follower")),
+            (Some("handler"), Some("handled"), Some("follower")),
+        ]
+    );
+    let kept = traces_of(&lines, "kept");
+    let listed = kept
+        .values()
+        .filter(|t| t[0]["hop"] == "reflector" && t[0]["what"] == "listed")
+        .count();
+    assert!(listed >= 2, "the first list and the relist: {kept:#?}");
+}
+
 #[actix::test]
 async fn t3_secret_data_never_in_the_trace_even_with_bodies() {
     let _turn = SINK.lock().await;
