@@ -123,11 +123,17 @@ impl TraceSink {
         config: TraceSinkConfig,
     ) -> Result<TraceSinkGuard, TraceError> {
         let path = path.as_ref();
+        let _lifecycle = lock(&LIFECYCLE);
+        // Refused before the file is created: a second sink (`KINFORMER_TRACE` next to a
+        // program's own sink) must not truncate what is at its path, an earlier trace maybe.
+        if SLOT.load().is_some() {
+            return Err(TraceError::AlreadyRunning);
+        }
         let file = File::create(path).map_err(|source| TraceError::Open {
             path: path.to_owned(),
             source,
         })?;
-        Self::start_writer(Box::new(file), config)
+        Self::start_locked(Box::new(file), config)
     }
 
     /// Starts the sink writing to `out` (a file, a pipe, stderr) with `config`.
@@ -136,6 +142,14 @@ impl TraceSink {
         config: TraceSinkConfig,
     ) -> Result<TraceSinkGuard, TraceError> {
         let _lifecycle = lock(&LIFECYCLE);
+        Self::start_locked(out, config)
+    }
+
+    /// Starts the sink; the caller holds `LIFECYCLE`.
+    fn start_locked(
+        out: Box<dyn Write + Send>,
+        config: TraceSinkConfig,
+    ) -> Result<TraceSinkGuard, TraceError> {
         if SLOT.load().is_some() {
             return Err(TraceError::AlreadyRunning);
         }
@@ -685,6 +699,19 @@ mod tests {
             TraceSink::start_writer(Box::new(io::sink()), TraceSinkConfig::default()),
             Err(TraceError::AlreadyRunning)
         ));
+        // A second sink on a file is refused before it touches the file (an earlier trace).
+        let dir = tempfile::tempdir().expect("temp dir");
+        let earlier = dir.path().join("earlier.jsonl");
+        std::fs::write(&earlier, "an earlier trace\n").expect("write");
+        assert!(matches!(
+            TraceSink::start(&earlier),
+            Err(TraceError::AlreadyRunning)
+        ));
+        assert_eq!(
+            std::fs::read_to_string(&earlier).expect("read"),
+            "an earlier trace\n",
+            "the refused sink left the file alone"
+        );
         record_depth(Hop::Fifo, &Arc::from("v1/Pod"), 3);
         let stats = guard.close().expect("closes");
         assert_eq!(
