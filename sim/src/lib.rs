@@ -38,6 +38,9 @@
 //! - Request options are validated as kube-apiserver validates them (`ListOptions`,
 //!   `DeleteOptions`, `CreateOptions`, `UpdateOptions`, `PatchOptions`: a `422 Invalid` naming
 //!   `<Kind>.meta.k8s.io`); a DELETE without a body takes its options from the query.
+//! - Built-in kinds are defaulted as kube-apiserver defaults what it decodes (creates, updates,
+//!   patch results): Deployment strategy and limits, pod spec and container fields, service
+//!   type and ports, secret type, the namespace name label; a created pod gets its `qosClass`.
 //! - `metadata.generation` moves as each kind's registry strategy moves it: Deployments on a
 //!   spec or annotations change, ReplicaSets and Pods on spec, custom kinds on anything but
 //!   metadata; ConfigMaps, Secrets, Services and the other built-ins keep none; status writes
