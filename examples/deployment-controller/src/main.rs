@@ -79,8 +79,9 @@ struct Args {
     /// Embedded mode: how long a simulated pod takes to become Ready, in milliseconds.
     #[arg(long, default_value_t = 300, value_name = "MS")]
     pod_ready_ms: u64,
-    /// Serve /metrics, /healthz, /readyz and /debug/informers on this address (loopback only,
-    /// e.g. 127.0.0.1:9090).
+    /// Serve /metrics, /healthz, /readyz and /debug/informers on this address, e.g.
+    /// 127.0.0.1:9090; a non-loopback one (0.0.0.0:9090 in a pod, for Prometheus and the
+    /// kubelet's probes) shows object names and errors to whoever can reach it.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
     /// Write a message trace of every event's path (JSON lines) to FILE; read it with
@@ -248,10 +249,15 @@ async fn main() -> anyhow::Result<()> {
     // sync): before that, /readyz would answer ok with nothing registered to wait for.
     let endpoint = match (&telemetry, args.metrics_addr) {
         (Some(t), Some(addr)) => {
-            let e = t
-                .serve(addr)
-                .await
-                .with_context(|| format!("serving metrics on {addr}"))?;
+            // The library refuses a non-loopback address unless asked; naming one in the
+            // flag is asking (as kube-controller-manager's --bind-address).
+            let serving = if addr.ip().is_loopback() {
+                t.serve(addr).await
+            } else {
+                tracing::warn!(%addr, "telemetry served beyond this host (not a loopback address)");
+                t.serve_on_any_interface(addr).await
+            };
+            let e = serving.with_context(|| format!("serving metrics on {addr}"))?;
             tracing::info!(
                 "metrics: http://{0}/metrics  health: http://{0}/healthz http://{0}/readyz  debug: http://{0}/debug/informers",
                 e.local_addr()
