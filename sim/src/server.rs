@@ -1011,8 +1011,17 @@ async fn watch(
             if !rv.is_empty() && rv != "0" {
                 // A watch-list at an RV the cache has not reached waits for it
                 // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`,
-                // `waitUntilWatchCacheFreshAndForceAllEvents`), then 504.
-                wait_until_fresh(shared, parse_rv(rv)?).await?;
+                // `waitUntilWatchCacheFreshAndForceAllEvents`); when the wait fails,
+                // `Cacher.Watch` returns `newErrWatcher(err), nil`: the watch is served (200)
+                // and its only event is an ERROR carrying the 504 Status.
+                if let Err(e) = wait_until_fresh(shared, parse_rv(rv)?).await {
+                    return Ok(resp::stream(
+                        200,
+                        futures::stream::iter([Ok::<Bytes, BodyError>(watchstream::error_line(
+                            &e,
+                        ))]),
+                    ));
+                }
             }
             // The `k8s.io/initial-events-end` bookmark goes only to a client that asked for
             // bookmarks (`Cacher.Watch`: `setBookmarkAfterResourceVersion` under

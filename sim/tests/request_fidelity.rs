@@ -330,7 +330,9 @@ async fn reads_from_the_future_wait_then_time_out() {
     )
     .await;
     assert_too_large(&r, ahead, cur, Some(1));
-    // A watch-list at a future RV waits (the HTTP answer, not an ERROR event).
+    // A watch-list at a future RV waits, then is served as a watch whose only event is an
+    // ERROR with that Status (`Cacher.Watch` returns `newErrWatcher(err)` for a failed
+    // `waitUntilWatchCacheFreshAndForceAllEvents`), not an HTTP 504.
     let t0 = Instant::now();
     let r = raw(
         &sim,
@@ -341,7 +343,20 @@ async fn reads_from_the_future_wait_then_time_out() {
     )
     .await;
     assert!(t0.elapsed() >= Duration::from_millis(400));
-    assert_too_large(&r, ahead, cur, Some(1));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    let lines: Vec<&str> = body.lines().collect();
+    assert_eq!(lines.len(), 1, "{body}");
+    let ev: Value = serde_json::from_str(lines[0]).expect("one JSON event");
+    assert_eq!(ev["type"], "ERROR");
+    assert_eq!(
+        ev["object"],
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("Timeout: Too large resource version: {ahead}, current: {cur}"),
+            "reason": "Timeout",
+            "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1},
+            "code": 504})
+    );
     // Paged lists go to etcd: NotOlderThan fails at once (retry 0: no Retry-After).
     let t0 = Instant::now();
     let r = raw(
