@@ -560,6 +560,13 @@ async fn resource(
             }
         }
         Verb::DeleteCollection => {
+            // handlers/delete.go DeleteCollection: the list options are decoded (400) and
+            // validated (422 ListOptions) before the delete options.
+            let list_opts = ListOptions::decode(query, false)?;
+            let errs = list_opts.errors();
+            if !errs.is_empty() {
+                return Err(ApiError::invalid_list_options(&errs));
+            }
             let b = read_body(shared, headers, body).await?;
             let opts = DeleteOptions::from_request(&b, query)?;
             let errs = opts.errors();

@@ -41,18 +41,37 @@ impl GenerationRule {
 }
 
 /// Whether a value is absent for `apiequality.Semantic.DeepEqual` (nil and empty maps and
-/// slices are equal there).
+/// slices are equal there; an empty object is also what an absent struct decodes to).
 fn semantically_empty(v: Option<&Value>) -> bool {
     match v {
         None | Some(Value::Null) => true,
-        Some(Value::Object(m)) => m.is_empty(),
+        Some(Value::Object(m)) => m.values().all(|v| semantically_empty(Some(v))),
         Some(Value::Array(a)) => a.is_empty(),
         Some(_) => false,
     }
 }
 
+/// `apiequality.Semantic.DeepEqual` over JSON, at every depth: the Go comparison runs on the
+/// decoded structs, where a null, an empty map or list and an absent field are all the same
+/// (`third_party/forked/golang/reflect/deep_equal.go` treats nil and empty maps and slices as
+/// equal). Pointers to empty structs, which Go tells from nil, are the one case this merges.
 fn semantically_equal(a: Option<&Value>, b: Option<&Value>) -> bool {
-    (semantically_empty(a) && semantically_empty(b)) || a == b
+    if semantically_empty(a) && semantically_empty(b) {
+        return true;
+    }
+    match (a, b) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => x
+            .keys()
+            .chain(y.keys())
+            .all(|k| semantically_equal(x.get(k), y.get(k))),
+        (Some(Value::Array(x)), Some(Value::Array(y))) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(p, q)| semantically_equal(Some(p), Some(q)))
+        }
+        _ => a == b,
+    }
 }
 
 /// Whether replacing `old` by `new` (through the main resource or `/scale`) bumps the
@@ -417,5 +436,15 @@ mod tests {
             !bumps_generation(&d, &no_ann, &null_ann),
             "nil and empty are equal"
         );
+        // At any depth: an empty map or a null where the other side has nothing.
+        let nested =
+            json!({"spec": {"replicas": 1, "template": {"metadata": {"labels": {"a": "b"}}}}});
+        let mut empty_inside = nested.clone();
+        empty_inside["spec"]["template"]["metadata"]["annotations"] = json!({});
+        empty_inside["spec"]["paused"] = Value::Null;
+        assert!(!bumps_generation(&rs, &nested, &empty_inside));
+        let mut changed = nested.clone();
+        changed["spec"]["template"]["metadata"]["labels"]["a"] = json!("c");
+        assert!(bumps_generation(&rs, &nested, &changed));
     }
 }

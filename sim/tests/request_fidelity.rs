@@ -1001,6 +1001,25 @@ async fn write_and_delete_options_are_validated_like_kube_apiserver() {
             "Required value: is required for apply patch",
         )],
     );
+    // deletecollection validates its list options first (ValidateListOptions).
+    let r = raw(
+        &sim,
+        "DELETE",
+        &format!("{cms}?sendInitialEvents=true"),
+        &[],
+        "",
+    )
+    .await;
+    assert_invalid_options(
+        &r,
+        "ListOptions",
+        "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+        &[(
+            "FieldValueForbidden",
+            "sendInitialEvents",
+            "Forbidden: sendInitialEvents is forbidden for list",
+        )],
+    );
     // dryRun=All still works, and writes nothing.
     let rv = sim.resource_version();
     let r = raw(&sim, "DELETE", &format!("{cms}/c?dryRun=All"), &[], "").await;
