@@ -616,12 +616,9 @@ async fn counters_move_with_the_faults_that_drive_them() {
 }
 
 /// `kinformer_listener_handle_duration_seconds` of a key sink (a workqueue, as every
-/// controller registers): one observation per delivered notification, as for a callback.
-/// Ignored: `actors/src/sink.rs` times a key sink's mapper and enqueue only for the trace
-/// (`trace::enabled()`) and never calls `ListenerStats::record_handled` for it (nor for an
-/// actor recipient), so the histogram stays at 0 observations while `delivered_total` counts.
+/// controller registers): one observation per delivered notification, as for a callback
+/// (key sinks were once timed only for the trace, leaving the histogram at 0).
 #[actix::test]
-#[ignore = "actors/src/sink.rs: Sink::Keys and Sink::Recipient never record_handled"]
 async fn key_sink_handler_latency_is_observed() {
     let sim = sim().await;
     let informer = started(&sim, "k", 3).await;
