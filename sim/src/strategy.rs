@@ -142,8 +142,8 @@ pub(crate) enum DeletePlan {
 
 /// The grace period kube-apiserver stores on a pod's first delete
 /// (`pkg/registry/core/pod/strategy.go` `CheckGracefulDelete`): the request's
-/// `gracePeriodSeconds`, else `spec.terminationGracePeriodSeconds` (which the real server's
-/// defaulting sets to 30 on create; the sim does no defaulting, so a missing one counts as 30),
+/// `gracePeriodSeconds`, else `spec.terminationGracePeriodSeconds` (defaulted to 30 on
+/// every write, see `defaults`; a missing one still counts as 30),
 /// 0 for an unscheduled pod (no `spec.nodeName`) or one in a terminal phase; a negative value is 1.
 pub(crate) fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
     let spec = pod.get("spec");

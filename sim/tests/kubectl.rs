@@ -1130,5 +1130,41 @@ fn kubectl_create_generators() {
         ),
         (Some(2), Some(1))
     );
+    // Every other generator of a served kind, each sent as protobuf and decoded.
+    for args in [
+        &[
+            "create",
+            "secret",
+            "docker-registry",
+            "reg",
+            "--docker-server=r.example",
+            "--docker-username=u",
+            "--docker-password=p",
+        ][..],
+        &["create", "service", "clusterip", "svc-a", "--tcp=80:8080"],
+        &["create", "service", "nodeport", "svc-b", "--tcp=80:8080"],
+        &[
+            "create",
+            "service",
+            "externalname",
+            "svc-c",
+            "--external-name=a.example",
+        ],
+        &["create", "serviceaccount", "robot"],
+        &["create", "namespace", "team"],
+    ] {
+        let out = k.run(args);
+        assert!(out.contains("created"), "{args:?}: {out}");
+    }
+    let svc = k.json(&["get", "service", "svc-b"]);
+    assert_eq!(svc["spec"]["type"], "NodePort");
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    assert_eq!(svc["spec"]["externalTrafficPolicy"], "Cluster", "defaulted");
+    // Generators of kinds the sim does not serve fail as against a server without that API.
+    let err = k.fail(&["create", "job", "j", "--image=x"]);
+    assert!(
+        err.contains("the server could not find the requested resource"),
+        "{err}"
+    );
     sim.shutdown();
 }
