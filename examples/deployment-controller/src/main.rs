@@ -168,7 +168,7 @@ async fn maybe<F: Future>(f: Option<F>) -> F::Output {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+pub(crate) async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
