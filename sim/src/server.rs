@@ -675,12 +675,38 @@ fn decode_continue(token: &str) -> Result<(u64, (String, String)), ApiError> {
     Ok((rv, key))
 }
 
+/// `APIObjectVersioner.ParseResourceVersion`
+/// (`staging/src/k8s.io/apiserver/pkg/storage/api_object_versioner.go`): a `storage.InvalidError`
+/// over `strconv.ParseUint`'s error. The watch cache (gets, unpaged lists, watches) returns it
+/// unconverted, which the handlers answer as a 500 without a reason (kubernetes issue 139485).
 fn parse_rv(s: &str) -> Result<u64, ApiError> {
-    s.parse::<u64>().map_err(|_| {
-        ApiError::bad_request(format!(
-            "invalid resource version {s:?}: must be a decimal number"
-        ))
-    })
+    parse_uint(s).map_err(|why| ApiError::new(500, "", why))
+}
+
+/// The same parse where etcd serves the read (paged and `Exact` lists):
+/// `storage.ValidateListOptions` wraps it in a 400 "invalid resource version: ...".
+fn parse_rv_etcd(s: &str) -> Result<u64, ApiError> {
+    parse_uint(s).map_err(|why| ApiError::bad_request(format!("invalid resource version: {why}")))
+}
+
+/// `strconv.ParseUint(s, 10, 64)` (no sign accepted), its error as the field error prints it.
+fn parse_uint(s: &str) -> Result<u64, String> {
+    let why = if s.starts_with('+') {
+        Some("invalid syntax")
+    } else {
+        match s.parse::<u64>() {
+            Ok(n) => return Ok(n),
+            Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+                Some("value out of range")
+            }
+            Err(_) => Some("invalid syntax"),
+        }
+    };
+    let q = crate::status::go_quote(s);
+    Err(format!(
+        "resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {}",
+        why.unwrap_or("invalid syntax")
+    ))
 }
 
 /// Waits until the store has reached resourceVersion `target` or `shared.rv_wait` passed, as
@@ -759,15 +785,17 @@ async fn list(
     let rv = opts.resource_version.as_str();
     let rvm = opts.resource_version_match.as_str();
     let cont = (!opts.continue_token.is_empty()).then_some(opts.continue_token.as_str());
-    let requested = if rv.is_empty() || rv == "0" {
-        None
-    } else {
-        Some(parse_rv(rv)?)
-    };
     // Which store serves the list, as `shouldDelegateList` decides
     // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`): continuations, limits
     // (except at RV 0) and `Exact` go to etcd, the rest to the watch cache.
     let from_etcd = cont.is_some() || (limit.is_some() && rv != "0") || rvm == "Exact";
+    let requested = if rv.is_empty() || rv == "0" {
+        None
+    } else if from_etcd {
+        Some(parse_rv_etcd(rv)?)
+    } else {
+        Some(parse_rv(rv)?)
+    };
     if let Some(n) = requested {
         let current = store.resource_version();
         if n > current {
@@ -800,7 +828,7 @@ async fn list(
             }
         }
     } else if rvm == "Exact" {
-        let n = parse_rv(rv)?;
+        let n = parse_rv_etcd(rv)?;
         match store.snapshot_at(def, n) {
             Ok(map) => (map, n, None, limit),
             Err(e) => {

@@ -1032,3 +1032,51 @@ async fn write_and_delete_options_are_validated_like_kube_apiserver() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_malformed_resource_version_is_answered_by_the_store_that_parses_it() {
+    // APIObjectVersioner.ParseResourceVersion's InvalidError: the watch cache returns it as is
+    // (a 500 without a reason, kubernetes issue 139485); etcd's storage.ValidateListOptions
+    // wraps it in a 400.
+    let sim = Sim::start(SimConfig::default()).await.expect("sim");
+    let field =
+        r#"resourceVersion: Invalid value: "x1": strconv.ParseUint: parsing "x1": invalid syntax"#;
+    for path in [
+        "/api/v1/configmaps?resourceVersion=x1",
+        "/api/v1/namespaces/default/configmaps/c?resourceVersion=x1",
+        "/api/v1/configmaps?watch=true&resourceVersion=x1",
+    ] {
+        let r = raw(&sim, "GET", path, &[], "").await;
+        assert_eq!(
+            (r.status, r.json()),
+            (
+                500,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": field, "code": 500})
+            ),
+            "{path}"
+        );
+    }
+    for q in [
+        "limit=5&resourceVersion=x1",
+        "resourceVersion=x1&resourceVersionMatch=Exact",
+    ] {
+        let r = raw(&sim, "GET", &format!("/api/v1/configmaps?{q}"), &[], "").await;
+        assert_eq!(r.status, 400, "{q}");
+        assert_eq!(
+            r.json()["message"],
+            format!("invalid resource version: {field}"),
+            "{q}"
+        );
+    }
+    let r = raw(
+        &sim,
+        "GET",
+        "/api/v1/configmaps?resourceVersion=%2B5",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 500, "ParseUint takes no sign");
+    sim.shutdown().await;
+}
