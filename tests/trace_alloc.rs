@@ -1,0 +1,109 @@
+//! T4: with no trace sink and the trace target disabled, a hop allocates nothing (and, by
+//! construction, does no more than a relaxed load and tracing's cached level check; its time is
+//! measured by the `trace_hop` criterion bench, not here).
+//!
+//! The counting allocator counts per thread, so the harness's other threads do not disturb it.
+
+use std::{
+    alloc::{GlobalAlloc, Layout, System},
+    cell::Cell,
+    hint::black_box,
+    sync::Arc,
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_actors::{TraceId, trace::BenchHop};
+use tracing_subscriber::{EnvFilter, fmt};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: a thread being torn down may still allocate.
+    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every call is forwarded to `System` unchanged; counting touches no heap memory.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+fn pod() -> Arc<Pod> {
+    let mut p = Pod::default();
+    p.metadata.namespace = Some("demo".into());
+    p.metadata.name = Some("web-1".into());
+    p.metadata.uid = Some("4f0c2b5e-8d3a-4a47-9d1e-0c8f5d6a7b21".into());
+    p.metadata.resource_version = Some("123456".into());
+    Arc::new(p)
+}
+
+/// Allocations made by 10,000 hops on this thread, after one warm-up hop (which may register
+/// the callsite with tracing).
+fn hop_allocations() -> u64 {
+    let hop = BenchHop::new("v1/Pod", "Pod");
+    let obj = pod();
+    hop.hop(TraceId(0), &obj);
+    let before = allocations();
+    for i in 0..10_000 {
+        hop.hop(black_box(TraceId(i)), black_box(&obj));
+    }
+    allocations() - before
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    let before = allocations();
+    black_box(vec![0u8; 64]);
+    assert!(allocations() > before, "the counting allocator counts");
+}
+
+#[test]
+fn t4_a_hop_with_tracing_off_allocates_nothing() {
+    assert_eq!(
+        hop_allocations(),
+        0,
+        "allocations in 10,000 hops with tracing off"
+    );
+}
+
+#[test]
+fn t4_a_hop_with_the_trace_target_filtered_out_allocates_nothing() {
+    // A subscriber for everything else at info, as an application's: the trace target is TRACE.
+    let subscriber = fmt()
+        .with_env_filter(EnvFilter::new("info"))
+        .with_writer(std::io::sink)
+        .finish();
+    let n = tracing::subscriber::with_default(subscriber, hop_allocations);
+    assert_eq!(
+        n, 0,
+        "allocations in 10,000 hops with the trace target filtered out"
+    );
+}
