@@ -1080,3 +1080,80 @@ async fn a_malformed_resource_version_is_answered_by_the_store_that_parses_it() 
     assert_eq!(r.status, 500, "ParseUint takes no sign");
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn continue_tokens_are_encoded_and_refused_like_etcd3s() {
+    use base64::Engine as _;
+    let sim = Sim::start(SimConfig::default()).await.expect("sim");
+    for name in ["a", "b", "c"] {
+        create_cm(&sim, name).await;
+    }
+    // storage.EncodeContinue: {"v","rv","start"} in that order, RawURLEncoding (no padding),
+    // the start key relative to the list's prefix.
+    for (path, start) in [
+        ("/api/v1/namespaces/default/configmaps", "a\u{0}"),
+        ("/api/v1/configmaps", "default/a\u{0}"),
+    ] {
+        let r = raw(&sim, "GET", &format!("{path}?limit=1"), &[], "").await;
+        let list = r.json();
+        let token = list["metadata"]["continue"]
+            .as_str()
+            .expect("a continue token");
+        assert!(!token.contains('='), "{token}");
+        let raw_json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .expect("RawURLEncoding");
+        let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+        assert_eq!(
+            String::from_utf8(raw_json).unwrap(),
+            format!(
+                r#"{{"v":"meta.k8s.io/v1","rv":{rv},"start":{}}}"#,
+                serde_json::to_string(start).unwrap()
+            )
+        );
+        // The token continues where it stopped.
+        let r = raw(
+            &sim,
+            "GET",
+            &format!("{path}?limit=5&continue={token}"),
+            &[],
+            "",
+        )
+        .await;
+        let names: Vec<String> = r.json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["b", "c"], "{path}");
+    }
+    // DecodeContinue's errors, as ValidateListOptions answers them.
+    let bad = |token: &str| {
+        let t = token.to_string();
+        let sim = &sim;
+        async move {
+            let r = raw(
+                sim,
+                "GET",
+                &format!("/api/v1/configmaps?limit=1&continue={t}"),
+                &[],
+                "",
+            )
+            .await;
+            assert_eq!(r.status, 400, "{t}");
+            r.json()["message"].as_str().unwrap().to_string()
+        }
+    };
+    assert_eq!(
+        bad("ab.c").await,
+        "invalid continue token: continue key is not valid: illegal base64 data at input byte 2"
+    );
+    let zero_rv = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a"}"#);
+    assert_eq!(
+        bad(&zero_rv).await,
+        "invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+    );
+    sim.shutdown().await;
+}
