@@ -9,8 +9,8 @@
 //! container without `imagePullPolicy`, `kubectl describe` printing `Port: 80/`), and a
 //! controller that compares what it wants with what it reads sees no difference in the sim
 //! where a cluster shows one at every sync. Not covered: what admission adds (service account,
-//! its token volume, priority, default tolerations) and what the service registry allocates
-//! (cluster IPs, node ports, IP families).
+//! its token volume, priority, default tolerations). The service registry's allocations
+//! (cluster IPs, node ports, IP families) are here too, as `on_create` and `keep_allocated`.
 
 use serde_json::{Map, Value, json};
 
@@ -77,6 +77,11 @@ pub(crate) fn on_create(def: &ResourceDef, obj: &mut Value) {
             if let Some(status) = obj.as_object_mut().and_then(|o| child(o, "status")) {
                 // Seeded objects (`Sim::create_object`) keep a class they carry.
                 status.entry("qosClass").or_insert_with(|| json!(qos));
+            }
+        }
+        "Service" => {
+            if let Some(spec) = obj.as_object_mut().and_then(|o| child(o, "spec")) {
+                allocate(spec);
             }
         }
         "Namespace" => {
@@ -305,6 +310,90 @@ fn service(spec: &mut Map<String, Value>) {
     }
 }
 
+/// Cluster IPs and node ports handed out so far (process-wide, so unique in every sim).
+static ALLOCATED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn next_allocation() -> u32 {
+    ALLOCATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// What the service registry allocates on create (`pkg/registry/core/service/storage/alloc.go`):
+/// a cluster IP from the service range (10.96.0.0/12 here) unless the service is headless
+/// (`None`) or an ExternalName, the single-stack IPv4 family fields, and a node port
+/// (30000-32767) for each port of a NodePort or LoadBalancer service that has none.
+fn allocate(spec: &mut Map<String, Value>) {
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    if ty == "ExternalName" {
+        return;
+    }
+    let ip = match spec.get("clusterIP").and_then(Value::as_str) {
+        Some(ip) if !ip.is_empty() => ip.to_string(),
+        _ => {
+            // 10.96.0.10 onwards, wrapping inside the /12.
+            let n = 10 + next_allocation() % ((1 << 20) - 12);
+            format!("10.{}.{}.{}", 96 + (n >> 16), (n >> 8) & 0xff, n & 0xff)
+        }
+    };
+    spec.insert("clusterIP".into(), json!(ip));
+    default(spec, "clusterIPs", json!([ip]));
+    default(spec, "ipFamilies", json!(["IPv4"]));
+    default(spec, "ipFamilyPolicy", json!("SingleStack"));
+    if ty == "NodePort" || ty == "LoadBalancer" {
+        each(spec, "ports", |p| {
+            if missing(p.get("nodePort")) || p.get("nodePort") == Some(&json!(0)) {
+                p.insert("nodePort".into(), json!(30000 + next_allocation() % 2768));
+            }
+        });
+    }
+}
+
+/// An update keeps what the registry allocated when the new object leaves it out
+/// (`pkg/registry/core/service/storage/storage.go` `patchAllocatedValues`): the cluster IPs
+/// and their families, and each port's node port (matched by port number).
+pub(crate) fn keep_allocated(def: &ResourceDef, old: &Value, new: &mut Value) {
+    if !(def.builtin && def.group.is_empty() && def.kind == "Service") {
+        return;
+    }
+    let Some(old_spec) = old.get("spec").and_then(Value::as_object) else {
+        return;
+    };
+    let Some(spec) = new.as_object_mut().and_then(|o| child(o, "spec")) else {
+        return;
+    };
+    let unset = |v: Option<&Value>| missing(v) || v == Some(&json!(""));
+    if unset(spec.get("clusterIP")) {
+        for k in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if let Some(v) = old_spec.get(k)
+                && (k == "clusterIP" || missing(spec.get(k)))
+            {
+                spec.insert(k.into(), v.clone());
+            }
+        }
+    }
+    let old_ports: Vec<(Value, Value)> = old_spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .filter_map(|p| Some((p.get("port")?.clone(), p.get("nodePort")?.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    each(spec, "ports", |p| {
+        if missing(p.get("nodePort"))
+            && let Some((_, np)) = old_ports
+                .iter()
+                .find(|(port, _)| Some(port) == p.get("port"))
+        {
+            p.insert("nodePort".into(), np.clone());
+        }
+    });
+}
+
 /// `qos.GetPodQOS` (`pkg/apis/core/helper/qos/qos.go`), over the containers and init
 /// containers' cpu and memory: BestEffort without any request or limit, Guaranteed when every
 /// container limits both and requests (defaulted to the limits) equal them, else Burstable.
@@ -462,6 +551,33 @@ mod tests {
             ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
             "team"
         );
+    }
+
+    #[test]
+    fn services_get_and_keep_their_allocations() {
+        let reg = Registry::new(&[]).unwrap();
+        let def = reg.by_plural("services").unwrap().clone();
+        let mut s = json!({"spec": {"type": "NodePort", "ports": [{"port": 80}]}});
+        apply(&def, &mut s);
+        on_create(&def, &mut s);
+        let ip = s["spec"]["clusterIP"].as_str().unwrap().to_string();
+        assert!(ip.starts_with("10."), "{s}");
+        assert_eq!(s["spec"]["clusterIPs"], json!([ip]));
+        assert_eq!(s["spec"]["ipFamilyPolicy"], "SingleStack");
+        let np = s["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
+        assert!((30000..=32767).contains(&np));
+        // A PUT of the original body keeps them.
+        let mut put = json!({"spec": {"type": "NodePort", "ports": [{"port": 80}]}});
+        keep_allocated(&def, &s, &mut put);
+        assert_eq!(put["spec"]["clusterIP"], json!(ip));
+        assert_eq!(put["spec"]["ports"][0]["nodePort"], json!(np));
+        // Headless and ExternalName services get no IP.
+        let mut h = json!({"spec": {"clusterIP": "None"}});
+        on_create(&def, &mut h);
+        assert_eq!(h["spec"]["clusterIPs"], json!(["None"]));
+        let mut e = json!({"spec": {"type": "ExternalName", "externalName": "a.b"}});
+        on_create(&def, &mut e);
+        assert!(e["spec"].get("clusterIP").is_none());
     }
 
     #[test]

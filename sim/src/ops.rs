@@ -446,6 +446,7 @@ fn merge_update(
         Part::Main => {
             // Every decoded object is defaulted (an update's body, a patch's result), before
             // the strategy compares it with the stored one.
+            defaults::keep_allocated(def, old, &mut new);
             defaults::apply(def, &mut new);
             let meta = meta_mut(&mut new)
                 .ok_or_else(|| ApiError::bad_request("the body must be a JSON object"))?;

@@ -175,26 +175,42 @@ pub(crate) fn cells(def: &ResourceDef, obj: &Value, now: i64) -> Vec<Value> {
                 .map(|ps| {
                     ps.iter()
                         .map(|p| {
-                            format!(
-                                "{}/{}",
-                                int(p, &["port"]),
-                                if text(p, &["protocol"]).is_empty() {
-                                    "TCP"
-                                } else {
-                                    text(p, &["protocol"])
+                            // printers.go makePortString: `port[:nodePort]/protocol`.
+                            let proto = if text(p, &["protocol"]).is_empty() {
+                                "TCP"
+                            } else {
+                                text(p, &["protocol"])
+                            };
+                            match p.get("nodePort").and_then(Value::as_i64) {
+                                Some(np) if np > 0 => {
+                                    format!("{}:{np}/{proto}", int(p, &["port"]))
                                 }
-                            )
+                                _ => format!("{}/{proto}", int(p, &["port"])),
+                            }
                         })
                         .collect::<Vec<_>>()
                         .join(",")
                 })
                 .unwrap_or_default();
             let ty = text(obj, &["spec", "type"]);
+            // printers.go getServiceExternalIP (without load-balancer ingress addresses).
+            let external_ips: Vec<&str> = obj
+                .get("spec")
+                .and_then(|s| s.get("externalIPs"))
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let external = match ty {
+                "ExternalName" => text(obj, &["spec", "externalName"]).to_string(),
+                _ if !external_ips.is_empty() => external_ips.join(","),
+                "LoadBalancer" => "<pending>".to_string(),
+                _ => "<none>".to_string(),
+            };
             vec![
                 name,
                 json!(if ty.is_empty() { "ClusterIP" } else { ty }),
                 json!(or_none(text(obj, &["spec", "clusterIP"]))),
-                json!("<none>"),
+                json!(external),
                 json!(or_none(&ports)),
                 age,
             ]

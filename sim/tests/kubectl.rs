@@ -1160,6 +1160,19 @@ fn kubectl_create_generators() {
     assert_eq!(svc["spec"]["type"], "NodePort");
     assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
     assert_eq!(svc["spec"]["externalTrafficPolicy"], "Cluster", "defaulted");
+    // The registry's allocations: a cluster IP and a node port, shown by kubectl get.
+    let ip = svc["spec"]["clusterIP"]
+        .as_str()
+        .expect("a cluster IP")
+        .to_string();
+    let node_port = svc["spec"]["ports"][0]["nodePort"]
+        .as_i64()
+        .expect("a node port");
+    let table = k.run(&["get", "service", "svc-b"]);
+    assert!(
+        table.contains(&ip) && table.contains(&format!("80:{node_port}/TCP")),
+        "{table}"
+    );
     // Generators of kinds the sim does not serve fail as against a server without that API.
     let err = k.fail(&["create", "job", "j", "--image=x"]);
     assert!(

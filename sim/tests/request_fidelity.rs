@@ -508,6 +508,17 @@ fn comparable(mut v: Value) -> Value {
             m.remove(k);
         }
     }
+    // What the service registry allocates differs per object.
+    if let Some(s) = v.get_mut("spec").and_then(Value::as_object_mut) {
+        for k in ["clusterIP", "clusterIPs"] {
+            s.remove(k);
+        }
+        if let Some(ports) = s.get_mut("ports").and_then(Value::as_array_mut) {
+            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                p.remove("nodePort");
+            }
+        }
+    }
     v
 }
 
