@@ -56,8 +56,27 @@ pub(crate) fn columns(def: &ResourceDef) -> Vec<Value> {
             col("IP", "string", "", 1, ""),
             col("Node", "string", "", 1, ""),
         ],
-        TableKind::Deployment => vec![name, s("Ready"), i("Up-to-date"), i("Available"), age],
-        TableKind::ReplicaSet => vec![name, i("Desired"), i("Current"), i("Ready"), age],
+        // The priority-1 columns are what `-o wide` adds (printers.go AddHandlers).
+        TableKind::Deployment => vec![
+            name,
+            s("Ready"),
+            i("Up-to-date"),
+            i("Available"),
+            age,
+            col("Containers", "string", "", 1, ""),
+            col("Images", "string", "", 1, ""),
+            col("Selector", "string", "", 1, ""),
+        ],
+        TableKind::ReplicaSet => vec![
+            name,
+            i("Desired"),
+            i("Current"),
+            i("Ready"),
+            age,
+            col("Containers", "string", "", 1, ""),
+            col("Images", "string", "", 1, ""),
+            col("Selector", "string", "", 1, ""),
+        ],
         TableKind::Service => vec![
             name,
             s("Type"),
@@ -65,6 +84,7 @@ pub(crate) fn columns(def: &ResourceDef) -> Vec<Value> {
             s("External-IP"),
             s("Port(s)"),
             age,
+            col("Selector", "string", "", 1, ""),
         ],
         TableKind::ConfigMap => vec![name, i("Data"), age],
         TableKind::Secret => vec![name, s("Type"), i("Data"), age],
@@ -101,6 +121,83 @@ fn or_none(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// A pod template's container names and images, comma-joined (printers.go
+/// `layoutContainerCells`).
+fn template_containers(obj: &Value) -> (String, String) {
+    let cs = obj
+        .get("spec")
+        .and_then(|s| s.get("template"))
+        .and_then(|t| t.get("spec"))
+        .and_then(|s| s.get("containers"))
+        .and_then(Value::as_array);
+    let join = |k: &str| {
+        cs.map(|cs| {
+            cs.iter()
+                .map(|c| c.get(k).and_then(Value::as_str).unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+    };
+    (join("name"), join("image"))
+}
+
+/// A `metav1.LabelSelector` as `LabelSelectorAsSelector(...).String()` prints it: the
+/// requirements sorted by key, `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`; `<none>` when
+/// there is no selector and `` for an empty one.
+fn label_selector(sel: Option<&Value>) -> String {
+    let Some(sel) = sel.filter(|s| !s.is_null()) else {
+        return "<none>".into();
+    };
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
+        }
+    }
+    if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
+        for e in exprs {
+            let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+            let mut values: Vec<&str> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            values.sort_unstable();
+            let r = match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+                "In" => format!("{key} in ({})", values.join(",")),
+                "NotIn" => format!("{key} notin ({})", values.join(",")),
+                "Exists" => key.to_string(),
+                "DoesNotExist" => format!("!{key}"),
+                _ => continue,
+            };
+            reqs.push((key.to_string(), r));
+        }
+    }
+    reqs.sort();
+    reqs.into_iter()
+        .map(|(_, r)| r)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A service's selector map as `labels.FormatLabels` prints it (`<none>` when empty).
+fn map_selector(sel: Option<&Value>) -> String {
+    let mut pairs: Vec<String> = sel
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    if pairs.is_empty() {
+        return "<none>".into();
+    }
+    pairs.sort();
+    pairs.join(",")
 }
 
 /// The cells of one row.
@@ -149,24 +246,40 @@ pub(crate) fn cells(def: &ResourceDef, obj: &Value, now: i64) -> Vec<Value> {
                 json!(or_none(text(obj, &["spec", "nodeName"]))),
             ]
         }
-        TableKind::Deployment => vec![
-            name,
-            json!(format!(
-                "{}/{}",
-                int(obj, &["status", "readyReplicas"]),
-                int(obj, &["spec", "replicas"])
-            )),
-            json!(int(obj, &["status", "updatedReplicas"])),
-            json!(int(obj, &["status", "availableReplicas"])),
-            age,
-        ],
-        TableKind::ReplicaSet => vec![
-            name,
-            json!(int(obj, &["spec", "replicas"])),
-            json!(int(obj, &["status", "replicas"])),
-            json!(int(obj, &["status", "readyReplicas"])),
-            age,
-        ],
+        TableKind::Deployment => {
+            let (containers, images) = template_containers(obj);
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    int(obj, &["status", "readyReplicas"]),
+                    int(obj, &["spec", "replicas"])
+                )),
+                json!(int(obj, &["status", "updatedReplicas"])),
+                json!(int(obj, &["status", "availableReplicas"])),
+                age,
+                json!(containers),
+                json!(images),
+                json!(label_selector(
+                    obj.get("spec").and_then(|s| s.get("selector"))
+                )),
+            ]
+        }
+        TableKind::ReplicaSet => {
+            let (containers, images) = template_containers(obj);
+            vec![
+                name,
+                json!(int(obj, &["spec", "replicas"])),
+                json!(int(obj, &["status", "replicas"])),
+                json!(int(obj, &["status", "readyReplicas"])),
+                age,
+                json!(containers),
+                json!(images),
+                json!(label_selector(
+                    obj.get("spec").and_then(|s| s.get("selector"))
+                )),
+            ]
+        }
         TableKind::Service => {
             let ports = obj
                 .get("spec")
@@ -213,6 +326,9 @@ pub(crate) fn cells(def: &ResourceDef, obj: &Value, now: i64) -> Vec<Value> {
                 json!(external),
                 json!(or_none(&ports)),
                 age,
+                json!(map_selector(
+                    obj.get("spec").and_then(|s| s.get("selector"))
+                )),
             ]
         }
         TableKind::ConfigMap => vec![name, json!(len("data") + len("binaryData")), age],
@@ -294,4 +410,23 @@ pub(crate) fn table(
         "columnDefinitions": columns(def),
         "rows": rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_print_like_kubernetes() {
+        let sel = json!({"matchLabels": {"tier": "web", "app": "a"},
+            "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]},
+                                 {"key": "gone", "operator": "DoesNotExist"}]});
+        assert_eq!(
+            label_selector(Some(&sel)),
+            "app=a,env in (dev,prod),gone,tier=web".replace("gone", "!gone")
+        );
+        assert_eq!(label_selector(None), "<none>");
+        assert_eq!(map_selector(Some(&json!({"b": "2", "a": "1"}))), "a=1,b=2");
+        assert_eq!(map_selector(None), "<none>");
+    }
 }

@@ -754,6 +754,32 @@ fn kubectl_everyday_edits() {
         out.contains("Name:") && out.contains("registry.example/app:9"),
         "{out}"
     );
+    // -o wide adds the template's containers, images and the selector.
+    let wide = k.run(&["get", "deployment", "shop", "-o", "wide"]);
+    let header: Vec<&str> = wide
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{wide}"
+    );
+    assert!(
+        wide.contains("registry.example/app:9") && wide.contains("app=shop"),
+        "{wide}"
+    );
     // What a cluster's defaulting puts there (not an empty StrategyType).
     assert!(
         out.contains("StrategyType:           RollingUpdate"),
