@@ -6,11 +6,17 @@
 //! `Apply`, over structured-merge-diff's `Updater.Apply`, which prunes the fields that left the
 //! manager's set and that no other manager owns).
 //!
+//! Applying a field another apply manager owns with a different value is a `409` conflict
+//! (`staging/src/k8s.io/apimachinery/pkg/util/managedfields/internal/conflict.go`
+//! `NewConflictError`), unless `force` moves the field to the applier.
+//!
 //! What differs: lists are atomic (the real field sets key the elements of associative lists,
-//! such as containers by name), non-apply writes add no `Update` entries and take no ownership,
-//! and there are no conflicts (a field another manager owns is overwritten, as with `force`).
+//! such as containers by name), and non-apply writes add no `Update` entries and take no
+//! ownership (so they never conflict).
 
 use serde_json::{Map, Value, json};
+
+use crate::status::ApiError;
 
 /// The top-level and metadata fields the field manager never tracks
 /// (`staging/src/k8s.io/apimachinery/pkg/util/managedfields/internal/stripmeta.go`).
@@ -148,17 +154,20 @@ fn is_entry_of(e: &Value, manager: &str, subresource: &str) -> bool {
 /// fields `manager` applied last time and not this time that no other entry owns, and records
 /// the manager's new field set. The entry is rewritten only when the set or the object
 /// changed, so that an unchanged apply stays a no-op.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn finish(
     old: &Value,
     new: &mut Value,
     applied: &Value,
     manager: &str,
+    force: bool,
     subresource: &str,
     api_version: &str,
     now: &str,
-) {
+) -> Result<(), ApiError> {
     let set = fields_v1(applied);
     let mut list = entries(old);
+    resolve_conflicts(old, applied, &set, &mut list, manager, subresource, force)?;
     let prev = list
         .iter()
         .position(|e| is_entry_of(e, manager, subresource));
@@ -186,9 +195,9 @@ pub(crate) fn finish(
         set_entries(&mut probe, &list);
         probe != *old
     };
-    if prev_set.as_ref() == Some(&set) && !changed {
+    if prev_set.as_ref() == Some(&set) && !changed && list == entries(old) {
         set_entries(new, &list);
-        return;
+        return Ok(());
     }
     let mut entry = json!({
         "manager": manager,
@@ -208,6 +217,120 @@ pub(crate) fn finish(
         None => list.push(entry),
     }
     set_entries(new, &list);
+    Ok(())
+}
+
+fn value_at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |cur, k| cur.get(k))
+}
+
+/// Removes a leaf path from a FieldsV1 set, and the objects that leaves empty.
+fn remove_from_set(set: &mut Value, path: &[String]) {
+    let Some(m) = set.as_object_mut() else { return };
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let key = format!("f:{first}");
+    if rest.is_empty() {
+        m.remove(&key);
+        return;
+    }
+    if let Some(child) = m.get_mut(&key) {
+        remove_from_set(child, rest);
+        if child.as_object().is_some_and(Map::is_empty) {
+            m.remove(&key);
+        }
+    }
+}
+
+/// The conflicts of an apply: fields the applied configuration sets to a value other than the
+/// live one that another apply manager owns. With `force` they move to the applier (they leave
+/// the other entries, and an entry left empty goes); without, a `409` as `NewConflictError`.
+fn resolve_conflicts(
+    old: &Value,
+    applied: &Value,
+    set: &Value,
+    list: &mut Vec<Value>,
+    manager: &str,
+    subresource: &str,
+    force: bool,
+) -> Result<(), ApiError> {
+    let mut conflicts: Vec<(String, Vec<String>)> = Vec::new();
+    for path in leaf_paths(set) {
+        let differs = value_at(old, &path) != value_at(applied, &path);
+        if !differs {
+            continue;
+        }
+        for e in list.iter_mut() {
+            if is_entry_of(e, manager, subresource) {
+                continue;
+            }
+            let owned = e
+                .get("fieldsV1")
+                .map(leaf_paths)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| overlaps(p, &path))
+                .collect::<Vec<_>>();
+            if owned.is_empty() {
+                continue;
+            }
+            if force {
+                if let Some(fs) = e.get_mut("fieldsV1") {
+                    for p in &owned {
+                        remove_from_set(fs, p);
+                    }
+                }
+            } else {
+                let who = e.get("manager").and_then(Value::as_str).unwrap_or("");
+                conflicts.push((who.to_string(), path.clone()));
+            }
+        }
+    }
+    if force {
+        list.retain(|e| {
+            e.get("fieldsV1")
+                .and_then(Value::as_object)
+                .is_none_or(|m| !m.is_empty())
+        });
+        return Ok(());
+    }
+    if conflicts.is_empty() {
+        return Ok(());
+    }
+    // fieldpath.Path.String(): `.field` per element.
+    let show = |p: &[String]| p.iter().map(|k| format!(".{k}")).collect::<String>();
+    let quoted = |m: &str| crate::status::go_quote(m);
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(m, p)| {
+            json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", quoted(m)), "field": show(p)})
+        })
+        .collect();
+    let message = if let [(m, p)] = conflicts.as_slice() {
+        format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            quoted(m),
+            show(p)
+        )
+    } else {
+        let mut managers: Vec<&str> = conflicts.iter().map(|(m, _)| m.as_str()).collect();
+        managers.sort_unstable();
+        managers.dedup();
+        let mut lines = Vec::new();
+        for m in managers {
+            lines.push(format!("conflicts with {}:", quoted(m)));
+            for (_, p) in conflicts.iter().filter(|(w, _)| w == m) {
+                lines.push(format!("- {}", show(p)));
+            }
+        }
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            lines.join("\n")
+        )
+    };
+    Err(ApiError::new(409, "Conflict", message).with_details(json!({"causes": causes})))
 }
 
 /// The managedFields entry of an apply that creates the object.
@@ -263,7 +386,7 @@ mod tests {
         let second = json!({"metadata": {"name": "c", "labels": {"a": "1"}}, "data": {"x": "1"}});
         let mut new = old.clone();
         json_patch::merge(&mut new, &second);
-        finish(&old, &mut new, &second, "m", "", "v1", "t1");
+        finish(&old, &mut new, &second, "m", false, "", "v1", "t1").unwrap();
         assert_eq!(new["data"], json!({"x": "1"}));
         assert_eq!(new["metadata"]["labels"], json!({"a": "1"}));
         assert_eq!(new["metadata"]["managedFields"][0]["time"], "t1");
@@ -278,15 +401,50 @@ mod tests {
             );
         let mut new = shared.clone();
         json_patch::merge(&mut new, &second);
-        finish(&shared, &mut new, &second, "m", "", "v1", "t1");
+        finish(&shared, &mut new, &second, "m", false, "", "v1", "t1").unwrap();
         assert_eq!(new["data"], json!({"x": "1", "y": "2"}));
 
         // The same apply again changes nothing, not even the entry's time.
         let stored = new.clone();
         let mut again = stored.clone();
         json_patch::merge(&mut again, &second);
-        finish(&stored, &mut again, &second, "m", "", "v1", "t2");
+        finish(&stored, &mut again, &second, "m", false, "", "v1", "t2").unwrap();
         assert_eq!(again, stored);
+
+        // Another apply manager's field with a different value: a conflict, or with force
+        // the field moves (the other entry, left empty, goes).
+        let mut owned = json!({"metadata": {"name": "c", "managedFields": [
+            {"manager": "o", "operation": "Apply", "fieldsV1": {"f:data": {"f:x": {}}}}]},
+            "data": {"x": "1"}});
+        let take = json!({"metadata": {"name": "c"}, "data": {"x": "2"}});
+        let mut new = owned.clone();
+        json_patch::merge(&mut new, &take);
+        let e = finish(&owned, &mut new, &take, "m", false, "", "v1", "t1").unwrap_err();
+        assert_eq!(e.code, 409);
+        assert_eq!(
+            e.message,
+            r#"Apply failed with 1 conflict: conflict with "o": .data.x"#
+        );
+        // The same value is shared ownership, no conflict.
+        let same = json!({"metadata": {"name": "c"}, "data": {"x": "1"}});
+        let mut new = owned.clone();
+        finish(&owned, &mut new, &same, "m", false, "", "v1", "t1").unwrap();
+        assert_eq!(
+            new["metadata"]["managedFields"].as_array().map(Vec::len),
+            Some(2)
+        );
+        let mut new = owned.clone();
+        json_patch::merge(&mut new, &take);
+        finish(&owned, &mut new, &take, "m", true, "", "v1", "t1").unwrap();
+        let managers: Vec<&str> = new["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["manager"].as_str())
+            .collect();
+        assert_eq!(managers, ["m"]);
+        owned["data"]["x"] = json!("2");
+        assert_eq!(new["data"], owned["data"]);
 
         // Removing the last key of a map removes the map below the top level.
         let mut v = json!({"metadata": {"labels": {"a": "1"}}, "data": {"x": "1"}});

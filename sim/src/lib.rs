@@ -33,7 +33,8 @@
 //!   (`application/apply-patch+yaml`) is approximated as a merge patch of the applied config
 //!   (JSON syntax only) that creates the object if missing; each apply manager's fields are
 //!   recorded in `managedFields` and the ones it stops applying are removed unless another
-//!   manager's entry owns them (lists are atomic; no conflicts; other writes take no ownership).
+//!   manager's entry owns them, and a field another apply manager owns with a different value is
+//!   a 409 conflict unless forced (lists are atomic; other writes take no ownership).
 //!   `fieldValidation` is checked for a known value and not enforced (there are no schemas).
 //! - Request options are validated as kube-apiserver validates them (`ListOptions`,
 //!   `DeleteOptions`, `CreateOptions`, `UpdateOptions`, `PatchOptions`: a `422 Invalid` naming

@@ -689,8 +689,11 @@ pub(crate) fn patch(
     body: &[u8],
     dry_run: bool,
     auto_namespaces: bool,
-    manager: Option<&str>,
+    applier: Option<(&str, bool)>,
 ) -> Result<Arc<StoredObject>, ApiError> {
+    // The apply's field manager and `force`.
+    let manager = applier.map(|(m, _)| m);
+    let force = applier.is_some_and(|(_, f)| f);
     let patch_value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     let json_patch: Option<json_patch::Patch> = if kind == PatchKind::Json {
@@ -762,10 +765,11 @@ pub(crate) fn patch(
                 &mut new,
                 &patch_value,
                 m,
+                force,
                 sub,
                 &def.api_version,
                 &now_rfc3339(),
-            );
+            )?;
         }
         if !new.is_object() {
             return Err(ApiError::new(

@@ -539,7 +539,9 @@ async fn resource(
                 &b,
                 dry_run,
                 shared.auto_namespaces,
-                query.non_empty("fieldManager"),
+                query
+                    .non_empty("fieldManager")
+                    .map(|m| (m, query.get("force").is_some_and(parse_bool))),
             )?;
             render_part(&def, &obj, part)
         }

@@ -29,7 +29,8 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, details: Value) -> Self {
+    /// The same error with a Status `details` object.
+    pub(crate) fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
     }

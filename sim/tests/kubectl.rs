@@ -664,6 +664,41 @@ fn kubectl_apply_client_and_server_side() {
         rv,
         "an unchanged apply writes nothing"
     );
+    // Another manager applying a different value for a field kubectl owns: the field manager's
+    // conflict, unless forced (the field then moves to it).
+    let other = k.write(
+        "ssa3.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"9\"\n",
+    );
+    let err = k.fail(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "-f",
+        &other,
+    ]);
+    assert!(
+        err.contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .data.a"#),
+        "{err}"
+    );
+    k.run(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        &other,
+    ]);
+    let cm = sim
+        .get_object("configmaps", Some("default"), "ssa")
+        .unwrap()
+        .unwrap();
+    assert_eq!(cm["data"], json!({"a": "9"}));
+    let managers: Vec<&str> = cm["metadata"]["managedFields"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["manager"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(managers, ["other"], "kubectl's only field moved: {cm}");
     sim.shutdown();
 }
 
