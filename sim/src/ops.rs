@@ -494,6 +494,16 @@ fn merge_update(
                         Some(s) => obj.insert("status".into(), s),
                         None => obj.remove("status"),
                     };
+                    // The metadata a status write may change, per kind's status strategy.
+                    let new_meta = new.get("metadata").and_then(Value::as_object);
+                    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                        for k in strategy::status_writable_metadata(def) {
+                            match new_meta.and_then(|m| m.get(*k)) {
+                                Some(v) => meta.insert((*k).to_string(), v.clone()),
+                                None => meta.remove(*k),
+                            };
+                        }
+                    }
                 } else {
                     // Scale: `new` is the old object with spec.replicas changed.
                     if let Some(s) = spec {

@@ -104,6 +104,25 @@ pub(crate) fn bumps_generation(def: &ResourceDef, old: &Value, new: &Value) -> b
     }
 }
 
+/// The metadata fields a `/status` write takes from the request, by the kind's status
+/// strategy's `PrepareForUpdate` (the rest of the metadata is the stored one, as
+/// `rest.BeforeUpdate` keeps uid, timestamps, generation and deletion fields):
+/// ReplicaSet resets only the spec (`pkg/registry/apps/replicaset/strategy.go`), Deployment
+/// also the labels (`pkg/registry/apps/deployment/strategy.go`), Pod also the owner
+/// references (`pkg/registry/core/pod/strategy.go`). Other kinds, whose rules the sim does
+/// not follow yet, and custom resources (`ResetObjectMetaForStatus`) keep all of it.
+pub(crate) fn status_writable_metadata(def: &ResourceDef) -> &'static [&'static str] {
+    if !def.builtin {
+        return &[];
+    }
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("apps", "ReplicaSet") => &["labels", "annotations", "finalizers", "ownerReferences"],
+        ("apps", "Deployment") => &["annotations", "finalizers", "ownerReferences"],
+        ("", "Pod") => &["labels", "annotations", "finalizers"],
+        _ => &[],
+    }
+}
+
 /// Sets `metadata.generation` to the old one plus one.
 pub(crate) fn bump_generation(old: &Value, new: &mut Value) {
     let g = generation(old) + 1;

@@ -1050,3 +1050,84 @@ async fn built_in_kinds_are_defaulted_like_the_real_server() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn status_writes_take_the_metadata_each_status_strategy_allows() {
+    let sim = sim_with(None).await;
+    let put_status = |path: String, mut obj: Value| {
+        let sim = &sim;
+        async move {
+            obj["metadata"]["labels"] = json!({"l": "new"});
+            obj["metadata"]["annotations"] = json!({"a": "new"});
+            obj["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u"}]);
+            obj["status"] = json!({"replicas": 1, "phase": "Running"});
+            let r = raw(
+                sim,
+                "PUT",
+                &format!("{path}/status"),
+                &[("content-type", "application/json")],
+                obj.to_string(),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            r.json()
+        }
+    };
+    let meta = json!({"labels": {"l": "old"}, "annotations": {"a": "old"}});
+    // ReplicaSet: only the spec is reset (rsStatusStrategy).
+    let rs = post(
+        &sim,
+        "/apis/apps/v1/namespaces/default/replicasets",
+        json!({"metadata": {"name": "r", "labels": meta["labels"], "annotations": meta["annotations"]}, "spec": {"replicas": 1}}),
+    )
+    .await;
+    let out = put_status("/apis/apps/v1/namespaces/default/replicasets/r".into(), rs).await;
+    assert_eq!(
+        (
+            &out["metadata"]["labels"]["l"],
+            &out["metadata"]["annotations"]["a"]
+        ),
+        (&json!("new"), &json!("new"))
+    );
+    assert_eq!(out["metadata"]["ownerReferences"][0]["name"], "x");
+    // Deployment: the labels are reset too (deploymentStatusStrategy).
+    let d = post(
+        &sim,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "d", "labels": meta["labels"], "annotations": meta["annotations"]}, "spec": {"replicas": 1}}),
+    )
+    .await;
+    let out = put_status("/apis/apps/v1/namespaces/default/deployments/d".into(), d).await;
+    assert_eq!(
+        (
+            &out["metadata"]["labels"]["l"],
+            &out["metadata"]["annotations"]["a"]
+        ),
+        (&json!("old"), &json!("new"))
+    );
+    assert_eq!(generation(&out), Some(1), "a status write never bumps it");
+    // Pod: the owner references are reset (podStatusStrategy).
+    let mut body = pod_body("p", None, json!({}));
+    body["metadata"]["labels"] = meta["labels"].clone();
+    let p = post(&sim, PODS, body).await;
+    let out = put_status(format!("{PODS}/p"), p).await;
+    assert_eq!(out["metadata"]["labels"]["l"], "new");
+    assert!(out["metadata"].get("ownerReferences").is_none(), "{out}");
+    assert_eq!(out["status"]["phase"], "Running");
+    // A custom resource keeps all its metadata (ResetObjectMetaForStatus).
+    let g = post(
+        &sim,
+        "/apis/example.com/v1/namespaces/default/gadgets",
+        json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g", "labels": meta["labels"]}, "spec": {}}),
+    )
+    .await;
+    let out = put_status(
+        "/apis/example.com/v1/namespaces/default/gadgets/g".into(),
+        g,
+    )
+    .await;
+    assert_eq!(out["metadata"]["labels"]["l"], "old");
+    assert!(out["metadata"].get("annotations").is_none(), "{out}");
+    sim.shutdown().await;
+}
