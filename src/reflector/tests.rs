@@ -633,6 +633,40 @@ fn r7_a_transient_watch_list_failure_lists_this_cycle_only() {
     );
 }
 
+#[test]
+fn r7_a_watch_list_answered_by_a_too_large_error_event_lists_the_latest_state() {
+    // kube-apiserver's cacher answers a watch-list whose resourceVersion it does not reach in
+    // time with a 200 watch whose only event is an ERROR carrying the 504
+    // ResourceVersionTooLarge Status; kube hands it over as an error event.
+    let t = Instant::now();
+    let mut m = watch_list_machine();
+    let w = watch_req(m.poll_request(t));
+    assert!(w.send_initial_events);
+    m.handle_watch_opened(t);
+    let too_large = RequestError::from_status(
+        504,
+        None,
+        "Timeout: Too large resource version: 20, current: 12",
+    );
+    assert_eq!(too_large.kind, ErrorKind::TooLargeResourceVersion);
+    m.handle_watch_error(t, too_large);
+    assert_eq!(failures(&mut m).len(), 1, "R8: backs off");
+    let l = list_req(m.poll_request(t + ms(800)));
+    assert_eq!(
+        l.resource_version, None,
+        "the fallback LIST reads the latest state"
+    );
+    m.handle_list_page(t + ms(800), page(vec![], "12", None));
+    watch_req(m.poll_request(t + ms(800)));
+    m.handle_watch_opened(t + ms(800));
+    m.handle_watch_error(t + ms(800), err(ErrorKind::Gone));
+    let w = watch_req(m.poll_request(t + ms(5000)));
+    assert!(
+        w.send_initial_events,
+        "a failed cycle is not a rejection: watch-list is tried again"
+    );
+}
+
 // ---- R8 ---------------------------------------------------------------------------------
 
 #[test]
