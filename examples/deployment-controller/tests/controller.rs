@@ -177,7 +177,15 @@ impl Env {
         let active: Vec<&ReplicaSet> = rss.iter().filter(|rs| sync::rs_replicas(rs) > 0).collect();
         match active.as_slice() {
             [] => sync::deployment_replicas(&d) == 0,
-            [rs] => self.pods_of(rs).await.len() as i32 == sync::deployment_replicas(&d),
+            // The ReplicaSet's own status counts too: after a release the Deployment's status
+            // still holds the counts of the ReplicaSet it had (a collision only raises
+            // collisionCount), so a new ReplicaSet with its pods created but not yet available
+            // would read as converged until the controller's next status write.
+            [rs] => {
+                let want = sync::deployment_replicas(&d);
+                rs.status.as_ref().and_then(|s| s.available_replicas) == Some(want)
+                    && self.pods_of(rs).await.len() as i32 == want
+            }
             _ => false,
         }
     }
