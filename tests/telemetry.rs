@@ -21,8 +21,9 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{
-    KeyMapper, ListenerConfig, ObjectKey, OverflowPolicy, ReflectorPhase, SharedIndexInformer,
-    SharedInformerFactory, Telemetry, TelemetryError, TelemetryOptions, WorkQueue, handler_fn,
+    EndpointHandle, KeyMapper, ListenerConfig, ObjectKey, OverflowPolicy, ReflectorPhase,
+    SharedIndexInformer, SharedInformerFactory, Telemetry, TelemetryError, TelemetryOptions,
+    WorkQueue, handler_fn,
 };
 use kinformer_sim::Sim;
 use prometheus_parse::{Sample, Scrape, Value};
@@ -153,6 +154,22 @@ fn informer_series(scrape: &Scrape, informer: &str) -> Vec<String> {
         .filter(|s| s.labels.get("informer") == Some(informer))
         .map(|s| s.metric.clone())
         .collect()
+}
+
+/// Registers `informer` with a new `Telemetry` served on an ephemeral loopback port, then
+/// starts the informer; the endpoint (shut it down at the end) and its address.
+async fn serve_and_start(
+    informer: &SharedIndexInformer<Pod>,
+) -> (EndpointHandle, std::net::SocketAddr) {
+    let telemetry = Telemetry::new();
+    telemetry.register_informer(informer);
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let addr = endpoint.local_addr();
+    informer.start().expect("start");
+    (endpoint, addr)
 }
 
 async fn started(sim: &Sim, ns: &str, pods: usize) -> SharedIndexInformer<Pod> {
@@ -388,14 +405,7 @@ async fn coalesced_total_counts_a_slow_handlers_merges() {
         .add_event_handler_with(handler, ListenerConfig::default().name("slow").capacity(1))
         .await
         .expect("handler");
-    let telemetry = Telemetry::new();
-    telemetry.register_informer(&informer);
-    let endpoint = telemetry
-        .serve("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("serve");
-    let addr = endpoint.local_addr();
-    informer.start().expect("start");
+    let (endpoint, addr) = serve_and_start(&informer).await;
     until(addr, "/readyz", "ready after sync", |a| a.status == 200).await;
 
     let client = sim.client();
@@ -455,14 +465,7 @@ async fn depth_gauges_rise_behind_a_blocked_handler_and_drain() {
         )
         .await
         .expect("handler");
-    let telemetry = Telemetry::new();
-    telemetry.register_informer(&informer);
-    let endpoint = telemetry
-        .serve("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("serve");
-    let addr = endpoint.local_addr();
-    informer.start().expect("start");
+    let (endpoint, addr) = serve_and_start(&informer).await;
     until(addr, "/readyz", "ready after sync", |a| a.status == 200).await;
 
     let client = sim.client();
@@ -531,14 +534,7 @@ async fn counters_move_with_the_faults_that_drive_them() {
         )
         .await
         .expect("key sink");
-    let telemetry = Telemetry::new();
-    telemetry.register_informer(&informer);
-    let endpoint = telemetry
-        .serve("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("serve");
-    let addr = endpoint.local_addr();
-    informer.start().expect("start");
+    let (endpoint, addr) = serve_and_start(&informer).await;
     until(addr, "/readyz", "ready after sync", |a| a.status == 200).await;
     watching(&sim).await;
 
@@ -627,14 +623,7 @@ async fn key_sink_handler_latency_is_observed() {
         .add_key_sink(queue.clone(), None, ListenerConfig::default().name("keys"))
         .await
         .expect("key sink");
-    let telemetry = Telemetry::new();
-    telemetry.register_informer(&informer);
-    let endpoint = telemetry
-        .serve("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("serve");
-    let addr = endpoint.local_addr();
-    informer.start().expect("start");
+    let (endpoint, addr) = serve_and_start(&informer).await;
     let lis = [("informer", "k/pods"), ("listener", "keys")];
     let m = scrape_until(addr, "the 3 listed pods delivered", |m| {
         value(m, "kinformer_listener_delivered_total", &lis) == Some(3.0)
