@@ -410,7 +410,9 @@ impl Sim {
         Ok(o.to_value(&def)?)
     }
 
-    /// Replaces an object's status (the `status` subresource).
+    /// Replaces an object's status (the `status` subresource), as a `PUT` of `/status` does:
+    /// `obj` is the whole object, and its metadata is taken as the kind's status strategy lets
+    /// it through (so pass the object as read, not a bare `{"status": ...}`).
     pub fn replace_status(
         &self,
         resource: &str,

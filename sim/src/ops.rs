@@ -431,6 +431,64 @@ fn drop_empty_collections(meta: &mut Map<String, Value>) {
     }
 }
 
+/// Puts back the metadata an update cannot change (`rest.BeforeUpdate` keeps uid, creation
+/// and deletion fields, generation, name and namespace; `selfLink` is never stored) and the
+/// stored `managedFields` when the request sets none (the field manager's
+/// `DecodeManagedFields` of a request that sets none).
+fn keep_server_metadata(meta: &mut Map<String, Value>, old_meta: &Map<String, Value>) {
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "namespace",
+        "name",
+    ] {
+        match old_meta.get(k) {
+            Some(v) => meta.insert(k.into(), v.clone()),
+            None => meta.remove(k),
+        };
+    }
+    meta.remove("selfLink");
+    if !meta.contains_key("managedFields")
+        && let Some(m) = old_meta.get("managedFields")
+    {
+        meta.insert("managedFields".into(), m.clone());
+    }
+}
+
+/// The metadata a `/status` write stores. A built-in kind's status write goes through the same
+/// `rest.BeforeUpdate` as a main write, so it takes the request's metadata except what
+/// `BeforeUpdate` keeps and what the kind's status strategy resets
+/// ([`strategy::status_reset_metadata`]). A custom resource's status strategy copies the
+/// stored object and keeps only the request's status and managed fields
+/// (`staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/status_strategy.go`
+/// `PrepareForUpdate`).
+fn status_write_metadata(
+    def: &ResourceDef,
+    old_meta: &Map<String, Value>,
+    new_meta: Option<&Value>,
+) -> Map<String, Value> {
+    let new_meta = new_meta.and_then(Value::as_object);
+    if !def.builtin {
+        let mut meta = old_meta.clone();
+        if let Some(m) = new_meta.and_then(|m| m.get("managedFields")) {
+            meta.insert("managedFields".into(), m.clone());
+        }
+        return meta;
+    }
+    let mut meta = new_meta.cloned().unwrap_or_default();
+    keep_server_metadata(&mut meta, old_meta);
+    for k in strategy::status_reset_metadata(def) {
+        match old_meta.get(*k) {
+            Some(v) => meta.insert((*k).to_string(), v.clone()),
+            None => meta.remove(*k),
+        };
+    }
+    meta
+}
+
 fn merge_update(
     def: &ResourceDef,
     old: &Value,
@@ -450,28 +508,7 @@ fn merge_update(
             defaults::apply(def, &mut new);
             let meta = meta_mut(&mut new)
                 .ok_or_else(|| ApiError::bad_request("the body must be a JSON object"))?;
-            for k in [
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-                "namespace",
-                "name",
-            ] {
-                match old_meta.get(k) {
-                    Some(v) => meta.insert(k.into(), v.clone()),
-                    None => meta.remove(k),
-                };
-            }
-            meta.remove("selfLink");
-            // An update without managedFields keeps the stored ones (the field manager's
-            // `DecodeManagedFields` of a request that sets none).
-            if !meta.contains_key("managedFields")
-                && let Some(m) = old_meta.get("managedFields")
-            {
-                meta.insert("managedFields".into(), m.clone());
-            }
+            keep_server_metadata(meta, old_meta);
             if def.status
                 && let Some(obj) = new.as_object_mut()
             {
@@ -485,6 +522,11 @@ fn merge_update(
             }
         }
         Part::Status | Part::Scale => {
+            if part == Part::Status {
+                // A status write's body is decoded and defaulted like any other (e.g.
+                // `SetDefaults_Namespace` puts the name label back if the request drops it).
+                defaults::apply(def, &mut new);
+            }
             let status = new.get("status").cloned();
             let spec = new.get("spec").cloned();
             let mut out = old.clone();
@@ -494,16 +536,8 @@ fn merge_update(
                         Some(s) => obj.insert("status".into(), s),
                         None => obj.remove("status"),
                     };
-                    // The metadata a status write may change, per kind's status strategy.
-                    let new_meta = new.get("metadata").and_then(Value::as_object);
-                    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                        for k in strategy::status_writable_metadata(def) {
-                            match new_meta.and_then(|m| m.get(*k)) {
-                                Some(v) => meta.insert((*k).to_string(), v.clone()),
-                                None => meta.remove(*k),
-                            };
-                        }
-                    }
+                    let meta = status_write_metadata(def, old_meta, new.get("metadata"));
+                    obj.insert("metadata".into(), Value::Object(meta));
                 } else {
                     // Scale: `new` is the old object with spec.replicas changed.
                     if let Some(s) = spec {

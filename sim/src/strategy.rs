@@ -104,21 +104,19 @@ pub(crate) fn bumps_generation(def: &ResourceDef, old: &Value, new: &Value) -> b
     }
 }
 
-/// The metadata fields a `/status` write takes from the request, by the kind's status
-/// strategy's `PrepareForUpdate` (the rest of the metadata is the stored one, as
-/// `rest.BeforeUpdate` keeps uid, timestamps, generation and deletion fields):
-/// ReplicaSet resets only the spec (`pkg/registry/apps/replicaset/strategy.go`), Deployment
-/// also the labels (`pkg/registry/apps/deployment/strategy.go`), Pod also the owner
-/// references (`pkg/registry/core/pod/strategy.go`). Other kinds, whose rules the sim does
-/// not follow yet, and custom resources (`ResetObjectMetaForStatus`) keep all of it.
-pub(crate) fn status_writable_metadata(def: &ResourceDef) -> &'static [&'static str] {
-    if !def.builtin {
-        return &[];
-    }
+/// The metadata fields a built-in kind's `/status` write takes from the stored object
+/// rather than the request, by the kind's status strategy's `PrepareForUpdate` (the rest of
+/// the request's metadata is taken, as a main update takes it): Deployment resets the labels
+/// (`pkg/registry/apps/deployment/strategy.go` `deploymentStatusStrategy`), Pod the owner
+/// references (`pkg/registry/core/pod/strategy.go` `podStatusStrategy`: old kubelets corrupt
+/// them); ReplicaSet (`rsStatusStrategy`), Service (`pkg/registry/core/service/strategy.go`
+/// `serviceStatusStrategy`), Namespace (`pkg/registry/core/namespace/strategy.go`
+/// `namespaceStatusStrategy`) and Node (`pkg/registry/core/node/strategy.go`
+/// `nodeStatusStrategy`) reset only the spec.
+pub(crate) fn status_reset_metadata(def: &ResourceDef) -> &'static [&'static str] {
     match (def.group.as_str(), def.kind.as_str()) {
-        ("apps", "ReplicaSet") => &["labels", "annotations", "finalizers", "ownerReferences"],
-        ("apps", "Deployment") => &["annotations", "finalizers", "ownerReferences"],
-        ("", "Pod") => &["labels", "annotations", "finalizers"],
+        ("apps", "Deployment") => &["labels"],
+        ("", "Pod") => &["ownerReferences"],
         _ => &[],
     }
 }

@@ -1,7 +1,7 @@
 //! Object semantics as kube-apiserver's registry strategies decide them, checked through
 //! `kube::Api` and raw HTTP: `metadata.generation` per kind, graceful pod deletion (two writes,
-//! the grace period, the kubelet stand-in), finalizers holding deletion, and strategic merge
-//! patch with kubectl's directives.
+//! the grace period, the kubelet stand-in), finalizers holding deletion, the metadata each
+//! kind's status write takes, and strategic merge patch with kubectl's directives.
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{Chunk, next_event, raw, raw_watch};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
 use kinformer_sim::{CustomResource, Scope, Sim, SimConfig};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -1129,5 +1129,179 @@ async fn status_writes_take_the_metadata_each_status_strategy_allows() {
     .await;
     assert_eq!(out["metadata"]["labels"]["l"], "old");
     assert!(out["metadata"].get("annotations").is_none(), "{out}");
+    sim.shutdown().await;
+}
+
+/// Metadata a status write sends: labels, annotations, finalizers and owner references all
+/// different from the stored ones.
+fn status_write_meta() -> Value {
+    json!({
+        "labels": {"l": "new"},
+        "annotations": {"a": "new"},
+        "finalizers": ["example.com/f"],
+        "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u"}],
+    })
+}
+
+/// The four metadata collections a status write may carry, as (labels.l, annotations.a,
+/// finalizers, ownerReferences[0].name).
+fn status_meta_of(v: &Value) -> (Value, Value, Value, Value) {
+    let m = &v["metadata"];
+    (
+        m["labels"]["l"].clone(),
+        m["annotations"]["a"].clone(),
+        m["finalizers"].clone(),
+        m["ownerReferences"][0]["name"].clone(),
+    )
+}
+
+fn all_new() -> (Value, Value, Value, Value) {
+    (
+        json!("new"),
+        json!("new"),
+        json!(["example.com/f"]),
+        json!("x"),
+    )
+}
+
+#[tokio::test]
+async fn service_status_writes_take_all_the_metadata() {
+    // serviceStatusStrategy.PrepareForUpdate resets only the spec.
+    let sim = sim_with(None).await;
+    let api: Api<Service> = Api::default_namespaced(sim.client());
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "s", "labels": {"l": "old"}, "annotations": {"a": "old"}},
+        "spec": {"selector": {"app": "s"}, "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    let svc = api.create(&PostParams::default(), &svc).await.unwrap();
+    let mut v = serde_json::to_value(&svc).unwrap();
+    v["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .extend(status_write_meta().as_object().unwrap().clone());
+    v["spec"]["selector"] = json!({"app": "other"});
+    v["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
+    let out = api
+        .replace_status(
+            "s",
+            &PostParams::default(),
+            &serde_json::from_value::<Service>(v).unwrap(),
+        )
+        .await
+        .unwrap();
+    let out = serde_json::to_value(&out).unwrap();
+    assert_eq!(status_meta_of(&out), all_new(), "{out}");
+    assert_eq!(
+        out["spec"]["selector"]["app"], "s",
+        "the spec is the stored one"
+    );
+    assert_eq!(out["status"]["loadBalancer"]["ingress"][0]["ip"], "1.2.3.4");
+    // A merge patch of the status subresource changes the labels too.
+    let out = api
+        .patch_status(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"l": "patched"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.metadata.labels.unwrap()["l"], "patched");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn namespace_status_writes_take_all_the_metadata_and_keep_the_name_label() {
+    // namespaceStatusStrategy.PrepareForUpdate resets only the spec; the body is defaulted
+    // like any decoded object (SetDefaults_Namespace puts the name label back).
+    let sim = sim_with(None).await;
+    let api: Api<Namespace> = Api::all(sim.client());
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": "team", "labels": {"l": "old"}, "annotations": {"a": "old"}}
+    }))
+    .unwrap();
+    let ns = api.create(&PostParams::default(), &ns).await.unwrap();
+    let mut v = serde_json::to_value(&ns).unwrap();
+    v["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .extend(status_write_meta().as_object().unwrap().clone());
+    v["spec"]["finalizers"] = json!([]);
+    v["status"] = json!({"phase": "Active", "conditions": [{"type": "T", "status": "True"}]});
+    let out = api
+        .replace_status(
+            "team",
+            &PostParams::default(),
+            &serde_json::from_value::<Namespace>(v).unwrap(),
+        )
+        .await
+        .unwrap();
+    let out = serde_json::to_value(&out).unwrap();
+    assert_eq!(status_meta_of(&out), all_new(), "{out}");
+    assert_eq!(
+        out["metadata"]["labels"]["kubernetes.io/metadata.name"], "team",
+        "{out}"
+    );
+    assert_eq!(
+        out["spec"]["finalizers"],
+        json!(["kubernetes"]),
+        "the stored spec"
+    );
+    assert_eq!(out["status"]["conditions"][0]["type"], "T");
+    let out = api
+        .patch_status(
+            "team",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"a": "patched"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.metadata.annotations.unwrap()["a"], "patched");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn node_status_writes_take_all_the_metadata() {
+    // nodeStatusStrategy.PrepareForUpdate resets only the spec.
+    let sim = sim_with(None).await;
+    let api: Api<Node> = Api::all(sim.client());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "n1", "labels": {"l": "old"}, "annotations": {"a": "old"}},
+        "spec": {"unschedulable": false}
+    }))
+    .unwrap();
+    let node = api.create(&PostParams::default(), &node).await.unwrap();
+    let mut v = serde_json::to_value(&node).unwrap();
+    v["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .extend(status_write_meta().as_object().unwrap().clone());
+    v["spec"]["unschedulable"] = json!(true);
+    v["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    let out = api
+        .replace_status(
+            "n1",
+            &PostParams::default(),
+            &serde_json::from_value::<Node>(v).unwrap(),
+        )
+        .await
+        .unwrap();
+    let out = serde_json::to_value(&out).unwrap();
+    assert_eq!(status_meta_of(&out), all_new(), "{out}");
+    assert_ne!(
+        out["spec"]["unschedulable"],
+        json!(true),
+        "the stored spec: {out}"
+    );
+    assert_eq!(out["status"]["conditions"][0]["type"], "Ready");
+    let out = api
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"l": "patched"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.metadata.labels.unwrap()["l"], "patched");
     sim.shutdown().await;
 }
