@@ -433,10 +433,7 @@ fn write_options(
             }
         }
     }
-    // ValidateFieldManager: at most 128 bytes (its printable-characters rule is not checked).
-    if manager.len() > 128 {
-        errs.push(FieldError::too_long("fieldManager", 128));
-    }
+    errs.extend(field_manager_errors(manager));
     let dry_run: Vec<String> = query
         .get("dryRun")
         .map(str::to_string)
@@ -456,6 +453,25 @@ fn write_options(
     } else {
         Err(ApiError::invalid_options(kind, &errs))
     }
+}
+
+/// `ValidateFieldManager`
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`): at most
+/// 128 bytes, and every character printable by `unicode.IsPrint`, one error per other
+/// character with its `%#U` form and byte position.
+fn field_manager_errors(manager: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if manager.len() > 128 {
+        errs.push(FieldError::too_long("fieldManager", 128));
+    }
+    for (i, c) in manager.char_indices() {
+        if !crate::status::go_is_print(c) {
+            // `%#U` adds the quoted character only when it is printable, never here.
+            let why = format!("invalid character U+{:04X} (at position {i})", c as u32);
+            errs.push(FieldError::invalid("fieldManager", manager, why));
+        }
+    }
+    errs
 }
 
 async fn resource(

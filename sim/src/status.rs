@@ -323,7 +323,7 @@ enum FieldErrorKind {
     /// `field.Invalid`: the value as printed, and the detail.
     Invalid {
         value: String,
-        detail: &'static str,
+        detail: String,
     },
     /// `field.Required(path, detail)`.
     Required(&'static str),
@@ -381,12 +381,12 @@ impl FieldError {
     }
 
     /// `field.Invalid(path, value, detail)` of a string value.
-    pub(crate) fn invalid(field: &'static str, value: &str, detail: &'static str) -> Self {
+    pub(crate) fn invalid(field: &'static str, value: &str, detail: impl Into<String>) -> Self {
         Self {
             field,
             kind: FieldErrorKind::Invalid {
                 value: go_quote(value),
-                detail,
+                detail: detail.into(),
             },
         }
     }
@@ -430,10 +430,78 @@ impl FieldError {
     }
 }
 
-/// A string as Go's `%q` (and `%#v` of a string kind) prints it: JSON's escaping matches it
-/// for the printable ASCII that request parameters carry.
+/// A string as Go's `%q` (and `%#v` of a string kind) prints it (`strconv.Quote`): printable
+/// characters as they are, `\"` and `\\`, the C escapes `\a \b \f \n \r \t \v`, other
+/// characters below U+0080 as `\xHH`, the rest as `\uHHHH` or `\UHHHHHHHH`.
 pub(crate) fn go_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if go_is_print(c) => out.push(c),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The format characters (general category Cf) of Unicode 15.0, the version of Go's
+/// `unicode` tables since Go 1.21, as inclusive ranges.
+const FORMAT_CHARS: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+];
+
+/// Go's `unicode.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space;
+/// not the other spaces (Z*), control, format, private-use or unassigned characters (C*).
+/// Rust's standard library has no general categories: spaces are its `White_Space`
+/// characters (a superset of Z* that adds only controls), format characters come from
+/// [`FORMAT_CHARS`], private use from its three blocks, and of the unassigned code points only
+/// the noncharacters are known (others count as printable, where Go would refuse them).
+pub(crate) fn go_is_print(c: char) -> bool {
+    if c == ' ' {
+        return true;
+    }
+    let u = c as u32;
+    let private_use =
+        (0xE000..=0xF8FF).contains(&u) || (0xF0000..=0xFFFFD).contains(&u) || u >= 0x100000;
+    let noncharacter = (0xFDD0..=0xFDEF).contains(&u) || u & 0xFFFE == 0xFFFE;
+    !(c.is_control()
+        || c.is_whitespace()
+        || private_use
+        || noncharacter
+        || FORMAT_CHARS.iter().any(|&(lo, hi)| (lo..=hi).contains(&u)))
 }
 
 /// A `[]string` as Go's `%#v` prints it (`[]string{"a", "b"}`), as `ErrorBody` prints a
@@ -448,5 +516,45 @@ fn qualified(group: &str, plural: &str) -> String {
         plural.to_string()
     } else {
         format!("{plural}.{group}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_is_print_follows_unicode_is_print() {
+        for c in ['a', ' ', '~', 'é', '日', '😀', '\u{A1}'] {
+            assert!(go_is_print(c), "{c:?}");
+        }
+        for c in [
+            '\t',
+            '\n',
+            '\0',
+            '\u{7f}',
+            '\u{85}',
+            '\u{A0}',
+            '\u{AD}',
+            '\u{200B}',
+            '\u{2028}',
+            '\u{3000}',
+            '\u{FEFF}',
+            '\u{E000}',
+            '\u{FFFF}',
+            '\u{E0041}',
+            '\u{10FFFD}',
+        ] {
+            assert!(!go_is_print(c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn go_quote_escapes_like_strconv_quote() {
+        assert_eq!(go_quote("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(go_quote("é日"), "\"é日\"");
+        assert_eq!(go_quote("\u{7}\t\n\u{1}\u{7f}"), r#""\a\t\n\x01\x7f""#);
+        assert_eq!(go_quote("\u{85}\u{200b}"), r#""\u0085\u200b""#);
+        assert_eq!(go_quote("\u{E0041}"), r#""\U000e0041""#);
     }
 }

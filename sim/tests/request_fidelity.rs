@@ -994,6 +994,37 @@ async fn write_and_delete_options_are_validated_like_kube_apiserver() {
             "Too long: may not be more than 128 bytes",
         )],
     );
+    // ValidateFieldManager: every character printable (unicode.IsPrint), one error per other
+    // character, the value quoted as %q and the character as %#U at its byte position.
+    let r = raw(
+        &sim,
+        "POST",
+        &format!("{cms}?fieldManager=a%09b%C2%A0"),
+        &[("content-type", "application/json")],
+        json!({"metadata": {"name": "fm"}}).to_string(),
+    )
+    .await;
+    let tab = r#"Invalid value: "a\tb\u00a0": invalid character U+0009 (at position 1)"#;
+    let nbsp = r#"Invalid value: "a\tb\u00a0": invalid character U+00A0 (at position 3)"#;
+    assert_invalid_options(
+        &r,
+        "CreateOptions",
+        &format!("[fieldManager: {tab}, fieldManager: {nbsp}]"),
+        &[
+            ("FieldValueInvalid", "fieldManager", tab),
+            ("FieldValueInvalid", "fieldManager", nbsp),
+        ],
+    );
+    // Printable non-ASCII is fine.
+    let r = raw(
+        &sim,
+        "POST",
+        &format!("{cms}?fieldManager=%C3%A9t%C3%A9"),
+        &[("content-type", "application/json")],
+        json!({"metadata": {"name": "fm"}}).to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let r = raw(
         &sim,
         "PATCH",
