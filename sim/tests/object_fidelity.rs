@@ -1115,7 +1115,7 @@ async fn status_writes_take_the_metadata_each_status_strategy_allows() {
     assert_eq!(out["metadata"]["labels"]["l"], "new");
     assert!(out["metadata"].get("ownerReferences").is_none(), "{out}");
     assert_eq!(out["status"]["phase"], "Running");
-    // A custom resource keeps all its metadata (ResetObjectMetaForStatus).
+    // A custom resource keeps all its metadata (the CRD statusStrategy copies the stored object).
     let g = post(
         &sim,
         "/apis/example.com/v1/namespaces/default/gadgets",
