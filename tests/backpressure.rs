@@ -104,10 +104,7 @@ async fn b3_coalesce_slow_handler_does_not_hold_up_a_fast_one() {
         )
         .await
         .unwrap();
-    informer.start().unwrap();
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .unwrap();
+    start_synced(&informer).await;
     watching(&sim).await;
     eventually("both handlers saw the initial list", || {
         slow.seen() == KEYS as u64 && fast.seen() == KEYS as u64
@@ -241,10 +238,7 @@ async fn b3_unbounded_loses_nothing() {
         )
         .await
         .unwrap();
-    informer.start().unwrap();
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .unwrap();
+    start_synced(&informer).await;
     watching(&sim).await;
     churn(&client).await;
     let truth = server_pods(&client).await;

@@ -18,10 +18,7 @@ async fn churn_relist_converge(config: InformerConfig) {
     let view = View::default();
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, config);
     informer.add_event_handler(view.handler()).await.unwrap();
-    informer.start().unwrap();
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .unwrap();
+    start_synced(&informer).await;
     watching(&sim).await;
     for i in 0..10 {
         touch_pod(&client, "a", &format!("pod-{i}"), "v1").await;

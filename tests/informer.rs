@@ -27,10 +27,7 @@ async fn started(sim: &kinformer_sim::Sim, view: &View) -> SharedIndexInformer<P
         .add_event_handler(view.handler())
         .await
         .expect("handler");
-    informer.start().expect("start");
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .expect("synced");
+    start_synced(&informer).await;
     informer
 }
 
@@ -439,10 +436,7 @@ async fn r7_watch_list_syncs_without_a_list_request() {
     let mut config = fast_config();
     config.reflector.watch_list = true;
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, config);
-    informer.start().unwrap();
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .unwrap();
+    start_synced(&informer).await;
     assert_eq!(informer.lister().len(), 7);
     assert_eq!(sim.requests().count("pods", Verb::List), 0, "R7: no LIST");
     create_pods(&client, "b", 1).await;
@@ -463,10 +457,7 @@ async fn r1_consistent_list_is_paged() {
     config.reflector.initial_list = kinformer::reflector::InitialList::Consistent;
     config.reflector.page_size = Some(5);
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, config);
-    informer.start().unwrap();
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .unwrap();
+    start_synced(&informer).await;
     assert_eq!(informer.lister().len(), 23);
     assert_eq!(
         sim.requests().count("pods", Verb::List),
@@ -626,10 +617,7 @@ async fn r4_silent_watch_is_dropped_client_side_and_reopened() {
     let mut config = fast_config();
     config.reflector.idle_timeout = Duration::from_secs(1);
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, config);
-    informer.start().unwrap();
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .unwrap();
+    start_synced(&informer).await;
     watching(&sim).await;
     sim.faults().stall_watches(true);
     touch_pod(&client, "a", "pod-0", "while-stalled").await;
@@ -697,10 +685,7 @@ async fn p9_shutting_down_one_informer_leaves_a_shared_clients_connections_alone
     let cms = SharedIndexInformer::<ConfigMap>::with_config(client.clone(), None, fast_config());
     let view = View::default();
     let pods = started(&sim, &view).await;
-    cms.start().unwrap();
-    tokio::time::timeout(DEADLINE, cms.wait_for_sync())
-        .await
-        .unwrap();
+    start_synced(&cms).await;
     eventually("both watching", || sim.requests().open_watches() == 2).await;
     // Stopping one informer must not cut pooled connections the other reuses.
     cms.shutdown().await;
@@ -731,10 +716,7 @@ async fn runtime_informer_works_from_plain_tokio() {
     let view = View::default();
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
     informer.add_event_handler(view.handler()).await.unwrap();
-    informer.start().unwrap();
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .expect("synced on the background System");
+    start_synced(&informer).await;
     create_pods(&client, "b", 1).await;
     let truth = server_pods(&client).await;
     eventually("events flow", || view.snapshot() == truth).await;

@@ -85,10 +85,7 @@ async fn informer(
         .add_event_handler(handler_fn(move |n: &Notification<Pod>| v.apply(n)))
         .await
         .expect("handler");
-    informer.start().expect("start");
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .expect("synced");
+    start_synced(&informer).await;
     informer
 }
 

@@ -93,10 +93,7 @@ fn with_resync(resync: Option<Duration>) -> InformerConfig {
 }
 
 async fn synced(informer: &SharedIndexInformer<Pod>) {
-    informer.start().expect("start");
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .expect("synced");
+    start_synced(informer).await;
 }
 
 #[actix::test]

@@ -88,10 +88,7 @@ async fn soak_memory_is_flat() {
             .await
             .expect("handler");
     }
-    informer.start().expect("start");
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .expect("synced");
+    start_synced(&informer).await;
 
     let churn = sim.start_churn(ChurnConfig {
         rate_per_sec: 200.0,

@@ -161,10 +161,7 @@ async fn t1_t2_one_objects_hops_in_pipeline_order() {
         .add_event_handler_with(handler, listener)
         .await
         .expect("handler");
-    informer.start().expect("start");
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .expect("synced");
+    start_synced(&informer).await;
     watching(&sim).await;
 
     maps.create(&PostParams::default(), &cm("web-1"))
@@ -278,10 +275,7 @@ async fn t1_a_relists_tombstone_is_traced_from_the_indexer() {
         )
         .await
         .expect("handler");
-    informer.start().expect("start");
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .expect("synced");
+    start_synced(&informer).await;
     watching(&sim).await;
 
     // The watch is cut and cannot reopen while `gone` is deleted; the compaction then makes
@@ -456,10 +450,7 @@ async fn t2_a_slow_writer_drops_and_counts_and_the_pipeline_loses_nothing() {
         }))
         .await
         .expect("handler");
-    informer.start().expect("start");
-    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
-        .await
-        .expect("synced");
+    start_synced(&informer).await;
     watching(&sim).await;
 
     const N: u64 = 40;

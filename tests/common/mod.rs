@@ -11,7 +11,9 @@ use std::{
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{DeltaObject, meta_namespace_key, notification::Notification};
-use kinformer_actors::{InformerConfig, ResourceEventHandler, SharedIndexInformer, handler_fn};
+use kinformer_actors::{
+    InformerConfig, InformerObject, ResourceEventHandler, SharedIndexInformer, handler_fn,
+};
 use kinformer_sim::{Sim, SimConfig};
 use kube::{
     Api, Client, ResourceExt,
@@ -36,6 +38,14 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Starts `informer` and waits (up to `DEADLINE`) until it has synced.
+pub async fn start_synced<K: InformerObject>(informer: &SharedIndexInformer<K>) {
+    informer.start().expect("start");
+    tokio::time::timeout(DEADLINE, informer.wait_for_sync())
+        .await
+        .expect("synced within the deadline");
 }
 
 /// Waits until the reflector has its watch open on the server (faults act on open watches).
