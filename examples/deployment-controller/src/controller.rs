@@ -179,9 +179,12 @@ pub struct Stats {
     pub rs_scaled: u64,
     /// Old ReplicaSets deleted (revision history limit).
     pub rs_deleted: u64,
-    /// Orphan ReplicaSets adopted.
+    /// Adoption patches of orphan ReplicaSets that succeeded. A sync retried before the
+    /// informer delivered an adoption patches again (idempotent, as upstream's
+    /// `ClaimReplicaSets`), so one adoption may count more than once.
     pub rs_adopted: u64,
-    /// ReplicaSets released (labels no longer matching).
+    /// Release patches (labels no longer matching) that succeeded; like `rs_adopted`, a
+    /// stale cache may repeat one.
     pub rs_released: u64,
     /// Deployment status writes.
     pub status_updates: u64,

@@ -899,8 +899,11 @@ async fn an_orphan_replica_set_matching_the_selector_is_adopted() {
     assert_eq!(revision(rs).as_deref(), Some("1"));
     assert_eq!(env.pods_of(rs).await.len(), 3, "its 2 pods kept, 1 added");
     assert_eq!(d.status.and_then(|s| s.available_replicas), Some(3));
+    // The adoption is checked on the server above. The counter may say 2: a sync retried
+    // (after a 409) before the informer delivered the adoption repeats the idempotent patch,
+    // as upstream's ClaimReplicaSets would.
     let s = env.controller.stats();
-    assert_eq!((s.rs_adopted, s.rs_created), (1, 0), "{s:?}");
+    assert!(s.rs_adopted >= 1 && s.rs_created == 0, "{s:?}");
     env.stop().await;
 }
 
@@ -952,8 +955,10 @@ async fn a_replica_set_whose_labels_no_longer_match_is_released() {
     let d = env.get("web").await;
     let new = assert_converged_shape(&env, &d, 2, "nginx:1").await;
     assert_ne!(new.uid(), first.uid());
+    // Released once on the server (checked above); a retried sync with a stale cache may
+    // repeat the idempotent release patch, so the counter says at least 1.
     let s = env.controller.stats();
-    assert_eq!((s.rs_released, s.rs_adopted), (1, 0), "{s:?}");
+    assert!(s.rs_released >= 1 && s.rs_adopted == 0, "{s:?}");
     env.stop().await;
 }
 
