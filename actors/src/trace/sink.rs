@@ -110,6 +110,16 @@ pub enum TraceError {
 #[derive(Debug)]
 pub struct TraceSink;
 
+/// Takes the lifecycle lock for starting a sink, refusing if one is already running (one sink
+/// per process).
+fn claim() -> Result<std::sync::MutexGuard<'static, ()>, TraceError> {
+    let lifecycle = lock(&LIFECYCLE);
+    if SLOT.load().is_some() {
+        return Err(TraceError::AlreadyRunning);
+    }
+    Ok(lifecycle)
+}
+
 impl TraceSink {
     /// Starts the sink on a new file at `path` (truncated if it exists), with the default
     /// options (no bodies, capacity 65 536).
@@ -123,12 +133,9 @@ impl TraceSink {
         config: TraceSinkConfig,
     ) -> Result<TraceSinkGuard, TraceError> {
         let path = path.as_ref();
-        let _lifecycle = lock(&LIFECYCLE);
         // Refused before the file is created: a second sink (`KINFORMER_TRACE` next to a
         // program's own sink) must not truncate what is at its path, an earlier trace maybe.
-        if SLOT.load().is_some() {
-            return Err(TraceError::AlreadyRunning);
-        }
+        let _lifecycle = claim()?;
         let file = File::create(path).map_err(|source| TraceError::Open {
             path: path.to_owned(),
             source,
@@ -141,18 +148,15 @@ impl TraceSink {
         out: Box<dyn Write + Send>,
         config: TraceSinkConfig,
     ) -> Result<TraceSinkGuard, TraceError> {
-        let _lifecycle = lock(&LIFECYCLE);
+        let _lifecycle = claim()?;
         Self::start_locked(out, config)
     }
 
-    /// Starts the sink; the caller holds `LIFECYCLE`.
+    /// Starts the sink; the caller holds `LIFECYCLE` from [`claim`] (no sink is running).
     fn start_locked(
         out: Box<dyn Write + Send>,
         config: TraceSinkConfig,
     ) -> Result<TraceSinkGuard, TraceError> {
-        if SLOT.load().is_some() {
-            return Err(TraceError::AlreadyRunning);
-        }
         let mut out = BufWriter::new(out);
         let header = Header {
             ty: "header",
