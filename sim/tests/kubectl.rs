@@ -9,7 +9,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write as _};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -27,18 +26,27 @@ fn kubectl_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// kubectl against one sim, with its own cache directory (discovery, OpenAPI), which is also
+/// where [`Kubectl::write`] puts manifests.
 struct Kubectl<'a> {
     sim: &'a SimThread,
-    cache: &'a Path,
+    cache: tempfile::TempDir,
 }
 
-impl Kubectl<'_> {
+impl<'a> Kubectl<'a> {
+    fn new(sim: &'a SimThread) -> Self {
+        Kubectl {
+            sim,
+            cache: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new("kubectl");
         c.arg("--kubeconfig")
             .arg(self.sim.kubeconfig_path())
             .arg("--cache-dir")
-            .arg(self.cache)
+            .arg(self.cache.path())
             .arg("--request-timeout=20s")
             .args(args);
         c.env_remove("KUBECONFIG");
@@ -154,16 +162,11 @@ fn kubectl_drives_the_sim() {
         return;
     }
     let sim = Sim::start_background(SimConfig::default()).expect("sim starts");
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let k = Kubectl {
-        sim: &sim,
-        cache: tmp.path(),
-    };
-    let manifest = tmp.path().join("manifest.yaml");
-    std::fs::write(&manifest, MANIFEST).expect("manifest written");
+    let k = Kubectl::new(&sim);
+    let manifest = k.write("manifest.yaml", MANIFEST);
 
     // create -f (discovery, OpenAPI v3 field-validation check, POST with fieldValidation=Strict).
-    let out = k.run(&["create", "-f", manifest.to_str().expect("utf-8 path")]);
+    let out = k.run(&["create", "-f", &manifest]);
     for want in [
         "configmap/settings created",
         "deployment.apps/shop created",
@@ -297,7 +300,7 @@ fn kubectl_drives_the_sim() {
     wait_line(&json_lines, "DELETED late", |l| {
         is_event(l, "DELETED", "late")
     });
-    let out = k.run(&["delete", "-f", manifest.to_str().expect("utf-8 path")]);
+    let out = k.run(&["delete", "-f", &manifest]);
     assert!(out.contains("deployment.apps \"shop\" deleted"), "{out}");
     assert_eq!(sim.object_count("deployments").unwrap(), 0);
 
@@ -336,11 +339,7 @@ fn kubectl_under_the_misbehaving_server_faults() {
         return;
     }
     let sim = Sim::start_background(SimConfig::default()).expect("sim starts");
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let k = Kubectl {
-        sim: &sim,
-        cache: tmp.path(),
-    };
+    let k = Kubectl::new(&sim);
     sim.create_object(
         "configmaps",
         Some("default"),
@@ -443,7 +442,7 @@ impl Kubectl<'_> {
     }
 
     fn write(&self, name: &str, text: &str) -> String {
-        let p = self.cache.join(name);
+        let p = self.cache.path().join(name);
         std::fs::write(&p, text).expect("manifest written");
         p.to_str().expect("utf-8 path").to_string()
     }
@@ -550,11 +549,7 @@ fn kubectl_apply_client_and_server_side() {
         return;
     }
     let sim = widget_sim(Duration::from_millis(300));
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let k = Kubectl {
-        sim: &sim,
-        cache: tmp.path(),
-    };
+    let k = Kubectl::new(&sim);
     let v1 = k.write("v1.yaml", APPLY_V1);
     let out = k.run(&["apply", "-f", &v1]);
     assert!(
@@ -710,11 +705,7 @@ fn kubectl_everyday_edits() {
         return;
     }
     let sim = widget_sim(Duration::from_millis(300));
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let k = Kubectl {
-        sim: &sim,
-        cache: tmp.path(),
-    };
+    let k = Kubectl::new(&sim);
     let m = k.write("m.yaml", MANIFEST);
     k.run(&["create", "-f", &m]);
     let generation =
@@ -899,11 +890,7 @@ fn kubectl_edits_and_rollout_status() {
         return;
     }
     let sim = widget_sim(Duration::from_millis(300));
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let k = Kubectl {
-        sim: &sim,
-        cache: tmp.path(),
-    };
+    let k = Kubectl::new(&sim);
     let m = k.write(
         "m.yaml",
         APPLY_V1.split("---").next().expect("first document"),
@@ -1061,11 +1048,7 @@ fn kubectl_deletes_waits_and_discovery() {
         return;
     }
     let sim = widget_sim(Duration::from_millis(1500));
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let k = Kubectl {
-        sim: &sim,
-        cache: tmp.path(),
-    };
+    let k = Kubectl::new(&sim);
     for name in ["sched-a", "sched-b"] {
         sim.create_object(
             "pods",
@@ -1156,11 +1139,7 @@ fn kubectl_create_generators() {
         return;
     }
     let sim = widget_sim(Duration::from_millis(300));
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let k = Kubectl {
-        sim: &sim,
-        cache: tmp.path(),
-    };
+    let k = Kubectl::new(&sim);
     let out = k.run(&["create", "configmap", "gen", "--from-literal=a=1"]);
     assert!(out.contains("configmap/gen created"), "{out}");
     let out = k.run(&[
