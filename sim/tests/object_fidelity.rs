@@ -1164,49 +1164,78 @@ fn all_new() -> (Value, Value, Value, Value) {
     )
 }
 
-#[tokio::test]
-async fn service_status_writes_take_all_the_metadata() {
-    // serviceStatusStrategy.PrepareForUpdate resets only the spec.
-    let sim = sim_with(None).await;
-    let api: Api<Service> = Api::default_namespaced(sim.client());
-    let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": "s", "labels": {"l": "old"}, "annotations": {"a": "old"}},
-        "spec": {"selector": {"app": "s"}, "ports": [{"port": 80}]}
-    }))
-    .unwrap();
-    let svc = api.create(&PostParams::default(), &svc).await.unwrap();
-    let mut v = serde_json::to_value(&svc).unwrap();
+/// Creates `obj` through `api`, then replaces its status with the stored object carrying
+/// [`status_write_meta`] and `edit`'s changes, checks the answer took all of that metadata and
+/// returns it as JSON.
+async fn status_write_taking_all_metadata<K>(
+    api: &Api<K>,
+    obj: Value,
+    edit: impl FnOnce(&mut Value),
+) -> Value
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let created = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).unwrap(),
+        )
+        .await
+        .unwrap();
+    let name = created.meta().name.clone().unwrap();
+    let mut v = serde_json::to_value(&created).unwrap();
     v["metadata"]
         .as_object_mut()
         .unwrap()
         .extend(status_write_meta().as_object().unwrap().clone());
-    v["spec"]["selector"] = json!({"app": "other"});
-    v["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
+    edit(&mut v);
     let out = api
         .replace_status(
-            "s",
+            &name,
             &PostParams::default(),
-            &serde_json::from_value::<Service>(v).unwrap(),
+            &serde_json::from_value(v).unwrap(),
         )
         .await
         .unwrap();
     let out = serde_json::to_value(&out).unwrap();
     assert_eq!(status_meta_of(&out), all_new(), "{out}");
+    out
+}
+
+/// A merge patch of the status subresource, the answer as JSON.
+async fn merge_status<K>(api: &Api<K>, name: &str, patch: Value) -> Value
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let out = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    serde_json::to_value(&out).unwrap()
+}
+
+#[tokio::test]
+async fn service_status_writes_take_all_the_metadata() {
+    // serviceStatusStrategy.PrepareForUpdate resets only the spec.
+    let sim = sim_with(None).await;
+    let api: Api<Service> = Api::default_namespaced(sim.client());
+    let obj = json!({
+        "metadata": {"name": "s", "labels": {"l": "old"}, "annotations": {"a": "old"}},
+        "spec": {"selector": {"app": "s"}, "ports": [{"port": 80}]}
+    });
+    let out = status_write_taking_all_metadata(&api, obj, |v| {
+        v["spec"]["selector"] = json!({"app": "other"});
+        v["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
+    })
+    .await;
     assert_eq!(
         out["spec"]["selector"]["app"], "s",
         "the spec is the stored one"
     );
     assert_eq!(out["status"]["loadBalancer"]["ingress"][0]["ip"], "1.2.3.4");
     // A merge patch of the status subresource changes the labels too.
-    let out = api
-        .patch_status(
-            "s",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"l": "patched"}}})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(out.metadata.labels.unwrap()["l"], "patched");
+    let out = merge_status(&api, "s", json!({"metadata": {"labels": {"l": "patched"}}})).await;
+    assert_eq!(out["metadata"]["labels"]["l"], "patched");
     sim.shutdown().await;
 }
 
@@ -1216,28 +1245,14 @@ async fn namespace_status_writes_take_all_the_metadata_and_keep_the_name_label()
     // like any decoded object (SetDefaults_Namespace puts the name label back).
     let sim = sim_with(None).await;
     let api: Api<Namespace> = Api::all(sim.client());
-    let ns: Namespace = serde_json::from_value(json!({
+    let obj = json!({
         "metadata": {"name": "team", "labels": {"l": "old"}, "annotations": {"a": "old"}}
-    }))
-    .unwrap();
-    let ns = api.create(&PostParams::default(), &ns).await.unwrap();
-    let mut v = serde_json::to_value(&ns).unwrap();
-    v["metadata"]
-        .as_object_mut()
-        .unwrap()
-        .extend(status_write_meta().as_object().unwrap().clone());
-    v["spec"]["finalizers"] = json!([]);
-    v["status"] = json!({"phase": "Active", "conditions": [{"type": "T", "status": "True"}]});
-    let out = api
-        .replace_status(
-            "team",
-            &PostParams::default(),
-            &serde_json::from_value::<Namespace>(v).unwrap(),
-        )
-        .await
-        .unwrap();
-    let out = serde_json::to_value(&out).unwrap();
-    assert_eq!(status_meta_of(&out), all_new(), "{out}");
+    });
+    let out = status_write_taking_all_metadata(&api, obj, |v| {
+        v["spec"]["finalizers"] = json!([]);
+        v["status"] = json!({"phase": "Active", "conditions": [{"type": "T", "status": "True"}]});
+    })
+    .await;
     assert_eq!(
         out["metadata"]["labels"]["kubernetes.io/metadata.name"], "team",
         "{out}"
@@ -1248,15 +1263,13 @@ async fn namespace_status_writes_take_all_the_metadata_and_keep_the_name_label()
         "the stored spec"
     );
     assert_eq!(out["status"]["conditions"][0]["type"], "T");
-    let out = api
-        .patch_status(
-            "team",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"a": "patched"}}})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(out.metadata.annotations.unwrap()["a"], "patched");
+    let out = merge_status(
+        &api,
+        "team",
+        json!({"metadata": {"annotations": {"a": "patched"}}}),
+    )
+    .await;
+    assert_eq!(out["metadata"]["annotations"]["a"], "patched");
     sim.shutdown().await;
 }
 
@@ -1265,43 +1278,27 @@ async fn node_status_writes_take_all_the_metadata() {
     // nodeStatusStrategy.PrepareForUpdate resets only the spec.
     let sim = sim_with(None).await;
     let api: Api<Node> = Api::all(sim.client());
-    let node: Node = serde_json::from_value(json!({
+    let obj = json!({
         "metadata": {"name": "n1", "labels": {"l": "old"}, "annotations": {"a": "old"}},
         "spec": {"unschedulable": false}
-    }))
-    .unwrap();
-    let node = api.create(&PostParams::default(), &node).await.unwrap();
-    let mut v = serde_json::to_value(&node).unwrap();
-    v["metadata"]
-        .as_object_mut()
-        .unwrap()
-        .extend(status_write_meta().as_object().unwrap().clone());
-    v["spec"]["unschedulable"] = json!(true);
-    v["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
-    let out = api
-        .replace_status(
-            "n1",
-            &PostParams::default(),
-            &serde_json::from_value::<Node>(v).unwrap(),
-        )
-        .await
-        .unwrap();
-    let out = serde_json::to_value(&out).unwrap();
-    assert_eq!(status_meta_of(&out), all_new(), "{out}");
+    });
+    let out = status_write_taking_all_metadata(&api, obj, |v| {
+        v["spec"]["unschedulable"] = json!(true);
+        v["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    })
+    .await;
     assert_ne!(
         out["spec"]["unschedulable"],
         json!(true),
         "the stored spec: {out}"
     );
     assert_eq!(out["status"]["conditions"][0]["type"], "Ready");
-    let out = api
-        .patch_status(
-            "n1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"l": "patched"}}})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(out.metadata.labels.unwrap()["l"], "patched");
+    let out = merge_status(
+        &api,
+        "n1",
+        json!({"metadata": {"labels": {"l": "patched"}}}),
+    )
+    .await;
+    assert_eq!(out["metadata"]["labels"]["l"], "patched");
     sim.shutdown().await;
 }
