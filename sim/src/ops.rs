@@ -406,7 +406,6 @@ fn stale_check(
     }
 }
 
-/// Builds the object to store when `new` replaces `old` through `part`; `None` means "no change".
 /// Drops the metadata maps and lists that are empty or null, as the real server's objects
 /// never carry them: `ObjectMeta`'s `labels`, `annotations`, `finalizers`, `ownerReferences`
 /// and `managedFields` are `omitempty`, so an empty one is not stored (e.g. after
@@ -489,6 +488,7 @@ fn status_write_metadata(
     meta
 }
 
+/// Builds the object to store when `new` replaces `old` through `part`; `None` means "no change".
 fn merge_update(
     def: &ResourceDef,
     old: &Value,
