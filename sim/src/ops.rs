@@ -435,20 +435,19 @@ fn drop_empty_collections(meta: &mut Map<String, Value>) {
 /// stored `managedFields` when the request sets none (the field manager's
 /// `DecodeManagedFields` of a request that sets none).
 fn keep_server_metadata(meta: &mut Map<String, Value>, old_meta: &Map<String, Value>) {
-    for k in [
-        "uid",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "generation",
-        "namespace",
-        "name",
-    ] {
-        match old_meta.get(k) {
-            Some(v) => meta.insert(k.into(), v.clone()),
-            None => meta.remove(k),
-        };
-    }
+    keep_stored(
+        meta,
+        old_meta,
+        &[
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "namespace",
+            "name",
+        ],
+    );
     meta.remove("selfLink");
     if !meta.contains_key("managedFields")
         && let Some(m) = old_meta.get("managedFields")
@@ -479,13 +478,18 @@ fn status_write_metadata(
     }
     let mut meta = new_meta.cloned().unwrap_or_default();
     keep_server_metadata(&mut meta, old_meta);
-    for k in strategy::status_reset_metadata(def) {
-        match old_meta.get(*k) {
-            Some(v) => meta.insert((*k).to_string(), v.clone()),
-            None => meta.remove(*k),
+    keep_stored(&mut meta, old_meta, strategy::status_reset_metadata(def));
+    meta
+}
+
+/// Sets each of `keys` in `meta` as it is in the stored `old_meta` (absent there, absent here).
+fn keep_stored(meta: &mut Map<String, Value>, old_meta: &Map<String, Value>, keys: &[&str]) {
+    for &k in keys {
+        match old_meta.get(k) {
+            Some(v) => meta.insert(k.into(), v.clone()),
+            None => meta.remove(k),
         };
     }
-    meta
 }
 
 /// Builds the object to store when `new` replaces `old` through `part`; `None` means "no change".
