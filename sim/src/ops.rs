@@ -65,23 +65,24 @@ impl PatchKind {
 pub(crate) struct DeleteOptions {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
-    pub dry_run: bool,
+    /// `dryRun` as sent (any value makes a dry run, as `dryrun.IsDryRun`; see `is_dry_run`).
+    pub dry_run: Vec<String>,
     /// `gracePeriodSeconds` (for pods: see `strategy::pod_grace_period`).
     pub grace_period_seconds: Option<i64>,
     /// `propagationPolicy` (validated; no garbage collector acts on it).
     pub propagation_policy: Option<String>,
     /// `orphanDependents` (validated only).
     pub orphan_dependents: Option<bool>,
-    /// `dryRun` as sent (`dry_run` is whether it is non-empty, as `dryrun.IsDryRun`).
-    pub dry_run_values: Vec<String>,
 }
 
 impl DeleteOptions {
-    /// From a (possibly empty) request body.
-    pub(crate) fn parse(body: &[u8]) -> Result<Self, ApiError> {
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Self::default());
-        }
+    /// `dryrun.IsDryRun`: whether any `dryRun` value was sent.
+    pub(crate) fn is_dry_run(&self) -> bool {
+        !self.dry_run.is_empty()
+    }
+
+    /// From a request body that is not empty.
+    fn from_body(body: &[u8]) -> Result<Self, ApiError> {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
         let pre = v.get("preconditions");
@@ -90,7 +91,7 @@ impl DeleteOptions {
                 .and_then(Value::as_str)
                 .map(str::to_string)
         };
-        let dry_run_values: Vec<String> = v
+        let dry_run: Vec<String> = v
             .get("dryRun")
             .and_then(Value::as_array)
             .map(|a| {
@@ -103,14 +104,13 @@ impl DeleteOptions {
         Ok(Self {
             uid: s("uid"),
             resource_version: s("resourceVersion"),
-            dry_run: !dry_run_values.is_empty(),
+            dry_run,
             grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
             propagation_policy: v
                 .get("propagationPolicy")
                 .and_then(Value::as_str)
                 .map(str::to_string),
             orphan_dependents: v.get("orphanDependents").and_then(Value::as_bool),
-            dry_run_values,
         })
     }
 
@@ -120,23 +120,22 @@ impl DeleteOptions {
     /// `400`), so `?gracePeriodSeconds=0` counts only on a request without a body.
     pub(crate) fn from_request(body: &[u8], query: &Query) -> Result<Self, ApiError> {
         if !body.iter().all(u8::is_ascii_whitespace) {
-            return Self::parse(body);
+            return Self::from_body(body);
         }
         let grace_period_seconds = query
             .get("gracePeriodSeconds")
             .map(parse_int64)
             .transpose()?;
-        let dry_run_values: Vec<String> = query
+        let dry_run: Vec<String> = query
             .get("dryRun")
             .map(str::to_string)
             .into_iter()
             .collect();
         Ok(Self {
-            dry_run: !dry_run_values.is_empty(),
+            dry_run,
             grace_period_seconds,
             propagation_policy: query.get("propagationPolicy").map(str::to_string),
             orphan_dependents: query.get("orphanDependents").map(parse_bool),
-            dry_run_values,
             ..Self::default()
         })
     }
@@ -163,7 +162,7 @@ impl DeleteOptions {
                 &["Foreground", "Background", "Orphan", "nil"],
             ));
         }
-        errs.extend(dry_run_errors(&self.dry_run_values));
+        errs.extend(dry_run_errors(&self.dry_run));
         errs
     }
 }
@@ -867,7 +866,7 @@ pub(crate) fn delete(
     let key = key_of(def, ns, name);
     if def.plural == "namespaces"
         && def.group.is_empty()
-        && !opts.dry_run
+        && !opts.is_dry_run()
         && store.get(def, &key).is_some()
     {
         delete_namespace_contents(store, name);
@@ -876,7 +875,7 @@ pub(crate) fn delete(
     // by the removal.
     let mut terminate: Option<(String, i64)> = None;
     let mut then_delete: Option<String> = None;
-    let outcome = store.write(def, &key, opts.dry_run, |cur| {
+    let outcome = store.write(def, &key, opts.is_dry_run(), |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         // `rest.BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`)
         // checks the preconditions before the storage does, with its own messages and a
@@ -926,7 +925,7 @@ pub(crate) fn delete(
             }
         }
     })?;
-    if opts.dry_run {
+    if opts.is_dry_run() {
         return Ok(match (outcome, then_delete) {
             (Outcome::Updated(o), Some(_)) => Outcome::Deleted(o),
             (o, _) => o,
