@@ -117,11 +117,24 @@ impl DeleteOptions {
     /// As kube-apiserver's `DeleteResource` reads them
     /// (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go`): from the body when it
     /// has one, else from the query parameters (`DecodeParameters`, whose bad numbers are a
-    /// `400`), so `?gracePeriodSeconds=0` counts only on a request without a body.
+    /// `400`), so `?gracePeriodSeconds=0` counts only on a request without a body; then
+    /// validated (see `errors`).
     pub(crate) fn from_request(body: &[u8], query: &Query) -> Result<Self, ApiError> {
-        if !body.iter().all(u8::is_ascii_whitespace) {
-            return Self::from_body(body);
+        let opts = if body.iter().all(u8::is_ascii_whitespace) {
+            Self::from_query(query)?
+        } else {
+            Self::from_body(body)?
+        };
+        let errs = opts.errors();
+        if errs.is_empty() {
+            Ok(opts)
+        } else {
+            Err(ApiError::invalid_options("DeleteOptions", &errs))
         }
+    }
+
+    /// From the query parameters of a request without a body.
+    fn from_query(query: &Query) -> Result<Self, ApiError> {
         let grace_period_seconds = query
             .get("gracePeriodSeconds")
             .map(parse_int64)
@@ -143,7 +156,7 @@ impl DeleteOptions {
     /// `ValidateDeleteOptions`
     /// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`), which the
     /// delete handlers answer with a `422` naming `DeleteOptions.meta.k8s.io`.
-    pub(crate) fn errors(&self) -> Vec<FieldError> {
+    fn errors(&self) -> Vec<FieldError> {
         const PP: &str = "propagationPolicy";
         let mut errs = Vec::new();
         if let (Some(_), Some(p)) = (self.orphan_dependents, &self.propagation_policy) {

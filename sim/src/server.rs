@@ -564,10 +564,6 @@ async fn resource(
         Verb::Delete => {
             let b = read_body(shared, headers, body).await?;
             let opts = DeleteOptions::from_request(&b, query)?;
-            let errs = opts.errors();
-            if !errs.is_empty() {
-                return Err(ApiError::invalid_options("DeleteOptions", &errs));
-            }
             let name = t.name.as_deref().unwrap_or("");
             match ops::delete(store, &def, ns, name, &opts)? {
                 Outcome::Created(o)
@@ -580,17 +576,9 @@ async fn resource(
         Verb::DeleteCollection => {
             // handlers/delete.go DeleteCollection: the list options are decoded (400) and
             // validated (422 ListOptions) before the delete options.
-            let list_opts = ListOptions::decode(query, false)?;
-            let errs = list_opts.errors();
-            if !errs.is_empty() {
-                return Err(ApiError::invalid_list_options(&errs));
-            }
+            ListOptions::parse(query, false)?;
             let b = read_body(shared, headers, body).await?;
             let opts = DeleteOptions::from_request(&b, query)?;
-            let errs = opts.errors();
-            if !errs.is_empty() {
-                return Err(ApiError::invalid_options("DeleteOptions", &errs));
-            }
             let labels = parse_labels(query)?;
             let fields = parse_fields(&def, query)?;
             let (map, _) = store.snapshot(&def, false);

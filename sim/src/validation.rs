@@ -146,7 +146,6 @@ impl ListOptions {
     }
 
     /// Decodes and validates: the options, or the error kube-apiserver answers.
-    #[cfg(test)]
     pub(crate) fn parse(query: &Query, watch: bool) -> Result<Self, ApiError> {
         let o = Self::decode(query, watch)?;
         let errs = o.errors();
