@@ -21,12 +21,6 @@ pub(crate) fn apply(def: &ResourceDef, obj: &mut Value) {
     if !def.builtin {
         return;
     }
-    let name = obj
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
     let Some(o) = obj.as_object_mut() else { return };
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "Pod") => {
@@ -55,6 +49,12 @@ pub(crate) fn apply(def: &ResourceDef, obj: &mut Value) {
         }
         ("", "Namespace") => {
             // SetDefaults_Namespace: the immutable name label (also re-set on every update).
+            let name = o
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             if !name.is_empty()
                 && let Some(meta) = child(o, "metadata")
                 && let Some(labels) = child(meta, "labels")
@@ -114,6 +114,11 @@ fn missing(v: Option<&Value>) -> bool {
     matches!(v, None | Some(Value::Null))
 }
 
+/// A string field Go sees as unset: absent, null or "".
+fn unset_str(v: Option<&Value>) -> bool {
+    missing(v) || v.and_then(Value::as_str) == Some("")
+}
+
 /// A pointer or struct field: set when absent or null.
 fn default(o: &mut Map<String, Value>, key: &str, value: Value) {
     if missing(o.get(key)) {
@@ -123,7 +128,7 @@ fn default(o: &mut Map<String, Value>, key: &str, value: Value) {
 
 /// A string field: Go compares with "", so an empty string is defaulted too.
 fn default_str(o: &mut Map<String, Value>, key: &str, value: &str) {
-    if missing(o.get(key)) || o.get(key) == Some(&json!("")) {
+    if unset_str(o.get(key)) {
         o.insert(key.into(), json!(value));
     }
 }
@@ -215,7 +220,7 @@ fn pod(spec: &mut Map<String, Value>) {
 /// `SetDefaults_Container`, ports (`+default="TCP"`), probes (`SetDefaults_Probe`,
 /// `SetDefaults_HTTPGetAction`); `resources` is a struct, always encoded.
 fn container(c: &mut Map<String, Value>) {
-    if missing(c.get("imagePullPolicy")) || c.get("imagePullPolicy") == Some(&json!("")) {
+    if unset_str(c.get("imagePullPolicy")) {
         let image = c.get("image").and_then(Value::as_str).unwrap_or("");
         let policy = if image_tag(image) == "latest" {
             "Always"
@@ -364,8 +369,7 @@ pub(crate) fn keep_allocated(def: &ResourceDef, old: &Value, new: &mut Value) {
     let Some(spec) = new.as_object_mut().and_then(|o| child(o, "spec")) else {
         return;
     };
-    let unset = |v: Option<&Value>| missing(v) || v == Some(&json!(""));
-    if unset(spec.get("clusterIP")) {
+    if unset_str(spec.get("clusterIP")) {
         for k in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
             if let Some(v) = old_spec.get(k)
                 && (k == "clusterIP" || missing(spec.get(k)))
@@ -469,10 +473,13 @@ mod tests {
     use super::*;
     use crate::resources::Registry;
 
-    fn defaulted(plural: &str, mut v: Value) -> Value {
+    fn def(plural: &str) -> std::sync::Arc<ResourceDef> {
         let reg = Registry::new(&[]).unwrap();
-        let def = reg.by_plural(plural).unwrap().clone();
-        apply(&def, &mut v);
+        reg.by_plural(plural).unwrap().clone()
+    }
+
+    fn defaulted(plural: &str, mut v: Value) -> Value {
+        apply(&def(plural), &mut v);
         v
     }
 
@@ -555,8 +562,7 @@ mod tests {
 
     #[test]
     fn services_get_and_keep_their_allocations() {
-        let reg = Registry::new(&[]).unwrap();
-        let def = reg.by_plural("services").unwrap().clone();
+        let def = def("services");
         let mut s = json!({"spec": {"type": "NodePort", "ports": [{"port": 80}]}});
         apply(&def, &mut s);
         on_create(&def, &mut s);
