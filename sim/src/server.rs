@@ -732,21 +732,16 @@ fn parse_rv_etcd(s: &str) -> Result<u64, ApiError> {
 
 /// `strconv.ParseUint(s, 10, 64)` (no sign accepted), its error as the field error prints it.
 fn parse_uint(s: &str) -> Result<u64, String> {
-    let why = if s.starts_with('+') {
-        Some("invalid syntax")
-    } else {
-        match s.parse::<u64>() {
-            Ok(n) => return Ok(n),
-            Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
-                Some("value out of range")
-            }
-            Err(_) => Some("invalid syntax"),
-        }
+    // Rust's parse takes a leading `+`, Go's ParseUint does not (even before an overflow).
+    let why = match s.parse::<u64>() {
+        _ if s.starts_with('+') => "invalid syntax",
+        Ok(n) => return Ok(n),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => "value out of range",
+        Err(_) => "invalid syntax",
     };
     let q = crate::status::go_quote(s);
     Err(format!(
-        "resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {}",
-        why.unwrap_or("invalid syntax")
+        "resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {why}"
     ))
 }
 
@@ -1344,5 +1339,34 @@ fn control(
         }
         ["faults" | "requests" | "state" | "churn", ..] => Err(ApiError::method_not_allowed()),
         _ => Err(ApiError::unknown_path()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_uint_like_go() {
+        assert_eq!(parse_uint("12"), Ok(12));
+        let why = |s: &str| {
+            parse_uint(s)
+                .unwrap_err()
+                .rsplit(": ")
+                .next()
+                .map(str::to_string)
+        };
+        assert_eq!(why("x1").as_deref(), Some("invalid syntax"));
+        assert_eq!(why("-1").as_deref(), Some("invalid syntax"));
+        assert_eq!(
+            why("99999999999999999999").as_deref(),
+            Some("value out of range")
+        );
+        // Go refuses the sign before it reads any digit.
+        assert_eq!(why("+5").as_deref(), Some("invalid syntax"));
+        assert_eq!(
+            why("+99999999999999999999").as_deref(),
+            Some("invalid syntax")
+        );
     }
 }
