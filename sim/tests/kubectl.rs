@@ -89,6 +89,16 @@ fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
     rx
 }
 
+/// Polls `cond` (every 5 ms) until it holds, failing with `what` after [`common::DEADLINE`]:
+/// these tests run kubectl as a child process, outside any async runtime.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn wait_line(rx: &mpsc::Receiver<String>, what: &str, pred: impl Fn(&str) -> bool) -> String {
     let deadline = std::time::Instant::now() + common::DEADLINE;
     let mut seen = Vec::new();
@@ -231,14 +241,9 @@ fn kubectl_drives_the_sim() {
     let json_lines = line_reader(json_watch.stdout.take().expect("stdout"));
     wait_line(&table_lines, "settings", |l| l.starts_with("settings"));
     let requests = sim.requests();
-    let wait = std::time::Instant::now() + common::DEADLINE;
-    while requests.open_watches_of("configmaps") < 2 {
-        assert!(
-            std::time::Instant::now() < wait,
-            "kubectl never opened its watches"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for("kubectl never opened its watches", || {
+        requests.open_watches_of("configmaps") >= 2
+    });
     sim.create_object(
         "configmaps",
         Some("default"),
@@ -859,14 +864,9 @@ fn kubectl_everyday_edits() {
         .expect("kubectl get --watch");
     let rx = line_reader(watch.stdout.take().expect("stdout"));
     wait_line(&rx, "ADDED c0", |l| is_event(l, "ADDED", "c0"));
-    let wait = std::time::Instant::now() + common::DEADLINE;
-    while sim.requests().open_watches_of("configmaps") < 1 {
-        assert!(
-            std::time::Instant::now() < wait,
-            "kubectl never opened its watch"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for("kubectl never opened its watch", || {
+        sim.requests().open_watches_of("configmaps") >= 1
+    });
     let out = k.run(&["delete", "configmaps", "-l", "odd=0"]);
     for i in ["c0", "c2", "c4"] {
         assert!(out.contains(&format!("configmap \"{i}\" deleted")), "{out}");
@@ -1011,14 +1011,9 @@ fn kubectl_edits_and_rollout_status() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let deadline = std::time::Instant::now() + common::DEADLINE;
-    while sim.requests().count("deployments", Verb::Watch) == watches_before {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "kubectl rollout status never watched"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for("kubectl rollout status never watched", || {
+        sim.requests().count("deployments", Verb::Watch) != watches_before
+    });
     let mut d = sim
         .get_object("deployments", Some("default"), "shop")
         .unwrap()
