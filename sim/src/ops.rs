@@ -139,13 +139,8 @@ impl DeleteOptions {
             .get("gracePeriodSeconds")
             .map(parse_int64)
             .transpose()?;
-        let dry_run: Vec<String> = query
-            .get("dryRun")
-            .map(str::to_string)
-            .into_iter()
-            .collect();
         Ok(Self {
-            dry_run,
+            dry_run: query_dry_run(query),
             grace_period_seconds,
             propagation_policy: query.get("propagationPolicy").map(str::to_string),
             orphan_dependents: query.get("orphanDependents").map(parse_bool),
@@ -178,6 +173,15 @@ impl DeleteOptions {
         errs.extend(dry_run_errors(&self.dry_run));
         errs
     }
+}
+
+/// The `dryRun` values of a query (`Query` keeps the first value of each parameter).
+pub(crate) fn query_dry_run(query: &Query) -> Vec<String> {
+    query
+        .get("dryRun")
+        .map(str::to_string)
+        .into_iter()
+        .collect()
 }
 
 /// `ValidateDryRun`: every `dryRun` value must be `All`

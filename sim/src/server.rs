@@ -434,11 +434,7 @@ fn write_options(
         }
     }
     errs.extend(field_manager_errors(manager));
-    let dry_run: Vec<String> = query
-        .get("dryRun")
-        .map(str::to_string)
-        .into_iter()
-        .collect();
+    let dry_run = ops::query_dry_run(query);
     errs.extend(ops::dry_run_errors(&dry_run));
     let validation = query.get("fieldValidation").unwrap_or("");
     if !matches!(validation, "" | "Ignore" | "Warn" | "Strict") {
