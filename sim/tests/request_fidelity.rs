@@ -872,7 +872,7 @@ fn assert_invalid_options(r: &common::RawResponse, kind: &str, causes: &[(&str, 
 
 #[tokio::test]
 async fn write_and_delete_options_are_validated_like_kube_apiserver() {
-    let sim = Sim::start(SimConfig::default()).await.expect("sim starts");
+    let sim = common::sim().await;
     create_cm(&sim, "c").await;
     let cms = "/api/v1/namespaces/default/configmaps";
     // ValidateDeleteOptions, from the query (no body) and from a body.
@@ -1076,7 +1076,7 @@ async fn a_malformed_resource_version_is_answered_by_the_store_that_parses_it() 
     // APIObjectVersioner.ParseResourceVersion's InvalidError: the watch cache returns it as is
     // (a 500 without a reason, kubernetes issue 139485); etcd's storage.ValidateListOptions
     // wraps it in a 400.
-    let sim = Sim::start(SimConfig::default()).await.expect("sim");
+    let sim = common::sim().await;
     let field =
         r#"resourceVersion: Invalid value: "x1": strconv.ParseUint: parsing "x1": invalid syntax"#;
     for path in [
@@ -1122,7 +1122,7 @@ async fn a_malformed_resource_version_is_answered_by_the_store_that_parses_it() 
 #[tokio::test]
 async fn continue_tokens_are_encoded_and_refused_like_etcd3s() {
     use base64::Engine as _;
-    let sim = Sim::start(SimConfig::default()).await.expect("sim");
+    let sim = common::sim().await;
     for name in ["a", "b", "c"] {
         create_cm(&sim, name).await;
     }
