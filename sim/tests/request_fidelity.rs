@@ -29,8 +29,9 @@ async fn create_cm(sim: &Sim, name: &str) -> u64 {
     cm.metadata.resource_version.unwrap().parse().unwrap()
 }
 
-/// The 422 a list or watch with these options gets: message and (reason, field, message) causes.
-async fn expect_invalid(sim: &Sim, query: &str, message: &str, causes: &[(&str, &str, &str)]) {
+/// The 422 a list or watch with these options gets: the (reason, field, message) causes (see
+/// [`assert_invalid_options`]).
+async fn expect_invalid(sim: &Sim, query: &str, causes: &[(&str, &str, &str)]) {
     let r = raw(
         sim,
         "GET",
@@ -45,21 +46,7 @@ async fn expect_invalid(sim: &Sim, query: &str, message: &str, causes: &[(&str, 
         "{query}: {}",
         String::from_utf8_lossy(&r.body)
     );
-    let want_causes: Vec<Value> = causes
-        .iter()
-        .map(|(reason, field, msg)| json!({"reason": reason, "field": field, "message": msg}))
-        .collect();
-    assert_eq!(
-        r.json(),
-        json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": format!("ListOptions.meta.k8s.io \"\" is invalid: {message}"),
-            "reason": "Invalid",
-            "details": {"group": "meta.k8s.io", "kind": "ListOptions", "causes": want_causes},
-            "code": 422
-        }),
-        "{query}"
-    );
+    assert_invalid_options(&r, "ListOptions", causes);
 }
 
 const FORBIDDEN: &str = "FieldValueForbidden";
@@ -73,35 +60,46 @@ async fn list_options_are_validated_like_kube_apiserver() {
     expect_invalid(
         &sim,
         "resourceVersionMatch=NotOlderThan",
-        "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
-        &[(FORBIDDEN, RVM, "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided")],
+        &[(
+            FORBIDDEN,
+            RVM,
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        )],
     )
     .await;
     expect_invalid(
         &sim,
         "resourceVersion=5&resourceVersionMatch=Newest",
-        r#"resourceVersionMatch: Unsupported value: "Newest": supported values: "Exact", "NotOlderThan", """#,
-        &[(NOT_SUPPORTED, RVM, r#"Unsupported value: "Newest": supported values: "Exact", "NotOlderThan", """#)],
+        &[(
+            NOT_SUPPORTED,
+            RVM,
+            r#"Unsupported value: "Newest": supported values: "Exact", "NotOlderThan", """#,
+        )],
     )
     .await;
     expect_invalid(
         &sim,
         "resourceVersion=0&resourceVersionMatch=Exact",
-        r#"resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0""#,
-        &[(FORBIDDEN, RVM, r#"Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0""#)],
+        &[(
+            FORBIDDEN,
+            RVM,
+            r#"Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0""#,
+        )],
     )
     .await;
     expect_invalid(
         &sim,
         "resourceVersion=5&resourceVersionMatch=NotOlderThan&continue=abc&limit=1",
-        "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided",
-        &[(FORBIDDEN, RVM, "Forbidden: resourceVersionMatch is forbidden when continue is provided")],
+        &[(
+            FORBIDDEN,
+            RVM,
+            "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+        )],
     )
     .await;
     expect_invalid(
         &sim,
         "sendInitialEvents=false",
-        "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
         &[(
             FORBIDDEN,
             "sendInitialEvents",
@@ -113,12 +111,27 @@ async fn list_options_are_validated_like_kube_apiserver() {
     expect_invalid(
         &sim,
         "resourceVersionMatch=x&continue=abc&sendInitialEvents=true",
-        r#"[resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided, resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided, resourceVersionMatch: Unsupported value: "x": supported values: "Exact", "NotOlderThan", "", sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list]"#,
         &[
-            (FORBIDDEN, RVM, "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"),
-            (FORBIDDEN, RVM, "Forbidden: resourceVersionMatch is forbidden when continue is provided"),
-            (NOT_SUPPORTED, RVM, r#"Unsupported value: "x": supported values: "Exact", "NotOlderThan", """#),
-            (FORBIDDEN, "sendInitialEvents", "Forbidden: sendInitialEvents is forbidden for list"),
+            (
+                FORBIDDEN,
+                RVM,
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ),
+            (
+                FORBIDDEN,
+                RVM,
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+            ),
+            (
+                NOT_SUPPORTED,
+                RVM,
+                r#"Unsupported value: "x": supported values: "Exact", "NotOlderThan", """#,
+            ),
+            (
+                FORBIDDEN,
+                "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for list",
+            ),
         ],
     )
     .await;
@@ -126,21 +139,22 @@ async fn list_options_are_validated_like_kube_apiserver() {
     expect_invalid(
         &sim,
         "watch=true&resourceVersionMatch=NotOlderThan",
-        "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
         &[(FORBIDDEN, RVM, "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")],
     )
     .await;
     expect_invalid(
         &sim,
         "watch=1&sendInitialEvents=true&allowWatchBookmarks=true",
-        "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-        &[(FORBIDDEN, RVM, "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")],
+        &[(
+            FORBIDDEN,
+            RVM,
+            "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        )],
     )
     .await;
     expect_invalid(
         &sim,
         "watch=true&sendInitialEvents=true&resourceVersionMatch=Exact&continue=x",
-        r#"[resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan, resourceVersionMatch: Unsupported value: "Exact": supported values: "NotOlderThan", resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided]"#,
         &[
             (FORBIDDEN, RVM, "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"),
             (NOT_SUPPORTED, RVM, r#"Unsupported value: "Exact": supported values: "NotOlderThan""#),
