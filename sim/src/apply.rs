@@ -199,19 +199,7 @@ pub(crate) fn finish(
         set_entries(new, &list);
         return Ok(());
     }
-    let mut entry = json!({
-        "manager": manager,
-        "operation": "Apply",
-        "apiVersion": api_version,
-        "time": now,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": set,
-    });
-    if !subresource.is_empty()
-        && let Some(o) = entry.as_object_mut()
-    {
-        o.insert("subresource".into(), json!(subresource));
-    }
+    let entry = entry(manager, api_version, now, set, subresource);
     match prev {
         Some(i) => list[i] = entry,
         None => list.push(entry),
@@ -340,14 +328,25 @@ pub(crate) fn entry_for_create(
     api_version: &str,
     now: &str,
 ) -> Value {
-    json!([{
+    json!([entry(manager, api_version, now, fields_v1(applied), "")])
+}
+
+/// An `Apply` entry of `managedFields` (`subresource` only when there is one).
+fn entry(manager: &str, api_version: &str, now: &str, set: Value, subresource: &str) -> Value {
+    let mut entry = json!({
         "manager": manager,
         "operation": "Apply",
         "apiVersion": api_version,
         "time": now,
         "fieldsType": "FieldsV1",
-        "fieldsV1": fields_v1(applied),
-    }])
+        "fieldsV1": set,
+    });
+    if !subresource.is_empty()
+        && let Some(o) = entry.as_object_mut()
+    {
+        o.insert("subresource".into(), json!(subresource));
+    }
+    entry
 }
 
 fn set_entries(obj: &mut Value, list: &[Value]) {
