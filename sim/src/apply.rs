@@ -166,13 +166,14 @@ pub(crate) fn finish(
     now: &str,
 ) -> Result<(), ApiError> {
     let set = fields_v1(applied);
-    let mut list = entries(old);
+    let stored = entries(old);
+    let mut list = stored.clone();
     resolve_conflicts(old, applied, &set, &mut list, manager, subresource, force)?;
     let prev = list
         .iter()
         .position(|e| is_entry_of(e, manager, subresource));
-    let prev_set = prev.and_then(|i| list[i].get("fieldsV1").cloned());
-    if let Some(prev_set) = &prev_set {
+    let prev_set = prev.and_then(|i| list[i].get("fieldsV1"));
+    if let Some(prev_set) = prev_set {
         let now_paths = leaf_paths(&set);
         let others: Vec<Vec<String>> = list
             .iter()
@@ -189,14 +190,10 @@ pub(crate) fn finish(
             }
         }
     }
-    // Compare with the stored list, as the patch merged it in unchanged.
-    let changed = {
-        let mut probe = new.clone();
-        set_entries(&mut probe, &list);
-        probe != *old
-    };
-    if prev_set.as_ref() == Some(&set) && !changed && list == entries(old) {
-        set_entries(new, &list);
+    // With the entries in place as they stand (the stored ones, unless a forced apply took
+    // fields), `new` equals `old` when the apply changed nothing.
+    set_entries(new, &list);
+    if prev_set == Some(&set) && list == stored && *new == *old {
         return Ok(());
     }
     let entry = entry(manager, api_version, now, set, subresource);
