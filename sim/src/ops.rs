@@ -482,17 +482,20 @@ fn keep_server_metadata(meta: &mut Map<String, Value>, old_meta: &Map<String, Va
 fn status_write_metadata(
     def: &ResourceDef,
     old_meta: &Map<String, Value>,
-    new_meta: Option<&Value>,
+    new_meta: Option<Value>,
 ) -> Map<String, Value> {
-    let new_meta = new_meta.and_then(Value::as_object);
+    let mut new_meta = match new_meta {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
     if !def.builtin {
         let mut meta = old_meta.clone();
-        if let Some(m) = new_meta.and_then(|m| m.get("managedFields")) {
-            meta.insert("managedFields".into(), m.clone());
+        if let Some(m) = new_meta.remove("managedFields") {
+            meta.insert("managedFields".into(), m);
         }
         return meta;
     }
-    let mut meta = new_meta.cloned().unwrap_or_default();
+    let mut meta = new_meta;
     keep_server_metadata(&mut meta, old_meta);
     keep_stored(&mut meta, old_meta, strategy::status_reset_metadata(def));
     meta
@@ -547,22 +550,20 @@ fn merge_update(
                 // `SetDefaults_Namespace` puts the name label back if the request drops it).
                 defaults::apply(def, &mut new);
             }
-            let status = new.get("status").cloned();
-            let spec = new.get("spec").cloned();
+            // The parts the write takes from the request, moved out of it (`new` is replaced).
+            let mut take = |k: &str| new.as_object_mut().and_then(|o| o.remove(k));
             let mut out = old.clone();
             if let Some(obj) = out.as_object_mut() {
                 if part == Part::Status {
-                    match status {
+                    match take("status") {
                         Some(s) => obj.insert("status".into(), s),
                         None => obj.remove("status"),
                     };
-                    let meta = status_write_metadata(def, old_meta, new.get("metadata"));
+                    let meta = status_write_metadata(def, old_meta, take("metadata"));
                     obj.insert("metadata".into(), Value::Object(meta));
-                } else {
+                } else if let Some(s) = take("spec") {
                     // Scale: `new` is the old object with spec.replicas changed.
-                    if let Some(s) = spec {
-                        obj.insert("spec".into(), s);
-                    }
+                    obj.insert("spec".into(), s);
                 }
             }
             // The scale subresource updates the object through the kind's own strategy
