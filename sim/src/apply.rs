@@ -44,19 +44,17 @@ pub(crate) fn fields_v1(applied: &Value) -> Value {
             continue;
         }
         let set = if k == "metadata" {
-            let stripped: Map<String, Value> = v
+            let tracked: Map<String, Value> = v
                 .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter(|(mk, _)| !STRIPPED_META.contains(&mk.as_str()))
-                        .map(|(mk, mv)| (mk.clone(), mv.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if stripped.is_empty() {
+                .into_iter()
+                .flatten()
+                .filter(|(mk, _)| !STRIPPED_META.contains(&mk.as_str()))
+                .map(|(mk, mv)| (format!("f:{mk}"), set_of(mv)))
+                .collect();
+            if tracked.is_empty() {
                 continue;
             }
-            set_of(&Value::Object(stripped))
+            Value::Object(tracked)
         } else {
             set_of(v)
         };
