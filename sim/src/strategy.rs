@@ -85,25 +85,23 @@ pub(crate) fn bumps_generation(def: &ResourceDef, old: &Value, new: &Value) -> b
         GenerationRule::None => false,
         GenerationRule::Spec => !semantically_equal(old.get("spec"), new.get("spec")),
         GenerationRule::SpecOrAnnotations => {
-            let ann = |v: &Value| {
-                v.get("metadata")
-                    .and_then(|m| m.get("annotations"))
-                    .cloned()
-            };
+            fn ann(v: &Value) -> Option<&Value> {
+                v.get("metadata").and_then(|m| m.get("annotations"))
+            }
             !semantically_equal(old.get("spec"), new.get("spec"))
-                || !semantically_equal(ann(old).as_ref(), ann(new).as_ref())
+                || !semantically_equal(ann(old), ann(new))
         }
         GenerationRule::NonMetadata => {
             let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
                 return old != new;
             };
+            // Compared in place, not as copies without `metadata`.
             let rest = |m: &serde_json::Map<String, Value>| {
-                m.iter()
-                    .filter(|(k, _)| k.as_str() != "metadata")
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect::<serde_json::Map<_, _>>()
+                m.len() - usize::from(m.contains_key("metadata"))
             };
             rest(o) != rest(n)
+                || o.iter()
+                    .any(|(k, v)| k.as_str() != "metadata" && n.get(k) != Some(v))
         }
     }
 }
@@ -467,5 +465,29 @@ mod tests {
         let mut changed = nested.clone();
         changed["spec"]["template"]["metadata"]["labels"]["a"] = json!("c");
         assert!(bumps_generation(&rs, &nested, &changed));
+        // A custom kind: anything but metadata, a field added, changed or removed.
+        let crd = crate::config::CustomResource::new(
+            "example.com",
+            "v1",
+            "Widget",
+            "widgets",
+            crate::config::Scope::Namespaced,
+        );
+        let reg = Registry::new(&[crd]).unwrap();
+        let w = def(&reg, "widgets");
+        let widget = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1}});
+        let mut relabelled = widget.clone();
+        relabelled["metadata"]["labels"]["a"] = json!("2");
+        assert!(!bumps_generation(&w, &widget, &relabelled));
+        let mut more = widget.clone();
+        more["data"] = json!({"y": 2});
+        assert!(bumps_generation(&w, &widget, &more));
+        assert!(bumps_generation(&w, &more, &widget));
+        let mut other = widget.clone();
+        other["spec"]["x"] = json!(2);
+        assert!(bumps_generation(&w, &widget, &other));
+        let mut no_meta = widget.clone();
+        no_meta.as_object_mut().unwrap().remove("metadata");
+        assert!(!bumps_generation(&w, &widget, &no_meta));
     }
 }
