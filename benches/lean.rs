@@ -13,10 +13,8 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
     key::default_key_func,
-    store::{
-        CacheMode, Codec, Indexers, JsonCodec, LeanConfig, NAMESPACE_INDEX, Store,
-        namespace_index_func,
-    },
+    lean::LeanState,
+    store::{CacheMode, Indexers, LeanConfig, NAMESPACE_INDEX, Store, namespace_index_func},
 };
 
 const PODS: usize = 10_000;
@@ -49,14 +47,15 @@ fn store(mode: CacheMode, objs: &[Arc<Pod>]) -> Store<Pod> {
 
 fn codec(c: &mut Criterion) {
     let pod = template();
-    let json = JsonCodec::<Pod>::default();
-    let bytes = json.encode(&pod).expect("encodes");
+    let state = LeanState::<Pod>::new(LeanConfig::default());
+    let json = serde_json::to_vec(&pod).expect("serialises");
     let mut g = c.benchmark_group("lean/codec");
-    g.bench_function("encode_json", |b| {
-        b.iter(|| json.encode(black_box(&pod)).expect("encodes"))
+    g.bench_function("encode", |b| {
+        b.iter(|| state.encode(black_box(&json)).expect("encodes"))
     });
-    g.bench_function("decode_json", |b| {
-        b.iter(|| json.decode(black_box(&bytes)).expect("decodes"))
+    let raw = state.encode(&json).expect("encodes");
+    g.bench_function("decompress", |b| {
+        b.iter(|| black_box(&raw).json().expect("decompresses").len())
     });
     g.finish();
 }

@@ -6,11 +6,20 @@
 //!
 //! With no flags it runs the library's default configuration, as a typical user writes it:
 //! `SharedIndexInformer::all(client)` and `add_event_handler` (overflow policy Coalesce, B3).
-//! `--policy`, `--watch-list` (R7), `--transform` (drop managedFields, P2), `--lean` (the
-//! store's lean mode, I7) and `--trace` (T4) change one thing each; `--decode-only` runs no informer at all and only reads the same
-//! LIST and WATCH through kube, decoding each item into a `Pod` on one thread: the decode limit
-//! of the same run. The impl name in the RESULT line names every flag that differs from the
-//! default, so runs can be told apart.
+//! `--policy`, `--watch-list` (R7), `--transform` (drop managedFields: a P2 transform in the
+//! typed mode, `LeanConfig::strip_managed_fields` in the lean one), `--lean` (the lean cache
+//! mode, I7: the bytes the server sent), `--handler` (what the K handlers are: typed closures,
+//! key sinks feeding a workqueue whose worker reads the lister, as `deployment-controller`
+//! does, or lazy handlers reading metadata) and `--trace` (T4) change one thing each;
+//! `--decode-only` runs no informer at all and only reads the same LIST and WATCH through kube,
+//! decoding each item into a `Pod` on one thread: the decode limit of the same run. The impl
+//! name in the RESULT line names every flag that differs from the default, so runs can be told
+//! apart.
+//!
+//! Besides the RESULT line it prints, on stderr, a `MEMORY` line: the peak RSS when the cache
+//! had synced (`VmHWM` then), the RSS and the live heap (glibc's `mallinfo2`) after the events,
+//! the heap per cached object, and in the lean mode the store's own counts (stored bytes,
+//! JSON bytes, metadata bytes, decodes, hot-cache hits).
 //!
 //! Reads `KUBECONFIG`, `BENCH_T0_UNIX_NS` (process start), `BENCH_PODS`/`BENCH_EVENTS` (n, m)
 //! and `BENCH_TIMEOUT_S` (gives up with a non-zero status 10 s before it), and
@@ -30,8 +39,8 @@ use clap::{Parser, ValueEnum};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
-    CacheMode, InformerConfig, ListenerConfig, Notification, OverflowPolicy, SharedIndexInformer,
-    handler_fn,
+    CacheMode, InformerConfig, LazyObject, LeanConfig, ListenerConfig, Lister, Notification,
+    ObjectKey, OverflowPolicy, SharedIndexInformer, WorkQueue, handler_fn,
 };
 use kube::{
     Api, Client,
@@ -54,10 +63,13 @@ struct Args {
     /// A transform that drops `metadata.managedFields` from every object (P2).
     #[arg(long)]
     transform: bool,
-    /// The store in lean mode (I7): objects kept serialised, decoded on read through the hot
-    /// cache (`InformerConfig::default().cache(CacheMode::lean())`).
+    /// The lean cache mode (I7): objects kept as the compressed bytes the server sent, decoded
+    /// only for whoever reads them (`InformerConfig::default().cache(CacheMode::lean())`).
     #[arg(long)]
     lean: bool,
+    /// What the K handlers are. Default: typed closures (`add_event_handler`).
+    #[arg(long, value_enum, default_value_t = HandlerKind::Typed)]
+    handler: HandlerKind,
     /// Message tracing during the run (T4).
     #[arg(long, value_enum, default_value_t = TraceMode::Off)]
     trace: TraceMode,
@@ -65,6 +77,18 @@ struct Args {
     /// `Pod` (one thread), counting keys: the single-thread decode limit of the same run.
     #[arg(long, conflicts_with_all = ["policy", "watch_list", "transform", "lean", "trace"])]
     decode_only: bool,
+}
+
+/// `--handler`: what each of the K handlers is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum HandlerKind {
+    /// A closure over typed notifications (`handler_fn`, `Notification<Pod>`).
+    Typed,
+    /// A key sink feeding its own workqueue, whose worker (a thread) reads each key from the
+    /// lister, typed, as a controller does.
+    KeySink,
+    /// A closure over lazy notifications that reads the key and metadata only.
+    Lazy,
 }
 
 /// `--policy`: a listener's overflow policy (B3).
@@ -121,6 +145,11 @@ impl Args {
         }
         if self.lean {
             name.push_str("-lean");
+        }
+        match self.handler {
+            HandlerKind::Typed => {}
+            HandlerKind::KeySink => name.push_str("-keysink"),
+            HandlerKind::Lazy => name.push_str("-lazy"),
         }
         match self.trace {
             TraceMode::Off => {}
@@ -246,19 +275,85 @@ fn main() {
     finish(0)
 }
 
+/// Where the handlers record what they saw, shared by every kind of handler.
+#[derive(Clone)]
+struct Progress {
+    clock: Clock,
+    handlers: usize,
+    done_ms: Arc<Vec<AtomicU64>>,
+    seen: Arc<Vec<AtomicU64>>,
+    finished: Arc<AtomicUsize>,
+    all_done: Arc<tokio::sync::Notify>,
+}
+
+impl Progress {
+    fn new(clock: Clock, handlers: usize) -> Self {
+        Progress {
+            clock,
+            handlers,
+            done_ms: Arc::new((0..handlers).map(|_| AtomicU64::new(0)).collect()),
+            seen: Arc::new((0..handlers).map(|_| AtomicU64::new(0)).collect()),
+            finished: Arc::new(AtomicUsize::new(0)),
+            all_done: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// Handler `h` saw one notification (or key); `sentinel`: it was `bench/done`.
+    fn saw(&self, h: usize, sentinel: bool) {
+        self.seen[h].fetch_add(1, Ordering::Relaxed);
+        if sentinel && self.done_ms[h].load(Ordering::Relaxed) == 0 {
+            self.done_ms[h].store(self.clock.ms().max(1.0) as u64, Ordering::Relaxed);
+            if self.finished.fetch_add(1, Ordering::AcqRel) + 1 == self.handlers {
+                self.all_done.notify_one();
+            }
+        }
+    }
+
+    fn seen(&self) -> Vec<u64> {
+        self.seen
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
+/// Fields of `/proc/self/status` in kB (`VmRSS`, `VmHWM`).
+fn proc_status_kb(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes the allocator holds for live allocations (glibc's `mallinfo2`: in-use chunks plus
+/// mmapped blocks).
+fn heap_in_use() -> u64 {
+    // SAFETY: mallinfo2 only reads the allocator's statistics; it has no preconditions.
+    let mi = unsafe { libc::mallinfo2() };
+    (mi.uordblks + mi.hblkhd) as u64
+}
+
 /// The informer run: the library's defaults unless a flag says otherwise.
 async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration) -> Outcome {
+    let heap_before = heap_in_use();
     let informer = if args.watch_list || args.lean {
         let mut config = InformerConfig::default();
         config.reflector.watch_list = args.watch_list;
         if args.lean {
-            config = config.cache(CacheMode::lean());
+            // The lean mode cuts managedFields out of the bytes: no decode, no transform.
+            let lean = LeanConfig::default().strip_managed_fields(args.transform);
+            config = config.cache(CacheMode::Lean(lean));
         }
         SharedIndexInformer::<Pod>::with_config(client, None, config)
     } else {
         SharedIndexInformer::<Pod>::all(client)
     };
-    if args.transform {
+    if args.transform && !args.lean {
         let _ = informer.set_transform(|mut p: Pod| {
             p.metadata.managed_fields = None;
             p
@@ -266,39 +361,57 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
     }
 
     let handlers = args.handlers as usize;
-    let done_ms: Arc<Vec<AtomicU64>> = Arc::new((0..handlers).map(|_| AtomicU64::new(0)).collect());
-    let seen: Arc<Vec<AtomicU64>> = Arc::new((0..handlers).map(|_| AtomicU64::new(0)).collect());
-    let finished = Arc::new(AtomicUsize::new(0));
-    let all_done = Arc::new(tokio::sync::Notify::new());
+    let progress = Progress::new(clock, handlers);
+    let mut workers = Vec::new();
     for h in 0..handlers {
-        let (done_ms, seen, finished, all_done) = (
-            Arc::clone(&done_ms),
-            Arc::clone(&seen),
-            Arc::clone(&finished),
-            Arc::clone(&all_done),
-        );
-        let handler = handler_fn(move |n: &Notification<Pod>| {
-            seen[h].fetch_add(1, Ordering::Relaxed);
-            if let Notification::Add { obj, .. } | Notification::Update { new: obj, .. } = n
-                && is_sentinel(obj)
-                && done_ms[h].load(Ordering::Relaxed) == 0
-            {
-                done_ms[h].store(clock.ms().max(1.0) as u64, Ordering::Relaxed);
-                if finished.fetch_add(1, Ordering::AcqRel) + 1 == handlers {
-                    all_done.notify_one();
+        let cfg = args.policy.map(|p| {
+            ListenerConfig::default()
+                .policy(p.overflow())
+                .name(format!("bench-{h}"))
+        });
+        let added = match args.handler {
+            HandlerKind::Typed => {
+                let progress = progress.clone();
+                let handler = handler_fn(move |n: &Notification<Pod>| {
+                    let sentinel =
+                        matches!(n, Notification::Add { .. } | Notification::Update { .. })
+                            && is_sentinel(n.object());
+                    progress.saw(h, sentinel);
+                });
+                // A typical user registers with `add_event_handler`; the listener options only
+                // when a flag asks for a policy.
+                match cfg {
+                    None => informer.add_event_handler(handler).await.map(|_| ()),
+                    Some(cfg) => informer
+                        .add_event_handler_with(handler, cfg)
+                        .await
+                        .map(|_| ()),
                 }
             }
-        });
-        // A typical user registers with `add_event_handler`; the listener options only when a
-        // flag asks for a policy.
-        let added = match args.policy {
-            None => informer.add_event_handler(handler).await.map(|_| ()),
-            Some(p) => {
-                let cfg = ListenerConfig::default()
-                    .policy(p.overflow())
-                    .name(format!("bench-{h}"));
+            HandlerKind::Lazy => {
+                let progress = progress.clone();
+                let handler = handler_fn(move |n: &Notification<LazyObject<Pod>>| {
+                    let o = n.object();
+                    let sentinel = !matches!(n, Notification::Delete { .. })
+                        && o.namespace() == Some("bench")
+                        && o.name() == Some("done");
+                    progress.saw(h, sentinel);
+                });
                 informer
-                    .add_event_handler_with(handler, cfg)
+                    .add_lazy_event_handler(handler, cfg.unwrap_or_default())
+                    .await
+                    .map(|_| ())
+            }
+            HandlerKind::KeySink => {
+                let queue = WorkQueue::<ObjectKey>::new();
+                workers.push(spawn_worker(
+                    h,
+                    queue.clone(),
+                    informer.lister(),
+                    progress.clone(),
+                ));
+                informer
+                    .add_key_sink(queue, None, cfg.unwrap_or_default())
                     .await
                     .map(|_| ())
             }
@@ -318,19 +431,19 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
             informer.health()
         )),
     };
-    let waiter = all_done.notified();
-    if finished.load(Ordering::Acquire) < handlers
+    let peak_at_sync_kb = proc_status_kb("VmHWM:");
+    let waiter = progress.all_done.notified();
+    if progress.finished.load(Ordering::Acquire) < handlers
         && tokio::time::timeout(deadline, waiter).await.is_err()
     {
         fail(format_args!(
             "handlers did not all see bench/done within {}s: seen={:?}",
             deadline.as_secs(),
-            seen.iter()
-                .map(|s| s.load(Ordering::Relaxed))
-                .collect::<Vec<_>>()
+            progress.seen()
         ));
     }
-    let total_ms = done_ms
+    let total_ms = progress
+        .done_ms
         .iter()
         .map(|d| d.load(Ordering::Relaxed))
         .max()
@@ -345,16 +458,62 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
         h.restarts,
         informer.fifo_status().peak_pending_deltas(),
         informer.fifo_status().writer_waits(),
-        seen.iter()
-            .map(|s| s.load(Ordering::Relaxed))
-            .collect::<Vec<_>>()
+        progress.seen()
     );
+    let heap_after = heap_in_use();
+    let lean = informer.lean_stats().map_or(String::new(), |l| {
+        format!(
+            " lean_objects={} stored_bytes={} json_bytes={} meta_bytes={} dictionary_bytes={} decodes={} hits={} hot={}",
+            l.objects, l.bytes, l.json_bytes, l.meta_bytes, l.dictionary_bytes, l.decodes, l.hits, l.hot_objects
+        )
+    });
+    eprintln!(
+        "MEMORY impl={} peak_rss_at_sync_kb={} rss_after_kb={} heap_after_bytes={} heap_per_object={}{}",
+        args.impl_name(),
+        peak_at_sync_kb,
+        proc_status_kb("VmRSS:"),
+        heap_after,
+        heap_after.saturating_sub(heap_before) / (objects.max(1) as u64),
+        lean
+    );
+    drop(workers);
     Outcome {
         sync_ms,
         total_ms,
         objects,
         events: h.events,
     }
+}
+
+/// A controller's worker on a thread of its own: takes keys from `queue` and reads each from
+/// the lister (decoding it in the lean mode, through the hot cache), as
+/// `deployment-controller`'s workers do; the sentinel's key marks handler `h` done.
+fn spawn_worker(
+    h: usize,
+    queue: WorkQueue<ObjectKey>,
+    lister: Lister<Pod>,
+    progress: Progress,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(format!("bench-worker-{h}"))
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => fail(format_args!("cannot build a worker runtime: {e}")),
+            };
+            rt.block_on(async move {
+                while let Some(key) = queue.get().await {
+                    let pod = lister.get_by_key(key.as_str());
+                    let sentinel = pod.as_deref().is_some_and(is_sentinel);
+                    progress.saw(h, sentinel);
+                    queue.done(&key);
+                }
+            });
+        })
+        .unwrap_or_else(|e| fail(format_args!("cannot spawn a worker: {e}")))
 }
 
 /// `--decode-only`: the informer's requests (a LIST at `resourceVersion=0`, then a WATCH from

@@ -2,7 +2,10 @@
 
 use std::{fmt, sync::Arc};
 
-use crate::{DeletedFinalStateUnknown, ObjectKey, TraceId};
+use crate::{
+    DeletedFinalStateUnknown, ObjectKey, TraceId,
+    lean::{DecodeError, LazyObject},
+};
 
 /// The kind of change a [`Delta`] records (client-go's `DeltaType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,6 +43,23 @@ impl<K> DeltaObject<K> {
     /// True for a [`DeletedFinalStateUnknown`] tombstone.
     pub fn is_tombstone(&self) -> bool {
         matches!(self, DeltaObject::Tombstone(_))
+    }
+}
+
+impl<K> DeltaObject<LazyObject<K>> {
+    /// The typed form: the object (or the tombstone's last state) decoded, in the lean mode
+    /// (I7); in the typed mode a reference-count increment.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when the stored bytes do not decode into `K`.
+    pub fn decode(&self) -> Result<DeltaObject<K>, DecodeError> {
+        Ok(match self {
+            DeltaObject::Object(o) => DeltaObject::Object(o.object()?),
+            DeltaObject::Tombstone(t) => DeltaObject::Tombstone(DeletedFinalStateUnknown {
+                key: t.key.clone(),
+                obj: t.obj.object()?,
+            }),
+        })
     }
 }
 

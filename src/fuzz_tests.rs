@@ -13,6 +13,8 @@
 //!   view (its replay plus what it received) has no duplicate add and no update or delete of an
 //!   unseen object, a removed listener receives nothing, sync notifications only reach listeners
 //!   that resync, and after a final relist and drain the store and every view equal the server.
+//!   Each case runs in both cache modes (typed and lean, I7, as in `pipeline_tests.rs`): the
+//!   views hold the objects decoded and equal the server's by value.
 //!
 //! CI runs a few hundred cases per target; `KINFORMER_FUZZ_CASES=100000 cargo test -p kinformer
 //! --lib fuzz_tests` runs for minutes.
@@ -30,15 +32,17 @@ use crate::{
     TraceId,
     backoff::BackoffConfig,
     fifo::{DeltaFifo, DeltaFifoOptions, FifoMode},
-    key::default_key_func,
     known::KnownObjects,
+    lean::LeanConfig,
     notification::Notification,
+    pipeline_tests::{
+        Mode, Obj as Carried, Objects, Wire, check_store, check_undecoded, decode, same,
+    },
     processor::{Delivery, Processor, ResyncPeriod},
     reflector::{
         ErrorKind, FifoCommand, InitialList, ListPage, Phase, ReflectorConfig, ReflectorEvent,
         ReflectorMachine, Request, RequestError, Versioned, WatchEvent,
     },
-    store::Store,
 };
 
 fn cases(default: u32) -> u32 {
@@ -445,16 +449,14 @@ proptest! {
 
 const KEYS: u8 = 6;
 
-fn cm(name: u8, rv: u64) -> Arc<ConfigMap> {
+/// Key `name` as the server writes it at `rv` (its data changes with it).
+fn cm(name: u8, rv: u64) -> ConfigMap {
     let mut c = ConfigMap::default();
     c.metadata.namespace = Some("ns".into());
     c.metadata.name = Some(format!("cm-{name}"));
     c.metadata.resource_version = Some(rv.to_string());
-    Arc::new(c)
-}
-
-fn rv_of(o: &ConfigMap) -> String {
-    o.metadata.resource_version.clone().unwrap_or_default()
+    c.data = Some(BTreeMap::from([("v".to_string(), format!("{name}@{rv}"))]));
+    c
 }
 
 #[derive(Debug, Clone)]
@@ -487,34 +489,56 @@ fn pipe_op() -> impl Strategy<Value = PipeOp> {
     ]
 }
 
-#[derive(Default, Debug)]
+/// A listener's view: the objects it was handed, decoded.
+#[derive(Debug)]
 struct View {
-    view: BTreeMap<String, String>,
+    mode: Mode,
+    view: Objects,
     resyncs: bool,
 }
 
 impl View {
-    fn take(&mut self, id: u64, ds: Vec<Delivery<ConfigMap>>) -> Result<usize, TestCaseError> {
+    fn new(mode: Mode, resyncs: bool) -> Self {
+        View {
+            mode,
+            view: BTreeMap::new(),
+            resyncs,
+        }
+    }
+
+    fn take(&mut self, id: u64, ds: Vec<Delivery<Carried>>) -> Result<usize, TestCaseError> {
+        let mode = self.mode;
+        let decoded = |key: &str, o: &Carried| {
+            decode(mode, key, o).map_err(|e| TestCaseError::fail(format!("listener {id}: {e}")))
+        };
         let mut syncs = 0;
         for d in ds {
             let key = d.key.to_string();
             match &d.notification {
                 Notification::Add { obj, .. } => {
+                    let typed = decoded(&key, obj)?;
                     prop_assert!(
-                        self.view.insert(key.clone(), rv_of(obj)).is_none(),
+                        self.view.insert(key.clone(), typed).is_none(),
                         "listener {id}: duplicate add {key}"
                     );
                 }
                 Notification::Update { old, new } => {
-                    if Arc::ptr_eq(old, new) || rv_of(old) == rv_of(new) {
+                    if old.same_object(new) || old.resource_version() == new.resource_version() {
                         syncs += 1;
                     }
-                    prop_assert!(
-                        self.view.insert(key.clone(), rv_of(new)).is_some(),
-                        "listener {id}: update of unseen {key}"
+                    let (old_typed, new_typed) = (decoded(&key, old)?, decoded(&key, new)?);
+                    let seen = self.view.insert(key.clone(), new_typed);
+                    prop_assert!(seen.is_some(), "listener {id}: update of unseen {key}");
+                    prop_assert_eq!(
+                        seen,
+                        Some(old_typed),
+                        "listener {}: update of {}: old is not what it last saw",
+                        id,
+                        key
                     );
                 }
-                Notification::Delete { .. } => {
+                Notification::Delete { obj } => {
+                    decoded(&key, obj.object())?;
                     prop_assert!(
                         self.view.remove(&key).is_some(),
                         "listener {id}: delete of unseen {key}"
@@ -527,8 +551,10 @@ impl View {
 }
 
 struct Pipe {
+    cache: Mode,
+    wire: Wire,
     now: Instant,
-    fifo: DeltaFifo<ConfigMap>,
+    fifo: DeltaFifo<Carried>,
     processor: Processor<ConfigMap>,
     views: BTreeMap<u64, View>,
     server: BTreeMap<u8, u64>,
@@ -536,16 +562,24 @@ struct Pipe {
 }
 
 impl Pipe {
-    fn new(mode: FifoMode, atomic: bool, default_resync: Option<Duration>) -> Self {
-        let store = Store::new(default_key_func(), Default::default());
-        let known: Arc<dyn KnownObjects<ConfigMap>> = Arc::new(store.lister());
+    fn new(
+        cache: Mode,
+        config: LeanConfig,
+        mode: FifoMode,
+        atomic: bool,
+        default_resync: Option<Duration>,
+    ) -> Self {
+        let (store, wire) = Wire::store(cache, config);
+        let known: Arc<dyn KnownObjects<Carried>> = Arc::new(store.lister().lazy());
         let fifo = DeltaFifo::new(
-            DeltaFifoOptions::new(default_key_func())
+            DeltaFifoOptions::new(Wire::key_func())
                 .with_known_objects(known)
                 .with_mode(mode)
                 .with_atomic_replace(atomic),
         );
         Pipe {
+            cache,
+            wire,
             now: Instant::now(),
             fifo,
             processor: Processor::new(store, default_resync),
@@ -555,10 +589,11 @@ impl Pipe {
         }
     }
 
-    fn truth(&self) -> BTreeMap<String, String> {
+    /// The server's objects by key.
+    fn truth(&self) -> Objects {
         self.server
             .iter()
-            .map(|(n, rv)| (format!("ns/cm-{n}"), rv.to_string()))
+            .map(|(n, rv)| (format!("ns/cm-{n}"), Arc::new(cm(*n, *rv))))
             .collect()
     }
 
@@ -566,7 +601,7 @@ impl Pipe {
         let items = self
             .server
             .iter()
-            .map(|(n, rv)| (cm(*n, *rv), TraceId::NONE))
+            .map(|(n, rv)| (self.wire.carry(&cm(*n, *rv)), TraceId::NONE))
             .collect();
         // The FIFO is never closed here.
         self.fifo
@@ -580,6 +615,8 @@ impl Pipe {
             return Ok(false);
         };
         let d = self.processor.handle_deltas(batch.items, initial);
+        prop_assert_eq!(d.failed, 0, "every delta applies");
+        check_undecoded(self.cache, &d).map_err(TestCaseError::fail)?;
         for (id, ds) in d.per_listener {
             let view = self.views.get_mut(&id);
             prop_assert!(view.is_some(), "a removed listener {id} was notified");
@@ -601,7 +638,7 @@ impl Pipe {
                 self.rv += 1;
                 let existed = self.server.insert(name, self.rv).is_some();
                 if !missed {
-                    let o = cm(name, self.rv);
+                    let o = self.wire.carry(&cm(name, self.rv));
                     let r = if existed {
                         self.fifo.update(o, TraceId(self.rv))
                     } else {
@@ -614,7 +651,9 @@ impl Pipe {
                 if self.server.remove(&name).is_some() {
                     self.rv += 1;
                     if !missed {
-                        let r = self.fifo.delete(cm(name, self.rv), TraceId(self.rv));
+                        let r = self
+                            .fifo
+                            .delete(self.wire.carry(&cm(name, self.rv)), TraceId(self.rv));
                         prop_assert!(r.is_ok(), "{r:?}");
                     }
                 }
@@ -640,10 +679,7 @@ impl Pipe {
                 };
                 let r = self.processor.add_listener(id, asked, self.now);
                 // Re-adding replaces the registration: a fresh view from the replay.
-                let mut v = View {
-                    resyncs: r.resync.is_some(),
-                    ..View::default()
-                };
+                let mut v = View::new(self.cache, r.resync.is_some());
                 v.take(id, r.replay)?;
                 self.views.insert(id, v);
             }
@@ -664,19 +700,22 @@ impl Pipe {
             prop_assert!(n < 10_000, "the FIFO drains");
         }
         let truth = self.truth();
-        let stored: BTreeMap<String, String> = self
+        // Read back typed (decoded in lean mode): equal to the server's objects.
+        let stored: Objects = self
             .processor
             .lister()
             .list()
-            .iter()
+            .into_iter()
             .map(|o| {
                 (
                     format!("ns/{}", o.metadata.name.clone().unwrap_or_default()),
-                    rv_of(o),
+                    o,
                 )
             })
             .collect();
-        prop_assert_eq!(&stored, &truth, "the store equals the server");
+        same(&stored, &truth)
+            .map_err(|d| TestCaseError::fail(format!("the store equals the server: {d}")))?;
+        check_store(self.cache, self.processor.store()).map_err(TestCaseError::fail)?;
         let ids: BTreeSet<u64> = self.processor.listener_ids().into_iter().collect();
         prop_assert_eq!(
             ids,
@@ -684,14 +723,44 @@ impl Pipe {
             "registered listeners"
         );
         for (id, v) in &self.views {
-            prop_assert_eq!(&v.view, &truth, "listener {} equals the server", id);
+            same(&v.view, &truth).map_err(|d| {
+                TestCaseError::fail(format!("listener {id} equals the server: {d}"))
+            })?;
         }
         Ok(())
     }
 }
 
+/// One run of the FIFO + processor fuzz in cache mode `cache`.
+fn run_pipe(
+    cache: Mode,
+    config: LeanConfig,
+    mode: FifoMode,
+    atomic: bool,
+    default_resync: Option<Duration>,
+    started_listeners: &BTreeSet<u64>,
+    ops: &[PipeOp],
+) -> Result<(), TestCaseError> {
+    let mut p = Pipe::new(cache, config, mode, atomic, default_resync);
+    // Listeners registered before start (they may lower the check period), then start, as
+    // the informer does before its first LIST.
+    for &id in started_listeners {
+        p.apply(PipeOp::AddListener {
+            id,
+            resync: 1 + (id % 3) as u8,
+        })?;
+    }
+    p.processor.start(p.now);
+    p.relist();
+    for op in ops {
+        p.apply(op.clone())?;
+    }
+    p.settle()
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(256), ..ProptestConfig::default() })]
+    // Each case runs in both cache modes: half the cases of a single mode.
+    #![proptest_config(ProptestConfig { cases: cases(128), ..ProptestConfig::default() })]
 
     #[test]
     fn fuzz_fifo_processor_listener_churn_and_resyncs_converge(
@@ -700,19 +769,17 @@ proptest! {
         default_resync in proptest::option::of(1u64..5),
         started_listeners in proptest::collection::btree_set(1u64..5, 0..3),
         ops in proptest::collection::vec(pipe_op(), 1..120),
+        hot_objects in prop_oneof![Just(0usize), Just(crate::lean::DEFAULT_HOT_OBJECTS)],
+        dictionary in any::<bool>(),
     ) {
         let mode = if in_order { FifoMode::InOrder } else { FifoMode::PerKey };
-        let mut p = Pipe::new(mode, atomic, default_resync.map(Duration::from_secs));
-        // Listeners registered before start (they may lower the check period), then start, as
-        // the informer does before its first LIST.
-        for id in started_listeners {
-            p.apply(PipeOp::AddListener { id, resync: 1 + (id % 3) as u8 })?;
-        }
-        p.processor.start(p.now);
-        p.relist();
-        for op in ops {
-            p.apply(op)?;
-        }
-        p.settle()?;
+        let default_resync = default_resync.map(Duration::from_secs);
+        let config = LeanConfig::default().hot_objects(hot_objects).dictionary(dictionary);
+        let run = |cache| {
+            run_pipe(cache, config, mode, atomic, default_resync, &started_listeners, &ops)
+                .map_err(|e| TestCaseError::fail(format!("{cache:?} mode: {e}")))
+        };
+        run(Mode::Typed)?;
+        run(Mode::Lean)?;
     }
 }

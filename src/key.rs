@@ -9,6 +9,8 @@ use std::{borrow::Borrow, fmt, sync::Arc};
 
 use kube_core::Resource;
 
+use crate::lean::LazyObject;
+
 /// Errors from building or parsing an [`ObjectKey`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
@@ -18,6 +20,9 @@ pub enum KeyError {
     /// A key string that is not `name` or `namespace/name` with non-empty parts.
     #[error("invalid object key {0:?}: expected \"name\" or \"namespace/name\"")]
     Invalid(String),
+    /// A custom key function needed the typed object, and the lean object did not decode (I7).
+    #[error("cannot key object: it does not decode: {0}")]
+    Undecodable(String),
 }
 
 /// The key of an object in the FIFO and the store: `namespace/name`, or `name` when
@@ -140,6 +145,23 @@ pub fn meta_namespace_key<K: Resource>(obj: &K) -> Result<ObjectKey, KeyError> {
 /// The default [`KeyFunc`] for a kube resource type.
 pub fn default_key_func<K: Resource + 'static>() -> KeyFunc<K> {
     Arc::new(meta_namespace_key::<K>)
+}
+
+/// [`meta_namespace_key`] over the pipeline's [`LazyObject`]s: reads the metadata only, so a
+/// lean object (I7) is never decoded to be keyed.
+pub fn lazy_key_func<K: Resource + 'static>() -> KeyFunc<LazyObject<K>> {
+    Arc::new(LazyObject::key)
+}
+
+/// A key function of the typed object, over [`LazyObject`]s: a lean object (I7) is decoded
+/// for it (shared with the object's other readers).
+pub fn lazy_key_func_of<K: 'static>(key_func: KeyFunc<K>) -> KeyFunc<LazyObject<K>> {
+    Arc::new(move |o: &LazyObject<K>| {
+        let typed = o
+            .object()
+            .map_err(|e| KeyError::Undecodable(e.to_string()))?;
+        key_func(&typed)
+    })
 }
 
 /// client-go's `DeletedFinalStateUnknown`: the object was deleted but the watch missed the

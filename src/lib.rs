@@ -9,17 +9,20 @@
 //!   and [`DeletedFinalStateUnknown`] tombstones.
 //! - [`delta`]: [`DeltaType`], [`Delta`], [`Deltas`].
 //! - [`fifo`]: the `DeltaFifo` state machine (F1–F9).
-//! - [`store`]: the indexed, single-writer/lock-free-reader store and its `Lister` (I1–I6).
+//! - [`store`]: the indexed, single-writer/lock-free-reader store and its `Lister` (I1–I7).
+//! - [`lean`]: the lean cache mode (I7): objects kept as the compressed bytes the server sent,
+//!   their metadata parsed, and [`lean::LazyObject`], the object as the pipeline carries it.
 //! - [`known`]: the read-only view of the store the FIFO consults ([`known::KnownObjects`]).
 //! - [`notification`]: handler notifications; [`coalesce`]: the per-key coalescing buffer of B3.
-//! - [`selector`]: label and field selector parsing (`app=web,tier in (a,b),!canary`).
+//! - [`selector`]: label selection over any source of labels (a lean object's parsed metadata).
 //! - [`workqueue`]: client-go's workqueue logic (dedup, delaying, rate limiters), clock injected.
 //! - [`reflector`]: the reflector's resourceVersion rules (R1–R4).
 //! - [`backoff`]: the reflector's restart backoff (R8).
 //! - [`trace`]: the trace id carried by every delta and notification (T1).
 //! - [`leader_election`]: client-go's leader election over a Lease (one leader among replicas).
 //!
-//! Objects are held as `Arc<K>` everywhere: handing one out never deep-copies it.
+//! Objects are held as `Arc<K>` (or, in the pipeline, `Arc<LazyObject<K>>`) everywhere: handing
+//! one out never deep-copies it.
 
 pub mod backoff;
 pub mod coalesce;
@@ -28,6 +31,7 @@ pub mod fifo;
 pub mod key;
 pub mod known;
 pub mod leader_election;
+pub mod lean;
 pub mod notification;
 pub mod processor;
 pub mod reflector;

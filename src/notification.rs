@@ -3,7 +3,10 @@
 
 use std::{fmt, sync::Arc};
 
-use crate::DeltaObject;
+use crate::{
+    DeltaObject,
+    lean::{DecodeError, LazyObject},
+};
 
 /// What a handler is told about one object.
 pub enum Notification<K> {
@@ -42,6 +45,39 @@ impl<K> Notification<K> {
     /// True for an update produced by a resync (old and new are the same object).
     pub fn is_resync(&self) -> bool {
         matches!(self, Notification::Update { old, new } if Arc::ptr_eq(old, new))
+    }
+}
+
+impl<K> Notification<LazyObject<K>> {
+    /// The typed notification a typed handler is given: its objects
+    /// decoded (in the lean mode, I7, each once, shared with every other reader of the same
+    /// lazy object; in the typed mode, reference-count increments). A resync's old and new stay
+    /// one `Arc`, so [`is_resync`](Notification::is_resync) still holds.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when an object's stored bytes do not decode into `K`.
+    pub fn decode(&self) -> Result<Notification<K>, DecodeError> {
+        Ok(match self {
+            Notification::Add {
+                obj,
+                is_in_initial_list,
+            } => Notification::Add {
+                obj: obj.object()?,
+                is_in_initial_list: *is_in_initial_list,
+            },
+            Notification::Update { old, new } if Arc::ptr_eq(old, new) => {
+                let obj = new.object()?;
+                Notification::Update {
+                    old: Arc::clone(&obj),
+                    new: obj,
+                }
+            }
+            Notification::Update { old, new } => Notification::Update {
+                old: old.object()?,
+                new: new.object()?,
+            },
+            Notification::Delete { obj } => Notification::Delete { obj: obj.decode()? },
+        })
     }
 }
 

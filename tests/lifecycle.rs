@@ -18,8 +18,8 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{ObjectKey, notification::Notification};
 use kinformer_actors::{
-    InformerOptions, KeyMapper, ListenerConfig, Notify, OverflowPolicy, SharedIndexInformer,
-    SharedInformerFactory, handler_fn,
+    InformerOptions, KeyMapper, LazyObject, ListenerConfig, Notify, OverflowPolicy,
+    SharedIndexInformer, SharedInformerFactory, handler_fn,
 };
 
 /// Keys a sink received, in order.
@@ -75,7 +75,7 @@ async fn p7_key_sink_and_key_mapper_panics_are_counted_and_the_next_notification
     // A mapper that panics on the same key, in front of a sink that never does.
     let mapped_keys = Keys::default();
     let m = mapped_keys.clone();
-    let mapper: KeyMapper<Pod> = Arc::new(|key: &ObjectKey, _: &Notification<Pod>| {
+    let mapper: KeyMapper<Pod> = Arc::new(|key: &ObjectKey, _: &Notification<LazyObject<Pod>>| {
         assert!(key.name() != "boom", "the mapper panics on boom");
         vec![key.clone()]
     });

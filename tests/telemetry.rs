@@ -21,9 +21,9 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{
-    EndpointHandle, KeyMapper, ListenerConfig, ObjectKey, OverflowPolicy, ReflectorPhase,
-    SharedIndexInformer, SharedInformerFactory, Telemetry, TelemetryError, TelemetryOptions,
-    WorkQueue, handler_fn,
+    EndpointHandle, KeyMapper, LazyObject, ListenerConfig, ObjectKey, OverflowPolicy,
+    ReflectorPhase, SharedIndexInformer, SharedInformerFactory, Telemetry, TelemetryError,
+    TelemetryOptions, WorkQueue, handler_fn,
 };
 use kinformer_sim::Sim;
 use prometheus_parse::{Sample, Scrape, Value};
@@ -498,6 +498,11 @@ fn is_boom(n: &Notification<Pod>) -> bool {
     matches!(n, Notification::Add { .. }) && n.object().metadata.name.as_deref() == Some("boom")
 }
 
+/// [`is_boom`] for a key mapper, which is given lazy objects.
+fn is_boom_lazy(n: &Notification<LazyObject<Pod>>) -> bool {
+    matches!(n, Notification::Add { .. }) && n.object().name() == Some("boom")
+}
+
 /// Each reflector and listener series the issue names moves when its cause happens, on the
 /// sim's faults: a 410 is a relist, a line that is not JSON a decode error (and a restart), a
 /// silent watch a stall; a panicking handler and a panicking key mapper are both handler
@@ -521,7 +526,7 @@ async fn counters_move_with_the_faults_that_drive_them() {
         .expect("handler");
     let queue: WorkQueue<ObjectKey> = WorkQueue::new();
     let mapper: KeyMapper<Pod> = Arc::new(|key, n| {
-        if is_boom(n) {
+        if is_boom_lazy(n) {
             panic!("test: the key mapper panics on boom");
         }
         vec![key.clone()]

@@ -12,7 +12,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_actors::{TraceId, trace::BenchHop};
+use kinformer_actors::{LazyObject, TraceId, trace::BenchHop};
 use tracing_subscriber::{EnvFilter, fmt};
 
 struct Counting;
@@ -56,24 +56,34 @@ fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
 }
 
-fn pod() -> Arc<Pod> {
+fn pod() -> Arc<LazyObject<Pod>> {
     let mut p = Pod::default();
     p.metadata.namespace = Some("demo".into());
     p.metadata.name = Some("web-1".into());
     p.metadata.uid = Some("4f0c2b5e-8d3a-4a47-9d1e-0c8f5d6a7b21".into());
     p.metadata.resource_version = Some("123456".into());
-    Arc::new(p)
+    Arc::new(LazyObject::from_object(Arc::new(p)))
 }
 
-/// Allocations made by 10,000 hops on this thread, after one warm-up hop (which may register
-/// the callsite with tracing).
+/// The same pod as the lean mode carries it (I7): its bytes, metadata parsed.
+fn lean_pod() -> Arc<LazyObject<Pod>> {
+    let state = Arc::new(kinformer::lean::LeanState::<Pod>::new(Default::default()));
+    let json = pod().to_json().expect("serialises");
+    let raw = state.encode(&json).expect("encodes");
+    Arc::new(LazyObject::from_raw(Arc::new(raw), state))
+}
+
+/// Allocations made by 10,000 hops of each object form on this thread, after one warm-up hop
+/// (which may register the callsite with tracing).
 fn hop_allocations() -> u64 {
     let hop = BenchHop::new("v1/Pod", "Pod");
-    let obj = pod();
+    let (obj, lean) = (pod(), lean_pod());
     hop.hop(TraceId(0), &obj);
+    hop.hop(TraceId(0), &lean);
     let before = allocations();
     for i in 0..10_000 {
         hop.hop(black_box(TraceId(i)), black_box(&obj));
+        hop.hop(black_box(TraceId(i)), black_box(&lean));
     }
     allocations() - before
 }

@@ -10,18 +10,18 @@ use std::{hint::black_box, sync::Arc};
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
-    TraceId,
+    LazyObject, TraceId,
     trace::{BenchHop, TraceSink},
 };
 use tracing_subscriber::{EnvFilter, fmt};
 
-fn pod() -> Arc<Pod> {
+fn pod() -> Arc<LazyObject<Pod>> {
     let mut p = Pod::default();
     p.metadata.namespace = Some("demo".into());
     p.metadata.name = Some("web-1".into());
     p.metadata.uid = Some("4f0c2b5e-8d3a-4a47-9d1e-0c8f5d6a7b21".into());
     p.metadata.resource_version = Some("123456".into());
-    Arc::new(p)
+    Arc::new(LazyObject::from_object(Arc::new(p)))
 }
 
 fn trace_hop(c: &mut Criterion) {

@@ -18,11 +18,14 @@ use futures::future::join_all;
 use kinformer::{
     KeyFunc,
     fifo::{DeltaFifo as CoreFifo, DeltaFifoOptions},
+    key::{lazy_key_func, lazy_key_func_of},
     known::KnownObjects,
+    lean::LazyObject,
     processor::Processor,
     reflector::ReflectorMachine,
     store::Lister,
 };
+use kube::api::TypeMeta;
 
 use crate::{
     config::{InformerConfig, ListenerConfig},
@@ -32,7 +35,7 @@ use crate::{
     indexer::Indexer,
     informer::ShutdownReport,
     listener::{ProcessorListener, listener_name},
-    lister_watcher::ListerWatcher,
+    lister_watcher::{ItemCodec, ListerWatcher},
     messages::{AttachFifo, FifoRecipients, ListenerRecipients, Stop},
     object::InformerObject,
     reflector::{Transform, Validate, WatchErrorHandler},
@@ -64,11 +67,14 @@ pub(crate) struct PendingHandler<K: InformerObject> {
 pub(crate) struct Idle<K: InformerObject> {
     /// The processor machine (it owns the store); moves into the Indexer actor at start.
     pub(crate) processor: Processor<K>,
-    pub(crate) key_func: KeyFunc<K>,
+    /// A custom key function (None: `namespace/name`, read from the metadata).
+    pub(crate) key_func: Option<KeyFunc<K>>,
     pub(crate) handlers: Vec<PendingHandler<K>>,
     pub(crate) transform: Option<Transform<K>>,
     pub(crate) validate: Option<Validate<K>>,
     pub(crate) on_error: Option<WatchErrorHandler>,
+    /// The informer's own `apiVersion`/`kind`, when its type says (R5 in the lean mode).
+    pub(crate) expected_type: Option<TypeMeta>,
 }
 
 pub(crate) struct Running<K: InformerObject> {
@@ -229,7 +235,13 @@ pub(crate) fn start<K: InformerObject>(
         transform,
         validate,
         on_error,
+        expected_type,
     } = *idle;
+    // I7: the lean mode's state, shared by the store and the decode pool that encodes for it.
+    let codec = match processor.store().lean_state() {
+        Some(state) => ItemCodec::Lean(Arc::clone(state)),
+        None => ItemCodec::Typed,
+    };
 
     // Phase 2: the listeners registered before start (the processor already knows their
     // periods) run, and their handlers reach their threads.
@@ -259,7 +271,12 @@ pub(crate) fn start<K: InformerObject>(
         Indexer::new(processor, listeners, status, kind, mailbox, indexer_tracer)
     });
 
-    let known: Arc<dyn KnownObjects<K>> = Arc::new(inner.lister.clone());
+    let known: Arc<dyn KnownObjects<LazyObject<K>>> = Arc::new(inner.lister.lazy());
+    // The default key reads the metadata: a lean object is not decoded to be queued.
+    let key_func = match key_func {
+        None => lazy_key_func::<K>(),
+        Some(f) => lazy_key_func_of(f),
+    };
     // F9: the FIFO's mode, atomic relist and Replaced-vs-Sync choice come from the config.
     let core = CoreFifo::new(
         inner
@@ -293,6 +310,8 @@ pub(crate) fn start<K: InformerObject>(
         transform,
         validate,
         on_error,
+        codec,
+        expected_type,
     });
     let (reflector_config, backoff) =
         (inner.config.reflector.clone(), inner.config.backoff.clone());

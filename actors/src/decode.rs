@@ -2,7 +2,7 @@
 //!
 //! serde_json into a k8s-openapi `Pod` costs ~47 µs per object of the benchmark's workload, so
 //! one thread decodes at most ~21,000 objects a second. Here the reflector thread only *splits*
-//! what arrives into raw JSON objects (kube's watch decoder with the cheap [`RawObject`] as the
+//! what arrives into raw JSON objects (kube's watch decoder with the cheap [`RawJson`] as the
 //! event's object; the LIST body's `items` as `Box<RawValue>`s), and the typed decode runs on
 //! the process-wide [`DecodePool`] (rayon): each batch of what had already arrived is decoded in
 //! parallel and collected *in its input order* (rayon's indexed `collect`), and batches are
@@ -21,17 +21,60 @@
 
 use std::{
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll},
 };
 
 use futures::{Stream, StreamExt, channel::oneshot, stream::BoxStream};
+use kinformer::lean::{LeanState, RawObject};
 use kube::{api::WatchEvent as KubeWatchEvent, core::Status};
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use serde::{
     Deserialize, Deserializer,
-    de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor},
+    de::{DeserializeOwned, DeserializeSeed, Error as _, MapAccess, Visitor},
 };
 use serde_json::value::RawValue;
+
+/// How a LIST item or watch event becomes a pipeline object: decoded into `K` (the typed cache
+/// mode) or kept as the server's bytes, metadata parsed and compressed by the informer's
+/// [`LeanState`] (the lean mode, I7). Either runs on the decode pool.
+pub enum ItemCodec<K> {
+    /// Decode into `K`.
+    Typed,
+    /// Encode as a [`RawObject`] with this store's state.
+    Lean(Arc<LeanState<K>>),
+}
+
+impl<K> Clone for ItemCodec<K> {
+    fn clone(&self) -> Self {
+        match self {
+            ItemCodec::Typed => ItemCodec::Typed,
+            ItemCodec::Lean(s) => ItemCodec::Lean(Arc::clone(s)),
+        }
+    }
+}
+
+impl<K: DeserializeOwned> ItemCodec<K> {
+    /// One object's JSON → what admission takes; a decode (typed) or metadata (lean) error is
+    /// a serde data error, as kube reports an object of the wrong shape.
+    pub(crate) fn apply(&self, json: &str) -> Result<Listed<K>, serde_json::Error> {
+        match self {
+            ItemCodec::Typed => serde_json::from_str(json).map(Listed::Typed),
+            ItemCodec::Lean(state) => state
+                .encode(json.as_bytes())
+                .map(Listed::Lean)
+                .map_err(serde_json::Error::custom),
+        }
+    }
+}
+
+/// One object as it was read, before admission: decoded (typed mode) or encoded (lean mode).
+pub enum Listed<K> {
+    /// The decoded object.
+    Typed(K),
+    /// The server's bytes, metadata parsed, compressed.
+    Lean(RawObject),
+}
 
 /// Most watch events decoded as one batch (the reflector's default `event_batch`).
 pub(crate) const WATCH_BATCH: usize = 256;
@@ -122,17 +165,31 @@ impl<U> Future for Batch<U> {
 }
 
 /// A watch event's object as raw JSON text, not yet decoded: the cheap `T` of kube's
-/// `request_events::<T>`, decoded into `K` later on the pool ([`decode_event`]).
+/// `request_events::<T>`, decoded into `K` (or encoded for the lean mode, I7) later on the
+/// pool ([`decode_event`], [`encode_event`]).
 ///
 /// When the event's `type` comes before its `object` (as every API server sends it), serde_json
 /// hands over the object's text as it scans it. When the object comes first, serde buffers it
 /// before it knows the variant; it is then rebuilt from the buffer (slower, same result).
 #[derive(Clone, Debug)]
-pub(crate) struct RawObject(pub(crate) Box<RawValue>);
+pub struct RawJson(pub(crate) Box<RawValue>);
 
-impl<'de> Deserialize<'de> for RawObject {
+impl RawJson {
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl From<Box<RawValue>> for RawJson {
+    fn from(raw: Box<RawValue>) -> Self {
+        RawJson(raw)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawJson {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Box::<RawValue>::deserialize(Buffered(d)).map(RawObject)
+        Box::<RawValue>::deserialize(Buffered(d)).map(RawJson)
     }
 }
 
@@ -244,9 +301,9 @@ type Wrap<K> = fn(K) -> KubeWatchEvent<K>;
 /// Decodes one raw watch event into `K` (on a decode thread): what kube's own watch decoder
 /// would have given for that event's line. `None`: kube would have skipped the line.
 pub(crate) fn decode_event<K: DeserializeOwned>(
-    ev: Result<KubeWatchEvent<RawObject>, kube::Error>,
+    ev: Result<KubeWatchEvent<RawJson>, kube::Error>,
 ) -> Option<Result<KubeWatchEvent<K>, kube::Error>> {
-    let (tag, raw, wrap): (&str, RawObject, Wrap<K>) = match ev {
+    let (tag, raw, wrap): (&str, RawJson, Wrap<K>) = match ev {
         Ok(KubeWatchEvent::Added(r)) => ("ADDED", r, KubeWatchEvent::Added),
         Ok(KubeWatchEvent::Modified(r)) => ("MODIFIED", r, KubeWatchEvent::Modified),
         Ok(KubeWatchEvent::Deleted(r)) => ("DELETED", r, KubeWatchEvent::Deleted),
@@ -270,7 +327,7 @@ pub(crate) fn decode_watch<K, S>(
 ) -> BoxStream<'static, Result<KubeWatchEvent<K>, kube::Error>>
 where
     K: DeserializeOwned + Send + 'static,
-    S: Stream<Item = Result<KubeWatchEvent<RawObject>, kube::Error>> + Send + 'static,
+    S: Stream<Item = Result<KubeWatchEvent<RawJson>, kube::Error>> + Send + 'static,
 {
     events
         .ready_chunks(WATCH_BATCH)
@@ -279,6 +336,58 @@ where
         .buffered(WATCH_IN_FLIGHT)
         .flat_map(|decoded| {
             let out = match decoded {
+                Ok(events) => events,
+                Err(lost) => vec![Some(Err(kube::Error::Service(Box::new(lost))))],
+            };
+            futures::stream::iter(out.into_iter().flatten())
+        })
+        .boxed()
+}
+
+/// Encodes one raw watch event for the lean mode (I7), on a decode thread: the object's
+/// metadata parsed and its bytes compressed by the informer's [`LeanState`]; never decoded
+/// into `K`. An object whose metadata does not parse is a serde data error, as kube reports an
+/// object of the wrong shape (the reflector skips it, R5).
+pub(crate) fn encode_event<K>(
+    (state, ev): (
+        Arc<LeanState<K>>,
+        Result<KubeWatchEvent<RawJson>, kube::Error>,
+    ),
+) -> Option<Result<KubeWatchEvent<Listed<K>>, kube::Error>> {
+    let (raw, wrap): (RawJson, Wrap<Listed<K>>) = match ev {
+        Ok(KubeWatchEvent::Added(r)) => (r, KubeWatchEvent::Added),
+        Ok(KubeWatchEvent::Modified(r)) => (r, KubeWatchEvent::Modified),
+        Ok(KubeWatchEvent::Deleted(r)) => (r, KubeWatchEvent::Deleted),
+        Ok(KubeWatchEvent::Bookmark(b)) => return Some(Ok(KubeWatchEvent::Bookmark(b))),
+        Ok(KubeWatchEvent::Error(s)) => return Some(Ok(KubeWatchEvent::Error(s))),
+        Err(e) => return Some(Err(e)),
+    };
+    Some(match state.encode(raw.get().as_bytes()) {
+        Ok(obj) => Ok(wrap(Listed::Lean(obj))),
+        Err(e) => Err(kube::Error::SerdeError(serde_json::Error::custom(e))),
+    })
+}
+
+/// kube's raw watch events → lean events ([`encode_event`]) in the same order, in batches of
+/// what had already arrived, on `pool` (inline for a batch of one).
+pub(crate) fn encode_watch<K, S>(
+    events: S,
+    pool: DecodePool,
+    state: Arc<LeanState<K>>,
+) -> BoxStream<'static, Result<KubeWatchEvent<Listed<K>>, kube::Error>>
+where
+    K: Send + Sync + 'static,
+    S: Stream<Item = Result<KubeWatchEvent<RawJson>, kube::Error>> + Send + 'static,
+{
+    events
+        .ready_chunks(WATCH_BATCH)
+        .map(move |batch| {
+            let batch = batch.into_iter().map(|e| (Arc::clone(&state), e)).collect();
+            pool.decode(batch, encode_event::<K>)
+        })
+        .buffered(WATCH_IN_FLIGHT)
+        .flat_map(|encoded| {
+            let out = match encoded {
                 Ok(events) => events,
                 Err(lost) => vec![Some(Err(kube::Error::Service(Box::new(lost))))],
             };
@@ -334,7 +443,7 @@ mod tests {
 
     /// kube's reading of `line` with the object left raw, then the pool's decode of it.
     fn raw_path(line: &str) -> Option<Result<KubeWatchEvent<Pod>, kube::Error>> {
-        kube_line::<RawObject>(line).and_then(decode_event::<Pod>)
+        kube_line::<RawJson>(line).and_then(decode_event::<Pod>)
     }
 
     fn pod(name: &str, rv: u64) -> String {
@@ -367,7 +476,7 @@ mod tests {
     fn watch_on(pool: DecodePool, lines: &[String]) -> Vec<String> {
         let raw: Vec<_> = lines
             .iter()
-            .filter_map(|l| kube_line::<RawObject>(l))
+            .filter_map(|l| kube_line::<RawJson>(l))
             .collect();
         let stream = decode_watch::<Pod, _>(futures::stream::iter(raw), pool);
         futures::executor::block_on(stream.collect::<Vec<_>>())

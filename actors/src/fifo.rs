@@ -15,6 +15,7 @@ use std::sync::{Arc, atomic::Ordering::Relaxed};
 use actix::prelude::*;
 use kinformer::{
     fifo::{DeltaFifo as CoreFifo, FifoError},
+    lean::LazyObject,
     trace::TraceId,
 };
 
@@ -29,7 +30,7 @@ use crate::{
 
 /// The DeltaFifo actor.
 pub(crate) struct DeltaFifo<K: InformerObject> {
-    fifo: CoreFifo<K>,
+    fifo: CoreFifo<LazyObject<K>>,
     indexer: Recipient<ProcessDeltas<K>>,
     config: FifoConfig,
     in_flight: usize,
@@ -44,7 +45,7 @@ pub(crate) struct DeltaFifo<K: InformerObject> {
 impl<K: InformerObject> DeltaFifo<K> {
     /// An actor around `fifo` that feeds `indexer`.
     pub(crate) fn new(
-        fifo: CoreFifo<K>,
+        fifo: CoreFifo<LazyObject<K>>,
         indexer: Recipient<ProcessDeltas<K>>,
         config: FifoConfig,
         status: Arc<FifoStatus>,
@@ -223,12 +224,12 @@ mod tests {
         }
     }
 
-    fn cm(name: &str) -> Arc<ConfigMap> {
+    fn cm(name: &str) -> Arc<LazyObject<ConfigMap>> {
         let mut c = ConfigMap::default();
         c.metadata.namespace = Some("ns".into());
         c.metadata.name = Some(name.into());
         c.metadata.resource_version = Some("1".into());
-        Arc::new(c)
+        Arc::new(LazyObject::from_object(Arc::new(c)))
     }
 
     /// Starts a FIFO actor with `config` in front of a recorder, sends one relist of `n`
@@ -236,7 +237,9 @@ mod tests {
     async fn relist_batches(config: FifoConfig, n: usize) -> Vec<usize> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let indexer = Recorder(tx).start();
-        let core = CoreFifo::new(config.fifo_options(DeltaFifoOptions::default()));
+        let core = CoreFifo::new(
+            config.fifo_options(DeltaFifoOptions::new(kinformer::key::lazy_key_func())),
+        );
         let status = Arc::new(FifoStatus::default());
         let fifo = DeltaFifo::new(
             core,

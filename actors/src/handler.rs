@@ -1,10 +1,14 @@
 //! Ways to receive notifications (`docs/semantics.md` P*): a [`ResourceEventHandler`] (trait or
 //! closures, run on the handler's own thread), a user's actor (a `Recipient` of
 //! [`Notify`](crate::Notify)), or a key sink such as a workqueue ([`EnqueueKeys`]).
+//!
+//! Every handler kind exists over the typed object `K` and over [`LazyObject<K>`]: a lazy
+//! handler gets the object with its metadata at hand and decodes it only if it calls
+//! [`LazyObject::object`] (the lean cache mode, I7, then never decodes for it).
 
 use std::sync::Arc;
 
-use kinformer::{DeltaObject, ObjectKey, notification::Notification};
+use kinformer::{DeltaObject, ObjectKey, lean::LazyObject, notification::Notification};
 
 /// client-go's `ResourceEventHandler`: called in order, one notification at a time, on a thread
 /// of its own (a slow or blocking handler holds up nobody else; see the overflow policies).
@@ -175,4 +179,25 @@ impl<F: Fn(ObjectKey) + Send + Sync + 'static> EnqueueKeys for F {
 }
 
 /// Maps a notification to the keys to enqueue (e.g. a Pod event to its owner's key).
-pub type KeyMapper<K> = Arc<dyn Fn(&ObjectKey, &Notification<K>) -> Vec<ObjectKey> + Send + Sync>;
+///
+/// It is given the notification's [`LazyObject`]s: keys, labels and owner references are at
+/// hand without decoding (`obj.owner_references()`, `obj.labels()`), so a key sink never
+/// decodes in the lean cache mode (I7) unless its mapper calls `object()`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_actors::{KeyMapper, ObjectKey};
+///
+/// // A Pod's event → its controller's key (e.g. the ReplicaSet), else the Pod's own.
+/// let owner: KeyMapper<Pod> = Arc::new(|key, n| {
+///     let pod = n.object();
+///     match pod.controller_ref() {
+///         Some(o) => vec![ObjectKey::new(pod.namespace(), o.name)],
+///         None => vec![key.clone()],
+///     }
+/// });
+/// # let _ = owner;
+/// ```
+pub type KeyMapper<K> =
+    Arc<dyn Fn(&ObjectKey, &Notification<LazyObject<K>>) -> Vec<ObjectKey> + Send + Sync>;

@@ -122,6 +122,7 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
             .processor
             .handle_deltas(msg.batch, msg.is_in_initial_list);
         self.status.record_batch(dispatch.applied);
+        let failed = dispatch.failed;
         let sends: Vec<_> = dispatch
             .per_listener
             .into_iter()
@@ -134,9 +135,10 @@ impl<K: InformerObject> Handler<ProcessDeltas<K>> for Indexer<K> {
             async move {
                 // A listener that stopped (removed) simply no longer receives.
                 join_all(sends).await;
-                // Applying a keyed delta cannot fail; a batch fails only if this actor stops
-                // first (the FIFO then counts it, F6).
-                ProcessReport { failed: 0 }
+                // A keyed delta fails only when its object cannot be stored (a typed store
+                // given a lean object that does not decode: never in an informer); a batch
+                // fails whole only if this actor stops first (the FIFO then counts it, F6).
+                ProcessReport { failed }
             }
             .into_actor(self),
         ))

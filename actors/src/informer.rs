@@ -15,10 +15,11 @@ use std::{
 use actix::prelude::*;
 use kinformer::{
     KeyFunc,
+    lean::LazyObject,
     processor::Processor,
     store::{Indexers, Lister, Store},
 };
-use kube::{Api, Client};
+use kube::{Api, Client, api::TypeMeta};
 
 use crate::{
     assembly::{self, Idle, Inner, PendingHandler, State},
@@ -31,7 +32,7 @@ use crate::{
     messages::{AddIndexers, AddListener, Notify, RemoveListener, Stop},
     metrics::{InformerProbe, Lifecycle},
     object::InformerObject,
-    sink::HandlerKind,
+    sink::{HandlerKind, ThreadHandler},
     stats::{FifoStatus, IndexerStatus, ListenerStats},
 };
 
@@ -86,6 +87,7 @@ where
             KubeListerWatcher::new(client, None, &Default::default()),
             InformerConfig::default(),
         )
+        .of_own_type()
     }
 
     /// An informer over one namespace, with default options.
@@ -95,6 +97,7 @@ where
             InformerConfig::default(),
         )
         .in_namespace(Some(namespace))
+        .of_own_type()
     }
 
     /// An informer over one namespace (or all), with the given options.
@@ -104,6 +107,7 @@ where
             config,
         )
         .in_namespace(namespace)
+        .of_own_type()
     }
 
     /// An informer over an existing `Api`, with the given options.
@@ -114,22 +118,46 @@ where
             config,
         )
         .in_namespace(namespace.as_deref())
+        .of_own_type()
+    }
+
+    /// R5 in the lean mode (I7): objects that say they are of another type are dropped, as the
+    /// typed decode of `K` drops them in the typed mode.
+    fn of_own_type(self) -> Self {
+        let dt = K::DynamicType::default();
+        self.expect_type(TypeMeta {
+            api_version: K::api_version(&dt).into_owned(),
+            kind: K::kind(&dt).into_owned(),
+        })
     }
 }
 
 impl<K: InformerObject> SharedIndexInformer<K> {
     /// An informer over any lister-watcher, keyed `namespace/name`.
     pub fn new(lw: impl ListerWatcher<K>, config: InformerConfig) -> Self {
-        Self::with_key_func(lw, config, Arc::new(kinformer::meta_namespace_key::<K>))
+        Self::build(lw, config, None)
     }
 
-    /// An informer with a custom key function.
+    /// An informer with a custom key function. In the lean cache mode (I7) the function needs
+    /// the typed object, so every object is decoded when it is queued (the default key reads
+    /// the metadata only).
     pub fn with_key_func(
         lw: impl ListerWatcher<K>,
         config: InformerConfig,
         key_func: KeyFunc<K>,
     ) -> Self {
-        let store = Store::with_mode(Arc::clone(&key_func), Indexers::new(), config.cache);
+        Self::build(lw, config, Some(key_func))
+    }
+
+    fn build(
+        lw: impl ListerWatcher<K>,
+        config: InformerConfig,
+        custom: Option<KeyFunc<K>>,
+    ) -> Self {
+        let key_func = custom
+            .clone()
+            .unwrap_or_else(|| Arc::new(kinformer::meta_namespace_key::<K>));
+        let store = Store::with_mode(key_func, Indexers::new(), config.cache);
         let lister = store.lister();
         let processor = Processor::new(store, config.resync);
         let kind: Arc<str> = lw.resource_name().into();
@@ -144,11 +172,12 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                 indexer: Arc::new(IndexerStatus::default()),
                 state: Mutex::new(State::Idle(Box::new(Idle {
                     processor,
-                    key_func,
+                    key_func: custom,
                     handlers: Vec::new(),
                     transform: None,
                     validate: None,
                     on_error: None,
+                    expected_type: None,
                 }))),
                 next_id: AtomicU64::new(1),
             }),
@@ -188,9 +217,23 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         &self.inner.kind
     }
 
-    /// The lock-free reader of the cache (I6).
+    /// The lock-free reader of the cache (I6). In the lean mode (I7) its reads decode what
+    /// they return; [`Lister::lazy`] reads without decoding.
     pub fn lister(&self) -> Lister<K> {
         self.inner.lister.clone()
+    }
+
+    /// Lean mode's counters (I7): objects and bytes cached, decodes, hot-cache hits; None in
+    /// the typed mode.
+    pub fn lean_stats(&self) -> Option<kinformer::lean::LeanStats> {
+        self.inner.lister.lean_stats()
+    }
+
+    /// Expects objects of this `apiVersion`/`kind` (R5 in the lean mode: an object that says
+    /// it is of another type is dropped and reported). Only before `start`.
+    pub(crate) fn expect_type(self, types: TypeMeta) -> Self {
+        let _ = self.with_idle(|i| i.expected_type = Some(types));
+        self
     }
 
     /// True once the first list was applied to the cache and handed to every handler (F5).
@@ -238,6 +281,11 @@ impl<K: InformerObject> SharedIndexInformer<K> {
 
     /// Transforms every object before it is cached (P2), e.g. to drop `managedFields`. Runs on
     /// the reflector's thread. Only before `start`.
+    ///
+    /// In the lean cache mode (I7) the transform needs the typed object: every object is
+    /// decoded for it and its output encoded again. To drop `managedFields` there, set
+    /// [`LeanConfig::strip_managed_fields`](kinformer::lean::LeanConfig::strip_managed_fields)
+    /// instead: the bytes are cut, nothing is decoded.
     pub fn set_transform(
         &self,
         f: impl Fn(K) -> K + Send + Sync + 'static,
@@ -247,7 +295,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
 
     /// Drops objects for which `f` fails (R5: unexpected type/GVK). `f` also gets the type of
     /// the list a listed object came in (list items carry no kind of their own). Only before
-    /// `start`.
+    /// `start`. In the lean cache mode (I7) every object is decoded for `f`.
     pub fn set_validator(
         &self,
         f: impl Fn(&K, Option<&kube::api::TypeMeta>) -> Result<(), String> + Send + Sync + 'static,
@@ -289,11 +337,49 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         handler: impl ResourceEventHandler<K>,
         config: ListenerConfig,
     ) -> Result<HandlerRegistration<K>, InformerError> {
-        self.register(HandlerKind::Handler(Box::new(handler)), config)
-            .await
+        self.register(
+            HandlerKind::Handler(ThreadHandler::Typed(Box::new(handler))),
+            config,
+        )
+        .await
     }
 
-    /// Registers a user's actor: it receives a typed [`Notify`] per change.
+    /// Registers a handler of [`LazyObject`]s, run on its own thread: each object's metadata
+    /// is at hand and its typed form is decoded only if the handler calls
+    /// [`LazyObject::object`] (once per event, shared with every other handler that reads it).
+    /// In the lean cache mode (I7) a handler that reads keys, labels or owners never decodes;
+    /// in the typed mode it costs what a typed handler costs.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer::lean::LazyObject;
+    /// use kinformer_actors::{ResourceEventHandlerFuncs, SharedIndexInformer};
+    /// # async fn demo(pods: SharedIndexInformer<Pod>) -> Result<(), kinformer_actors::InformerError> {
+    /// pods.add_lazy_event_handler(
+    ///     ResourceEventHandlerFuncs::new().on_add(|pod: &Arc<LazyObject<Pod>>, _| {
+    ///         println!("{:?} on node {:?}", pod.name(), pod.labels().get("node"))
+    ///     }),
+    ///     Default::default(),
+    /// )
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn add_lazy_event_handler(
+        &self,
+        handler: impl ResourceEventHandler<LazyObject<K>>,
+        config: ListenerConfig,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.register(
+            HandlerKind::Handler(ThreadHandler::Lazy(Box::new(handler))),
+            config,
+        )
+        .await
+    }
+
+    /// Registers a user's actor: it receives a typed [`Notify`] per change (in the lean mode,
+    /// I7, its objects are decoded on the informer's pipeline thread before they are sent:
+    /// prefer [`add_lazy_recipient`](Self::add_lazy_recipient) there).
     pub async fn add_recipient(
         &self,
         recipient: Recipient<Notify<K>>,
@@ -303,8 +389,20 @@ impl<K: InformerObject> SharedIndexInformer<K> {
             .await
     }
 
+    /// Registers a user's actor that receives [`LazyObject`]s: a `Notify<LazyObject<K>>` per
+    /// change, decoded only if the actor asks.
+    pub async fn add_lazy_recipient(
+        &self,
+        recipient: Recipient<Notify<LazyObject<K>>>,
+        config: ListenerConfig,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.register(HandlerKind::LazyRecipient(recipient), config)
+            .await
+    }
+
     /// Registers a key sink (e.g. a workqueue): every notification enqueues the object's key, or
-    /// the keys `mapper` returns (e.g. a Pod's owner).
+    /// the keys `mapper` returns (e.g. a Pod's owner). A key sink never decodes (in the lean
+    /// mode, I7) unless its mapper calls `object()`.
     pub async fn add_key_sink(
         &self,
         sink: impl EnqueueKeys,

@@ -29,9 +29,9 @@
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer_actors::{
-//!     DeltaObject, InformerConfig, ItemExponentialFailureRateLimiter, KeyMapper, ListenerConfig,
-//!     Indexers, Lister, NAMESPACE_INDEX, Notification, ObjectKey, ResyncPeriod,
-//!     SharedInformerFactory, WorkQueue, meta_namespace_key, namespace_index_func,
+//!     CacheMode, InformerConfig, ItemExponentialFailureRateLimiter, KeyMapper, LazyObject,
+//!     ListenerConfig, Indexers, Lister, NAMESPACE_INDEX, Notification, ObjectKey, ResyncPeriod,
+//!     SharedInformerFactory, WorkQueue, namespace_index_func,
 //! };
 //! # async fn demo(client: kube::Client) -> Result<(), kinformer_actors::InformerError> {
 //! let factory = SharedInformerFactory::new(client);
@@ -43,18 +43,21 @@
 //!         std::time::Duration::from_secs(300),
 //!     ),
 //! ));
-//! let owner: KeyMapper<Pod> = Arc::new(|key, n: &Notification<Pod>| match n {
-//!     Notification::Delete { obj: DeltaObject::Object(pod) } => {
-//!         meta_namespace_key(&**pod).into_iter().collect()
+//! // A key mapper reads the metadata of the lazy objects it is given: in the lean cache mode
+//! // (`InformerConfig::default().cache(CacheMode::lean())`) a key sink never decodes a pod.
+//! let owner: KeyMapper<Pod> = Arc::new(|key, n: &Notification<LazyObject<Pod>>| {
+//!     let pod = n.object();
+//!     match pod.controller_ref() {
+//!         Some(rs) => vec![ObjectKey::new(pod.namespace(), rs.name)],
+//!         None => vec![key.clone()],
 //!     }
-//!     _ => vec![key.clone()],
 //! });
 //! let config = ListenerConfig { resync: ResyncPeriod::Never, ..ListenerConfig::default() };
 //! pods.add_key_sink(queue.clone(), Some(owner), config).await?;
 //! let mut indexers = Indexers::new();
 //! indexers.insert(NAMESPACE_INDEX.to_string(), namespace_index_func::<Pod>());
 //! pods.add_indexers(indexers).await?;
-//! let _ = (lister, InformerConfig::default());
+//! let _ = (lister, InformerConfig::default().cache(CacheMode::lean()));
 //! # Ok(()) }
 //! ```
 //!
@@ -72,7 +75,10 @@
 //! `PartialObjectMeta`, `ListParams` come from kube unchanged, and [`InitialList`] /
 //! [`ReflectorConfig`] speak in kube's list/watch parameters. Names of our own, for what neither
 //! has: [`Notify`] (the message a user's actor receives: one [`Notification`] with its key and
-//! trace id), [`OverflowPolicy`], [`ResyncPeriod`], [`FifoMode`], [`TraceId`] and the
+//! trace id), [`LazyObject`] (an object with its metadata at hand and its typed form decoded
+//! on first use: what the lean cache mode, [`CacheMode::Lean`], carries; kube-rs has
+//! `PartialObjectMeta` for metadata-only watches, nothing for a body kept as bytes),
+//! [`OverflowPolicy`], [`ResyncPeriod`], [`FifoMode`], [`TraceId`] and the
 //! `*Config` / `*Status` / `*Stats` types.
 
 mod assembly;
@@ -138,14 +144,14 @@ pub use kinformer::{
     DeletedFinalStateUnknown, DeltaObject, DeltaType, KeyError, KeyFunc, ObjectKey, TraceId,
     backoff::BackoffConfig,
     fifo::FifoMode,
+    lean::{CacheMode, DecodeError, Labels, LazyObject, LeanConfig, LeanStats, OwnerRef},
     meta_namespace_key,
     notification::Notification,
     processor::{MIN_RESYNC_PERIOD, ResyncPeriod, SyncTracker},
     reflector::{INITIAL_EVENTS_END, InitialList, ReflectorConfig},
-    store::{CacheMode, LeanConfig, LeanStats},
     store::{
-        IndexFunc, Indexers, Lister, NAMESPACE_INDEX, NamespacedLister, Snapshot, StoreError,
-        index_func, namespace_index_func,
+        IndexFunc, Indexers, LazyRead, Lister, NAMESPACE_INDEX, NamespacedLister, Snapshot,
+        StoreError, TypedRead, index_func, meta_index_func, namespace_index_func,
     },
     workqueue::{
         BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,

@@ -10,20 +10,26 @@
 use std::{collections::VecDeque, io, sync::Arc};
 
 use futures::{AsyncBufReadExt, io::AsyncBufRead};
-use kinformer::TraceId;
+use kinformer::{TraceId, lean::LazyObject};
 use kube::api::{ListMeta, TypeMeta};
 use serde::{
     Deserialize, Deserializer,
-    de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor},
+    de::{
+        DeserializeOwned, DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
+    },
 };
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use crate::decode::{Batch, DecodePool, WorkerLost};
+pub use crate::decode::{ItemCodec, Listed};
+
+/// An admitted object: as the pipeline carries it, with its trace id.
+pub type Item<K> = (Arc<LazyObject<K>>, TraceId);
 
 /// Admits one decoded object (R5 check, transform, trace id) as it is decoded; `None` drops it.
 /// The second argument is the type of the list it came in (`ConfigMapList`'s item type).
-pub type Admit<K> = Box<dyn FnMut(K, Option<&TypeMeta>) -> Option<(Arc<K>, TraceId)> + Send>;
+pub type Admit<K> = Box<dyn FnMut(Listed<K>, Option<&TypeMeta>) -> Option<Item<K>> + Send>;
 
 /// A decoded list: its type, its metadata (resourceVersion, continue) and its items.
 pub struct DecodedList<T> {
@@ -44,8 +50,6 @@ pub(crate) fn item_type(list: &TypeMeta) -> Option<TypeMeta> {
     })
 }
 
-type Item<K> = (Arc<K>, TraceId);
-
 /// Reads `body` and decodes it as a Kubernetes list of `K`, item by item, passing each item
 /// through `admit` (R5 check, transform, trace id) as soon as it is decoded, in the list's
 /// order, on the process-wide decode pool ([`crate::runtime::set_decode_threads`]).
@@ -63,17 +67,19 @@ type Item<K> = (Arc<K>, TraceId);
 /// event excepted), so each arena's freed memory is reused by the same kind of objects.
 pub(crate) async fn decode_list<K>(
     body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+    codec: ItemCodec<K>,
     admit: Admit<K>,
 ) -> Result<DecodedList<Item<K>>, kube::Error>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
-    decode_list_on(body, admit, crate::runtime::decode_pool()).await
+    decode_list_on(body, codec, admit, crate::runtime::decode_pool()).await
 }
 
 /// [`decode_list`] on the given pool.
 pub(crate) async fn decode_list_on<K>(
     body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+    codec: ItemCodec<K>,
     admit: Admit<K>,
     pool: DecodePool,
 ) -> Result<DecodedList<Item<K>>, kube::Error>
@@ -85,14 +91,15 @@ where
     match crate::runtime::io() {
         Some(io) => {
             let reader = io.spawn(read);
-            let decoded = decode_chunks(rx, admit, pool);
+            let decoded = decode_chunks(rx, codec, admit, pool);
             let read_result = reader
                 .await
                 .map_err(|e| kube::Error::Service(Box::new(e)))?;
             combine(decoded, read_result)
         }
         None => {
-            let decoder = tokio::task::spawn_blocking(move || decode_chunks(rx, admit, pool));
+            let decoder =
+                tokio::task::spawn_blocking(move || decode_chunks(rx, codec, admit, pool));
             let read_result = read.await;
             let decoded = decoder
                 .await
@@ -130,8 +137,9 @@ enum ListError {
     Worker(WorkerLost),
 }
 
-fn decode_chunks<K: DeserializeOwned + Send + 'static>(
+fn decode_chunks<K: DeserializeOwned + Send + Sync + 'static>(
     rx: mpsc::Receiver<Vec<u8>>,
+    codec: ItemCodec<K>,
     mut admit: Admit<K>,
     pool: DecodePool,
 ) -> Result<DecodedList<Item<K>>, ListError> {
@@ -151,6 +159,7 @@ fn decode_chunks<K: DeserializeOwned + Send + 'static>(
     let mut failed = None;
     let r = ListSeed {
         out: &mut out,
+        codec: &codec,
         admit: &mut admit,
         pool,
         failed: &mut failed,
@@ -209,19 +218,20 @@ impl io::Read for ChunkReader {
 
 struct ListSeed<'a, K> {
     out: &'a mut DecodedList<Item<K>>,
+    codec: &'a ItemCodec<K>,
     admit: &'a mut Admit<K>,
     pool: DecodePool,
     failed: &'a mut Option<ListError>,
 }
 
-impl<'de, K: DeserializeOwned + Send + 'static> DeserializeSeed<'de> for ListSeed<'_, K> {
+impl<'de, K: DeserializeOwned + Send + Sync + 'static> DeserializeSeed<'de> for ListSeed<'_, K> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de, K: DeserializeOwned + Send + 'static> Visitor<'de> for ListSeed<'_, K> {
+impl<'de, K: DeserializeOwned + Send + Sync + 'static> Visitor<'de> for ListSeed<'_, K> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -237,6 +247,7 @@ impl<'de, K: DeserializeOwned + Send + 'static> Visitor<'de> for ListSeed<'_, K>
                     let item_type = item_type(&self.out.types);
                     map.next_value_seed(ItemsSeed {
                         items: &mut self.out.items,
+                        codec: self.codec,
                         admit: &mut *self.admit,
                         item_type: item_type.as_ref(),
                         pool: self.pool,
@@ -257,13 +268,14 @@ impl<'de, K: DeserializeOwned + Send + 'static> Visitor<'de> for ListSeed<'_, K>
 
 struct ItemsSeed<'a, K> {
     items: &'a mut Vec<Item<K>>,
+    codec: &'a ItemCodec<K>,
     admit: &'a mut Admit<K>,
     item_type: Option<&'a TypeMeta>,
     pool: DecodePool,
     failed: &'a mut Option<ListError>,
 }
 
-impl<'de, K: DeserializeOwned + Send + 'static> DeserializeSeed<'de> for ItemsSeed<'_, K> {
+impl<'de, K: DeserializeOwned + Send + Sync + 'static> DeserializeSeed<'de> for ItemsSeed<'_, K> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         // `"items": null` is what some servers send for an empty list.
@@ -271,7 +283,7 @@ impl<'de, K: DeserializeOwned + Send + 'static> DeserializeSeed<'de> for ItemsSe
     }
 }
 
-impl<'de, K: DeserializeOwned + Send + 'static> Visitor<'de> for ItemsSeed<'_, K> {
+impl<'de, K: DeserializeOwned + Send + Sync + 'static> Visitor<'de> for ItemsSeed<'_, K> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -284,9 +296,21 @@ impl<'de, K: DeserializeOwned + Send + 'static> Visitor<'de> for ItemsSeed<'_, K
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         if !self.pool.is_parallel() {
-            while let Some(Decoded(obj)) = seq.next_element::<Decoded<K>>()? {
-                if let Some(item) = (self.admit)(obj, self.item_type) {
-                    self.items.push(item);
+            match self.codec {
+                ItemCodec::Typed => {
+                    while let Some(Decoded(obj)) = seq.next_element::<Decoded<K>>()? {
+                        if let Some(item) = (self.admit)(Listed::Typed(obj), self.item_type) {
+                            self.items.push(item);
+                        }
+                    }
+                }
+                ItemCodec::Lean(_) => {
+                    while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
+                        let obj = self.codec.apply(raw.get()).map_err(A::Error::custom)?;
+                        if let Some(item) = (self.admit)(obj, self.item_type) {
+                            self.items.push(item);
+                        }
+                    }
                 }
             }
             return Ok(());
@@ -294,6 +318,7 @@ impl<'de, K: DeserializeOwned + Send + 'static> Visitor<'de> for ItemsSeed<'_, K
         // Split here, decode on the pool, admit here in the list's order.
         let mut window = Window {
             pool: self.pool,
+            codec: self.codec,
             batch: Vec::with_capacity(LIST_BATCH),
             in_flight: VecDeque::with_capacity(LIST_IN_FLIGHT + 1),
             items: self.items,
@@ -341,16 +366,17 @@ impl ListError {
 /// pool, oldest first.
 struct Window<'a, K> {
     pool: DecodePool,
-    batch: Vec<Box<RawValue>>,
-    in_flight: VecDeque<Batch<Result<K, serde_json::Error>>>,
+    codec: &'a ItemCodec<K>,
+    batch: Vec<(ItemCodec<K>, Box<RawValue>)>,
+    in_flight: VecDeque<Batch<Result<Listed<K>, serde_json::Error>>>,
     items: &'a mut Vec<Item<K>>,
     admit: &'a mut Admit<K>,
     item_type: Option<&'a TypeMeta>,
 }
 
-impl<K: DeserializeOwned + Send + 'static> Window<'_, K> {
+impl<K: DeserializeOwned + Send + Sync + 'static> Window<'_, K> {
     fn push(&mut self, raw: Box<RawValue>) -> Result<(), ListError> {
-        self.batch.push(raw);
+        self.batch.push((self.codec.clone(), raw));
         if self.batch.len() >= LIST_BATCH {
             self.send();
             while self.in_flight.len() > LIST_IN_FLIGHT {
@@ -392,11 +418,13 @@ impl<K: DeserializeOwned + Send + 'static> Window<'_, K> {
     }
 }
 
-/// One LIST item's decode, on a decode thread. It takes the raw text by value: the batch's
-/// items move to the pool, and each item's text is freed there once decoded.
-#[allow(clippy::boxed_local)]
-fn decode_item<K: DeserializeOwned>(raw: Box<RawValue>) -> Result<K, serde_json::Error> {
-    serde_json::from_str(raw.get())
+/// One LIST item's decode (or lean encode), on a decode thread. It takes the raw text by
+/// value: the batch's items move to the pool, and each item's text is freed there once
+/// decoded.
+fn decode_item<K: DeserializeOwned>(
+    (codec, raw): (ItemCodec<K>, Box<RawValue>),
+) -> Result<Listed<K>, serde_json::Error> {
+    codec.apply(raw.get())
 }
 
 /// One list item, decoded in place (no intermediate `Vec<K>`).
@@ -423,9 +451,17 @@ mod tests {
             let chunks: Vec<Result<Vec<u8>, io::Error>> =
                 bytes.chunks(7).map(|c| Ok(c.to_vec())).collect();
             let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
-            let admit: Admit<ConfigMap> = Box::new(|o, _| Some((Arc::new(o), TraceId::NONE)));
-            decode_list::<ConfigMap>(Box::pin(reader), admit).await
+            let admit: Admit<ConfigMap> = Box::new(|o, _| Some((typed(o), TraceId::NONE)));
+            decode_list::<ConfigMap>(Box::pin(reader), ItemCodec::Typed, admit).await
         })
+    }
+
+    /// A typed codec's item as the pipeline carries it.
+    fn typed<K>(o: Listed<K>) -> Arc<LazyObject<K>> {
+        match o {
+            Listed::Typed(o) => Arc::new(LazyObject::from_object(Arc::new(o))),
+            Listed::Lean(_) => panic!("a typed codec gave a lean object"),
+        }
     }
 
     #[test]
@@ -440,7 +476,7 @@ mod tests {
         assert_eq!(l.metadata.resource_version.as_deref(), Some("42"));
         assert_eq!(l.metadata.continue_.as_deref(), Some("c1"));
         assert_eq!(l.items.len(), 2);
-        assert_eq!(l.items[1].0.metadata.name.as_deref(), Some("b"));
+        assert_eq!(l.items[1].0.name(), Some("b"));
     }
 
     #[test]
@@ -472,14 +508,20 @@ mod tests {
     fn p2_each_list_item_is_admitted_as_it_is_decoded() {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let s = Arc::clone(&seen);
-        let admit = move |o: ConfigMap, t: Option<&TypeMeta>| {
+        let admit = move |o: Listed<ConfigMap>, t: Option<&TypeMeta>| {
+            let Listed::Typed(o) = o else {
+                panic!("typed codec")
+            };
             s.lock().unwrap().push((
                 o.metadata.name.clone().unwrap_or_default(),
                 t.map(|t| t.kind.clone()),
             ));
             let mut o = o;
             o.data = None; // the transform
-            Some((Arc::new(o), TraceId::NONE))
+            Some((
+                Arc::new(LazyObject::from_object(Arc::new(o))),
+                TraceId::NONE,
+            ))
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
@@ -490,14 +532,19 @@ mod tests {
                 let chunks: Vec<Result<Vec<u8>, io::Error>> =
                     json.as_bytes().chunks(5).map(|c| Ok(c.to_vec())).collect();
                 let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
-                decode_list::<ConfigMap>(Box::pin(reader), admit).await
+                decode_list::<ConfigMap>(Box::pin(reader), ItemCodec::Typed, admit).await
             })
         };
         let l = run(
             r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a"},"data":{"k":"v"}},{"metadata":{"name":"b"}}]}"#,
         )
         .expect("decodes");
-        assert!(l.items.iter().all(|(o, _)| o.data.is_none()), "transformed");
+        assert!(
+            l.items
+                .iter()
+                .all(|(o, _)| o.decoded().is_some_and(|o| o.data.is_none())),
+            "transformed"
+        );
         assert_eq!(
             *seen.lock().unwrap(),
             [
@@ -527,12 +574,12 @@ mod parallel_tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     /// A ConfigMapList of `n` items of varied sizes; item `bad` (if any) has `data` of the
-    /// wrong type.
+    /// wrong type (the typed codec's error) and labels of the wrong type (the lean one's).
     fn list(n: usize, bad: Option<usize>) -> String {
         let items: Vec<String> = (0..n)
             .map(|i| {
                 if Some(i) == bad {
-                    format!(r#"{{"metadata":{{"name":"c{i:05}"}},"data":5}}"#)
+                    format!(r#"{{"metadata":{{"name":"c{i:05}","labels":{{"a":1}}}},"data":5}}"#)
                 } else {
                     let pad = "x".repeat((i * 53) % 3000);
                     format!(r#"{{"metadata":{{"name":"c{i:05}"}},"data":{{"pad":"{pad}"}}}}"#)
@@ -545,15 +592,38 @@ mod parallel_tests {
         )
     }
 
-    /// Decodes `json` on `pool`; returns the result and the names admitted, in admission order.
-    fn run(json: String, pool: DecodePool) -> (Result<Vec<String>, kube::Error>, Vec<String>) {
+    /// Both codecs: typed, and lean (I7) with a small hot cache.
+    fn codecs() -> [ItemCodec<ConfigMap>; 2] {
+        let lean = kinformer::lean::LeanConfig::default().hot_objects(16);
+        [
+            ItemCodec::Typed,
+            ItemCodec::Lean(Arc::new(kinformer::lean::LeanState::new(lean))),
+        ]
+    }
+
+    /// Decodes `json` on `pool` with `codec`; returns the result and the names admitted, in
+    /// admission order.
+    fn run(
+        json: String,
+        codec: ItemCodec<ConfigMap>,
+        pool: DecodePool,
+    ) -> (Result<Vec<String>, kube::Error>, Vec<String>) {
         let admitted = Arc::new(std::sync::Mutex::new(Vec::new()));
         let a = Arc::clone(&admitted);
+        let state = match &codec {
+            ItemCodec::Lean(s) => Some(Arc::clone(s)),
+            ItemCodec::Typed => None,
+        };
         let admit: Admit<ConfigMap> = Box::new(move |o, _| {
+            let lazy = match (o, &state) {
+                (Listed::Typed(o), None) => LazyObject::from_object(Arc::new(o)),
+                (Listed::Lean(raw), Some(s)) => LazyObject::from_raw(Arc::new(raw), Arc::clone(s)),
+                _ => panic!("the codec decides the form"),
+            };
             a.lock()
                 .unwrap()
-                .push(o.metadata.name.clone().unwrap_or_default());
-            Some((Arc::new(o), TraceId::NONE))
+                .push(lazy.name().unwrap_or_default().to_string());
+            Some((Arc::new(lazy), TraceId::NONE))
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
@@ -565,12 +635,17 @@ mod parallel_tests {
                 .map(|c| Ok(c.to_vec()))
                 .collect();
             let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
-            decode_list_on::<ConfigMap>(Box::pin(reader), admit, pool).await
+            decode_list_on::<ConfigMap>(Box::pin(reader), codec, admit, pool).await
         });
         let names = got.map(|l| {
             l.items
                 .iter()
-                .map(|(o, _)| o.metadata.name.clone().unwrap_or_default())
+                .map(|(o, _)| {
+                    // Every object reads back whole, whatever the codec.
+                    let typed = o.object().expect("decodes");
+                    assert_eq!(typed.metadata.name.as_deref(), o.name());
+                    o.name().unwrap_or_default().to_string()
+                })
                 .collect()
         });
         let admitted = admitted.lock().unwrap().clone();
@@ -580,10 +655,12 @@ mod parallel_tests {
     #[test]
     fn p8_list_items_decoded_on_the_pool_keep_the_lists_order() {
         let want: Vec<String> = (0..2000).map(|i| format!("c{i:05}")).collect();
-        for pool in [test_pool(), DecodePool::inline()] {
-            let (names, admitted) = run(list(2000, None), pool);
-            assert_eq!(names.expect("decodes"), want);
-            assert_eq!(admitted, want, "admitted in the list's order");
+        for codec in codecs() {
+            for pool in [test_pool(), DecodePool::inline()] {
+                let (names, admitted) = run(list(2000, None), codec.clone(), pool);
+                assert_eq!(names.expect("decodes"), want);
+                assert_eq!(admitted, want, "admitted in the list's order");
+            }
         }
     }
 
@@ -591,25 +668,27 @@ mod parallel_tests {
     /// items before it were admitted, in order (as when decoding one by one).
     #[test]
     fn p8_a_bad_list_item_fails_the_list_after_admitting_exactly_those_before_it() {
-        for bad in [0, 1, 700, 1999] {
-            for pool in [test_pool(), DecodePool::inline()] {
-                let (names, admitted) = run(list(2000, Some(bad)), pool);
-                assert!(
-                    matches!(names, Err(kube::Error::SerdeError(ref e)) if e.is_data()),
-                    "{bad}: {names:?}"
-                );
-                let want: Vec<String> = (0..bad).map(|i| format!("c{i:05}")).collect();
-                assert_eq!(admitted, want, "bad item {bad}");
+        for codec in codecs() {
+            for bad in [0, 1, 700, 1999] {
+                for pool in [test_pool(), DecodePool::inline()] {
+                    let (names, admitted) = run(list(2000, Some(bad)), codec.clone(), pool);
+                    assert!(
+                        matches!(names, Err(kube::Error::SerdeError(ref e)) if e.is_data()),
+                        "{bad}: {names:?}"
+                    );
+                    let want: Vec<String> = (0..bad).map(|i| format!("c{i:05}")).collect();
+                    assert_eq!(admitted, want, "bad item {bad}");
+                }
             }
+            // A syntax error after a shape error: the first one in the body is reported.
+            let json = list(300, Some(100)).replace("c00200", "c00200\\q\"");
+            let (names, admitted) = run(json, codec, test_pool());
+            assert!(
+                matches!(names, Err(kube::Error::SerdeError(ref e)) if e.is_data()),
+                "{names:?}"
+            );
+            assert_eq!(admitted.len(), 100);
         }
-        // A syntax error after a shape error: the first one in the body is reported.
-        let json = list(300, Some(100)).replace("c00200", "c00200\\q\"");
-        let (names, admitted) = run(json, test_pool());
-        assert!(
-            matches!(names, Err(kube::Error::SerdeError(ref e)) if e.is_data()),
-            "{names:?}"
-        );
-        assert_eq!(admitted.len(), 100);
     }
 }
 
@@ -636,14 +715,35 @@ mod fuzz_tests {
             .expect("runtime");
     }
 
-    fn decode(bytes: &[u8], chunk: usize) -> Result<DecodedList<Item<Pod>>, kube::Error> {
+    /// Decodes with the typed codec, or (`lean`) the lean one, whose objects must then read
+    /// back (or fail to decode with a typed error, never panic).
+    fn decode_as(
+        bytes: &[u8],
+        chunk: usize,
+        lean: bool,
+    ) -> Result<DecodedList<Item<Pod>>, kube::Error> {
         let chunks: Vec<Result<Vec<u8>, io::Error>> =
             bytes.chunks(chunk.max(1)).map(|c| Ok(c.to_vec())).collect();
+        let state = Arc::new(kinformer::lean::LeanState::<Pod>::new(Default::default()));
+        let codec = if lean {
+            ItemCodec::Lean(Arc::clone(&state))
+        } else {
+            ItemCodec::Typed
+        };
         RT.with(|rt| {
             rt.block_on(async move {
                 let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
-                let admit: Admit<Pod> = Box::new(|o, _| Some((Arc::new(o), TraceId::NONE)));
-                decode_list::<Pod>(Box::pin(reader), admit).await
+                let admit: Admit<Pod> = Box::new(move |o, _| {
+                    let lazy = match o {
+                        Listed::Typed(o) => LazyObject::from_object(Arc::new(o)),
+                        Listed::Lean(raw) => {
+                            LazyObject::from_raw(Arc::new(raw), Arc::clone(&state))
+                        }
+                    };
+                    let _ = lazy.object();
+                    Some((Arc::new(lazy), TraceId::NONE))
+                });
+                decode_list::<Pod>(Box::pin(reader), codec, admit).await
             })
         })
     }
@@ -732,19 +832,22 @@ mod fuzz_tests {
     /// The decoder's contract on any input: a typed result, and an error for anything that is
     /// not one JSON value.
     fn check(bytes: &[u8], chunk: usize) -> Result<(), TestCaseError> {
-        let got = decode(bytes, chunk);
-        if let Err(e) = &got {
-            prop_assert!(
-                matches!(e, kube::Error::SerdeError(_) | kube::Error::ReadEvents(_)),
-                "untyped error {e:?}"
-            );
-        }
-        if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() {
-            prop_assert!(
-                got.is_err(),
-                "not JSON, yet decoded: {:?}",
-                String::from_utf8_lossy(bytes)
-            );
+        for lean in [false, true] {
+            let got = decode_as(bytes, chunk, lean);
+            if let Err(e) = &got {
+                prop_assert!(
+                    matches!(e, kube::Error::SerdeError(_) | kube::Error::ReadEvents(_)),
+                    "untyped error {e:?}"
+                );
+            }
+            if serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err() {
+                prop_assert!(
+                    got.is_err(),
+                    "not JSON, yet decoded (lean: {}): {:?}",
+                    lean,
+                    String::from_utf8_lossy(bytes)
+                );
+            }
         }
         Ok(())
     }
@@ -773,11 +876,18 @@ mod fuzz_tests {
 
         #[test]
         fn fuzz_list_decode_valid_lists_decode_whole(n in 0usize..6, chunk in 1usize..512) {
-            let l = decode(valid_list(n).as_bytes(), chunk);
-            prop_assert!(l.is_ok(), "{:?}", l.err());
-            let l = l.map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(l.items.len(), n);
-            prop_assert_eq!(l.metadata.resource_version.as_deref(), Some("99"));
+            for lean in [false, true] {
+                let l = decode_as(valid_list(n).as_bytes(), chunk, lean);
+                prop_assert!(l.is_ok(), "{:?}", l.err());
+                let l = l.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(l.items.len(), n);
+                prop_assert_eq!(l.metadata.resource_version.as_deref(), Some("99"));
+                for (i, (o, _)) in l.items.iter().enumerate() {
+                    let typed = o.object().map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(typed.metadata.name.clone(), Some(format!("pod-{i}")));
+                    prop_assert_eq!(o.labels().get("app"), Some("web"));
+                }
+            }
         }
     }
 

@@ -13,7 +13,10 @@
 use std::sync::{Arc, atomic::Ordering};
 
 use actix::prelude::*;
-use kinformer::processor::{Delivery, ListenerBuffer};
+use kinformer::{
+    lean::LazyObject,
+    processor::{Delivery, ListenerBuffer},
+};
 
 use crate::{
     config::{ListenerConfig, OverflowPolicy},
@@ -38,7 +41,7 @@ pub(crate) fn listener_name(config: &ListenerConfig, kind: &str, id: u64) -> Arc
 pub(crate) struct ProcessorListener<K: InformerObject> {
     name: Arc<str>,
     config: ListenerConfig,
-    buffer: ListenerBuffer<K>,
+    buffer: ListenerBuffer<LazyObject<K>>,
     sink: Sink<K>,
     /// A notification is on its way to the sink: offer nothing more until it arrived.
     delivering: bool,
@@ -99,7 +102,7 @@ impl<K: InformerObject> ProcessorListener<K> {
     }
 
     /// Buffers one notification (already counted as received by the caller, per batch).
-    fn accept(&mut self, p: Delivery<K>) {
+    fn accept(&mut self, p: Delivery<LazyObject<K>>) {
         let what = trace::notification_name(&p.notification);
         self.tracer.object(p.trace, p.notification.object(), what);
         self.buffer.push(p);

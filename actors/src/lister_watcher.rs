@@ -5,29 +5,38 @@
 //! decoding are kube's. The trait exists so one reflector serves typed, dynamic and
 //! metadata-only informers; it is not a test seam (tests run against the simulated API server).
 
-use std::{fmt::Debug, sync::Arc};
+use std::fmt::Debug;
 
 use futures::{StreamExt, stream::BoxStream};
-use kinformer::TraceId;
 use kube::{
     Api, Client, Resource,
     api::{ListParams, ObjectList, PartialObjectMeta, WatchEvent, WatchParams},
     core::{ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope},
 };
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 
-pub use crate::list_decode::{Admit, DecodedList};
-use crate::{
-    decode::{RawObject, decode_watch},
-    list_decode::decode_list,
-};
+pub use crate::decode::RawJson;
+pub use crate::list_decode::{Admit, DecodedList, Item, ItemCodec, Listed};
+use crate::{decode::decode_watch, list_decode::decode_list};
 
 /// A LIST in progress: resolves to the admitted items with the list's metadata.
 pub type ListItems<K> =
-    futures::future::BoxFuture<'static, Result<DecodedList<(Arc<K>, TraceId)>, kube::Error>>;
+    futures::future::BoxFuture<'static, Result<DecodedList<Item<K>>, kube::Error>>;
 
 /// A boxed stream of watch events as kube decodes them.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
+
+/// A boxed stream of watch events whose objects are left as the server's JSON (the lean
+/// mode's watch, I7).
+pub type RawWatchStream = BoxStream<'static, Result<WatchEvent<RawJson>, kube::Error>>;
+
+/// A typed object as the server's JSON (the default raw paths of a [`ListerWatcher`] that
+/// only decodes).
+fn to_raw<K: Serialize>(obj: &K) -> Result<RawJson, kube::Error> {
+    serde_json::value::to_raw_value(obj)
+        .map(RawJson::from)
+        .map_err(kube::Error::SerdeError)
+}
 
 /// Lists and watches one resource (client-go's `ListerWatcher`).
 pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
@@ -45,28 +54,68 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
     /// The resource's plural (for logs, traces and metrics).
     fn resource_name(&self) -> String;
 
-    /// One LIST request, each item passed through `admit` (R5, P2). The default calls
-    /// [`list`](Self::list) and admits the decoded items; [`KubeListerWatcher`] admits each item
-    /// as soon as it is decoded from the streaming response instead, so neither the whole
-    /// response nor untransformed objects are ever held.
-    fn list_items(&self, params: ListParams, mut admit: Admit<K>) -> ListItems<K>
+    /// One LIST request, each item decoded (or, in the lean mode, encoded) with `codec` and
+    /// passed through `admit` (R5, P2). The default calls [`list`](Self::list) and admits the
+    /// decoded items (re-encoding them for the lean mode); [`KubeListerWatcher`] admits each item
+    /// as soon as it is read from the streaming response instead, so neither the whole
+    /// response nor untransformed (or, lean, decoded) objects are ever held.
+    fn list_items(
+        &self,
+        params: ListParams,
+        codec: ItemCodec<K>,
+        mut admit: Admit<K>,
+    ) -> ListItems<K>
     where
-        K: Send + Sync + 'static,
+        K: Serialize + DeserializeOwned + Send + Sync + 'static,
     {
         let list = self.list(params);
         Box::pin(async move {
             let l = list.await?;
             let item_type = crate::list_decode::item_type(&l.types);
-            let items = l
-                .items
-                .into_iter()
-                .filter_map(|o| admit(o, item_type.as_ref()))
-                .collect();
+            let mut items = Vec::with_capacity(l.items.len());
+            for o in l.items {
+                let listed = match &codec {
+                    ItemCodec::Typed => Listed::Typed(o),
+                    ItemCodec::Lean(_) => codec
+                        .apply(to_raw(&o)?.get())
+                        .map_err(kube::Error::SerdeError)?,
+                };
+                items.extend(admit(listed, item_type.as_ref()));
+            }
             Ok(DecodedList {
                 types: l.types,
                 metadata: l.metadata,
                 items,
             })
+        })
+    }
+
+    /// Opens a WATCH whose objects are left as the server's JSON (the lean mode's path, I7:
+    /// the informer encodes them on its decode pool, never decoding them). The default
+    /// serialises what [`watch`](Self::watch) decodes; [`KubeListerWatcher`] reads the
+    /// response as it comes.
+    fn watch_raw(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+    ) -> futures::future::BoxFuture<'static, Result<RawWatchStream, kube::Error>>
+    where
+        K: Serialize + Send + 'static,
+    {
+        let watch = self.watch(params, resource_version);
+        Box::pin(async move {
+            let events = watch.await?;
+            Ok(events
+                .map(|ev| {
+                    Ok(match ev? {
+                        WatchEvent::Added(o) => WatchEvent::Added(to_raw(&o)?),
+                        WatchEvent::Modified(o) => WatchEvent::Modified(to_raw(&o)?),
+                        WatchEvent::Deleted(o) => WatchEvent::Deleted(to_raw(&o)?),
+                        WatchEvent::Bookmark(b) => WatchEvent::Bookmark(b),
+                        WatchEvent::Error(e) => WatchEvent::Error(e),
+                    })
+                })
+                .boxed())
         })
     }
 }
@@ -177,8 +226,25 @@ where
                 .watch(&params, &resource_version)
                 .map_err(kube::Error::BuildRequest)?;
             req.extensions_mut().insert("watch");
-            let events = api.into_client().request_events::<RawObject>(req).await?;
+            let events = api.into_client().request_events::<RawJson>(req).await?;
             Ok(decode_watch::<K, _>(events, pool))
+        }))
+    }
+
+    fn watch_raw(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+    ) -> futures::future::BoxFuture<'static, Result<RawWatchStream, kube::Error>> {
+        let api = self.api.clone();
+        Box::pin(crate::runtime::on_io(async move {
+            // `Api::watch`'s request, read by kube's watch decoder with the objects left raw.
+            let mut req = kube::core::Request::new(api.resource_url())
+                .watch(&params, &resource_version)
+                .map_err(kube::Error::BuildRequest)?;
+            req.extensions_mut().insert("watch");
+            let events = api.into_client().request_events::<RawJson>(req).await?;
+            Ok(events.boxed())
         }))
     }
 
@@ -186,7 +252,7 @@ where
         self.plural.clone()
     }
 
-    fn list_items(&self, params: ListParams, admit: Admit<K>) -> ListItems<K> {
+    fn list_items(&self, params: ListParams, codec: ItemCodec<K>, admit: Admit<K>) -> ListItems<K> {
         let api = self.api.clone();
         Box::pin(async move {
             let mut req = kube::core::Request::new(api.resource_url())
@@ -199,7 +265,7 @@ where
                 Ok(Box::pin(body) as std::pin::Pin<Box<dyn futures::io::AsyncBufRead + Send>>)
             })
             .await?;
-            decode_list::<K>(body, admit).await
+            decode_list::<K>(body, codec, admit).await
         })
     }
 }

@@ -19,6 +19,7 @@ use actix::{Message, Recipient};
 use kinformer::{
     Deltas, ObjectKey, TraceId,
     fifo::FifoError,
+    lean::LazyObject,
     notification::Notification,
     processor::{Delivery, ResyncPeriod},
     reflector::{FifoCommand, ReflectorMachine},
@@ -29,12 +30,16 @@ use crate::{error::ReflectorError, object::InformerObject};
 
 pub(crate) use kinformer::reflector::EventKind;
 
-/// One decoded watch event.
+/// An object as the pipeline carries it (decoded in the typed mode, the server's bytes in the
+/// lean mode, I7), with the trace id it was admitted under.
+pub(crate) type Item<K> = (Arc<LazyObject<K>>, TraceId);
+
+/// One admitted watch event.
 pub(crate) struct Event<K> {
     /// ADDED, MODIFIED or DELETED.
     pub(crate) kind: EventKind,
-    /// The decoded object (transformed, when the informer has a transform).
-    pub(crate) obj: Arc<K>,
+    /// The admitted object (transformed, when the informer has a transform).
+    pub(crate) obj: Arc<LazyObject<K>>,
     /// The event's trace id.
     pub(crate) trace: TraceId,
 }
@@ -45,7 +50,7 @@ pub(crate) struct Event<K> {
 /// then); an error means the FIFO is closed.
 pub(crate) struct Replace<K> {
     /// Every listed object with its trace id.
-    pub(crate) items: Vec<(Arc<K>, TraceId)>,
+    pub(crate) items: Vec<Item<K>>,
     /// The list's resourceVersion.
     pub(crate) resource_version: String,
 }
@@ -83,7 +88,7 @@ pub(crate) struct FifoRecipients<K: InformerObject> {
 impl<K: InformerObject> FifoRecipients<K> {
     /// Hands one of the reflector machine's outputs to the FIFO as its typed message and waits
     /// for the answer (B4: the answer comes once the FIFO has room). False when the FIFO is gone.
-    pub(crate) async fn hand_over(&self, out: FifoCommand<(Arc<K>, TraceId)>) -> bool {
+    pub(crate) async fn hand_over(&self, out: FifoCommand<Item<K>>) -> bool {
         match out {
             FifoCommand::Replace {
                 items,
@@ -148,7 +153,7 @@ impl Message for Resync {
 /// The response acknowledges processing, which is what `HasSynced` counts (F5).
 pub(crate) struct ProcessDeltas<K> {
     /// The popped keys' deltas, in queue order.
-    pub(crate) batch: Vec<Deltas<K>>,
+    pub(crate) batch: Vec<Deltas<LazyObject<K>>>,
     /// True while the FIFO had not synced when it popped (client-go's `isInInitialList`).
     pub(crate) is_in_initial_list: bool,
 }
@@ -170,7 +175,7 @@ impl<K: InformerObject> Message for ProcessDeltas<K> {
 pub(crate) struct Notifications<K> {
     /// In order: the core processor's deliveries (key, notification, trace id, initial-list
     /// flag), carried as they are.
-    pub(crate) items: Vec<Delivery<K>>,
+    pub(crate) items: Vec<Delivery<LazyObject<K>>>,
 }
 
 impl<K: InformerObject> Message for Notifications<K> {
@@ -193,7 +198,7 @@ pub struct Notify<K> {
     pub trace: TraceId,
 }
 
-impl<K: InformerObject> Message for Notify<K> {
+impl<K: 'static> Message for Notify<K> {
     type Result = ();
 }
 
@@ -279,7 +284,7 @@ impl<K: InformerObject> Message for AddIndexers<K> {
 /// Reflector → Supervisor: "my machine is backing off (or I failed); here it is". No answer.
 pub(crate) struct ReflectorFailed<K: InformerObject> {
     /// The machine, to resume with; `None` when the reflector panicked and lost it.
-    pub(crate) machine: Option<ReflectorMachine<(Arc<K>, TraceId)>>,
+    pub(crate) machine: Option<ReflectorMachine<Item<K>>>,
     /// Why.
     pub(crate) error: ReflectorError,
     /// When the machine's backoff ends; `None`: the supervisor's own backoff decides.

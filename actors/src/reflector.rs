@@ -14,16 +14,15 @@
 use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
 
 use actix::prelude::*;
-use futures::{FutureExt, StreamExt};
-use kinformer::{
-    TraceId,
-    reflector::{ListPage, ReflectorEvent, ReflectorMachine, Request},
-};
+use futures::{FutureExt, StreamExt, stream::BoxStream};
+use kinformer::reflector::{ListPage, ReflectorEvent, ReflectorMachine, Request};
+use kube::api::{WatchEvent as KubeWatchEvent, WatchParams};
 
 use crate::{
+    decode::encode_watch,
     error::{ReflectorError, WatchWarning},
     health::ReflectorPhase,
-    lister_watcher::{WatchStream, list_params, watch_params},
+    lister_watcher::{Item, Listed, list_params, watch_params},
     messages::ReflectorFailed,
     object::InformerObject,
     reflector_io::{ReflectorContext, admit_listed, classify, convert, failure_error},
@@ -32,7 +31,43 @@ use crate::{
 pub use crate::reflector_io::{Transform, Validate, WatchErrorHandler};
 
 /// The machine a reflector drives: its items are admitted objects with their trace ids.
-pub(crate) type Machine<K> = ReflectorMachine<(Arc<K>, TraceId)>;
+pub(crate) type Machine<K> = ReflectorMachine<Item<K>>;
+
+/// An open watch's events, decoded (typed mode) or encoded (lean mode) in the server's order.
+type Events<K> = BoxStream<'static, Result<KubeWatchEvent<Listed<K>>, kube::Error>>;
+
+/// Opens the machine's WATCH: the typed stream (decoded on the pool by the lister-watcher), or,
+/// in the lean mode (I7), the raw stream encoded on the pool here.
+async fn open_watch<K: InformerObject>(
+    cx: &ReflectorContext<K>,
+    params: WatchParams,
+    rv: String,
+) -> Result<Events<K>, kube::Error> {
+    match cx.lean() {
+        None => {
+            let events = cx.lw.watch(params, rv).await?;
+            Ok(events.map(|ev| ev.map(typed_event)).boxed())
+        }
+        Some(state) => {
+            let events = cx.lw.watch_raw(params, rv).await?;
+            Ok(encode_watch(
+                events,
+                crate::runtime::decode_pool(),
+                Arc::clone(state),
+            ))
+        }
+    }
+}
+
+fn typed_event<K>(ev: KubeWatchEvent<K>) -> KubeWatchEvent<Listed<K>> {
+    match ev {
+        KubeWatchEvent::Added(o) => KubeWatchEvent::Added(Listed::Typed(o)),
+        KubeWatchEvent::Modified(o) => KubeWatchEvent::Modified(Listed::Typed(o)),
+        KubeWatchEvent::Deleted(o) => KubeWatchEvent::Deleted(Listed::Typed(o)),
+        KubeWatchEvent::Bookmark(b) => KubeWatchEvent::Bookmark(b),
+        KubeWatchEvent::Error(e) => KubeWatchEvent::Error(e),
+    }
+}
 
 /// The reflector actor. Start it through a [`Supervisor`](crate::supervisor::Supervisor).
 pub(crate) struct Reflector<K: InformerObject> {
@@ -119,7 +154,8 @@ async fn drive<K: InformerObject>(
                 let params = list_params(req);
                 let admit = admit_listed(cx);
                 let timeout = m.config().request_timeout;
-                match within(timeout, cx.lw.list_items(params, admit)).await {
+                let list = cx.lw.list_items(params, cx.codec.clone(), admit);
+                match within(timeout, list).await {
                     Ok(list) => m.handle_list_page(
                         Instant::now(),
                         ListPage {
@@ -140,7 +176,7 @@ async fn drive<K: InformerObject>(
             Some(Request::Watch(req)) => {
                 let (params, rv) = watch_params(req);
                 let timeout = m.config().request_timeout;
-                match within(timeout, cx.lw.watch(params, rv)).await {
+                match within(timeout, open_watch(cx, params, rv)).await {
                     Ok(stream) => {
                         m.handle_watch_opened(Instant::now());
                         // Publish the phase and counters now: a quiet watch must not look
@@ -191,7 +227,7 @@ async fn within<T>(
 async fn consume<K: InformerObject>(
     cx: &ReflectorContext<K>,
     m: &mut Machine<K>,
-    stream: WatchStream<K>,
+    stream: Events<K>,
     last_error: &mut Option<ReflectorError>,
 ) -> Result<Option<(ReflectorError, Instant)>, ReflectorError> {
     let mut chunks = stream.ready_chunks(m.config().event_batch.max(1));

@@ -9,7 +9,7 @@ use std::{
 };
 
 use kinformer::{
-    TraceId,
+    lean::{LazyObject, LeanState, RawObject},
     reflector::{
         ErrorKind, FailureCause, INITIAL_EVENTS_END, ReflectorConfig, RequestError, WatchEvent,
     },
@@ -19,7 +19,7 @@ use kube::api::{TypeMeta, WatchEvent as KubeWatchEvent};
 use crate::{
     error::{ReflectorError, WatchWarning},
     health::ReflectorStatus,
-    lister_watcher::{Admit, ListerWatcher},
+    lister_watcher::{Admit, Item, ItemCodec, Listed, ListerWatcher},
     messages::FifoRecipients,
     object::InformerObject,
     trace::{TraceIds, Tracer},
@@ -48,31 +48,114 @@ pub(crate) struct ReflectorContext<K: InformerObject> {
     pub(crate) transform: Option<Transform<K>>,
     pub(crate) validate: Option<Validate<K>>,
     pub(crate) on_error: Option<WatchErrorHandler>,
+    /// How objects are read: decoded (typed mode) or encoded (lean mode, I7).
+    pub(crate) codec: ItemCodec<K>,
+    /// The `apiVersion` and `kind` the informer's objects have, when its type says so (the
+    /// lean mode's R5 check; typed objects are checked by their own decode).
+    pub(crate) expected_type: Option<TypeMeta>,
 }
 
 impl<K: InformerObject> ReflectorContext<K> {
-    /// Validates (R5), transforms (P2) and wraps one decoded object; `None` when dropped.
+    /// Validates (R5), transforms (P2) and wraps one decoded or encoded object; `None` when
+    /// dropped.
     pub(crate) fn admit(
         &self,
-        obj: K,
+        obj: Listed<K>,
         what: &'static str,
         list_type: Option<&TypeMeta>,
-    ) -> Option<(Arc<K>, TraceId)> {
-        if let Some(Err(detail)) = self.validate.as_ref().map(|v| v(&obj, list_type)) {
-            self.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
-            self.warn(WatchWarning::UnexpectedObject {
-                resource: self.resource.clone(),
-                detail,
-            });
-            return None;
+    ) -> Option<Item<K>> {
+        let admitted = match obj {
+            Listed::Typed(obj) => self.admit_typed(obj, list_type),
+            Listed::Lean(raw) => self.admit_lean(raw, list_type),
+        };
+        let lazy = match admitted {
+            Ok(lazy) => Arc::new(lazy),
+            Err(detail) => {
+                self.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
+                self.warn(WatchWarning::UnexpectedObject {
+                    resource: self.resource.clone(),
+                    detail,
+                });
+                return None;
+            }
+        };
+        let id = self.trace_ids.next();
+        self.tracer.object(id, &lazy, what);
+        Some((lazy, id))
+    }
+
+    fn admit_typed(&self, obj: K, list_type: Option<&TypeMeta>) -> Result<LazyObject<K>, String> {
+        if let Some(v) = &self.validate {
+            v(&obj, list_type)?;
         }
-        let obj = Arc::new(match &self.transform {
+        let obj = match &self.transform {
             Some(t) => t(obj),
             None => obj,
-        });
-        let id = self.trace_ids.next();
-        self.tracer.object(id, &obj, what);
-        Some((obj, id))
+        };
+        Ok(LazyObject::from_object(Arc::new(obj)))
+    }
+
+    /// The lean mode's admission (I7): the R5 type check on the parsed metadata; a user's
+    /// typed validator or transform decodes the object for it (and the transform's output is
+    /// encoded again); otherwise nothing is decoded.
+    fn admit_lean(
+        &self,
+        raw: RawObject,
+        list_type: Option<&TypeMeta>,
+    ) -> Result<LazyObject<K>, String> {
+        let ItemCodec::Lean(state) = &self.codec else {
+            return Err("a lean object reached a typed informer".into());
+        };
+        self.check_type(&raw, list_type)?;
+        let lazy = LazyObject::from_raw(Arc::new(raw), Arc::clone(state));
+        if self.validate.is_none() && self.transform.is_none() {
+            return Ok(lazy);
+        }
+        let typed = lazy.object().map_err(|e| e.to_string())?;
+        if let Some(v) = &self.validate {
+            v(&typed, list_type)?;
+        }
+        match &self.transform {
+            None => Ok(lazy),
+            Some(t) => {
+                let out = t(K::clone(&typed));
+                let raw = state.encode_object(&out).map_err(|e| e.to_string())?;
+                Ok(LazyObject::from_raw(Arc::new(raw), Arc::clone(state)))
+            }
+        }
+    }
+
+    /// R5 for a lean object: its `apiVersion` and `kind`, where it has them (list items usually
+    /// do not; then the list's item type stands for them), must be the informer's type.
+    fn check_type(&self, raw: &RawObject, list_type: Option<&TypeMeta>) -> Result<(), String> {
+        let Some(expected) = &self.expected_type else {
+            return Ok(());
+        };
+        let meta = raw.meta();
+        let (api_version, kind) = match (meta.api_version(), meta.kind(), list_type) {
+            (None, None, Some(t)) => (Some(t.api_version.as_str()), Some(t.kind.as_str())),
+            (a, k, _) => (a, k),
+        };
+        if api_version.is_some_and(|a| a != expected.api_version)
+            || kind.is_some_and(|k| k != expected.kind)
+        {
+            return Err(format!(
+                "expected {}/{}, got {}/{}",
+                expected.api_version,
+                expected.kind,
+                api_version.unwrap_or(""),
+                kind.unwrap_or("")
+            ));
+        }
+        Ok(())
+    }
+
+    /// The lean mode's state (None: typed mode).
+    pub(crate) fn lean(&self) -> Option<&Arc<LeanState<K>>> {
+        match &self.codec {
+            ItemCodec::Typed => None,
+            ItemCodec::Lean(s) => Some(s),
+        }
     }
 
     pub(crate) fn warn(&self, w: WatchWarning) {
@@ -173,9 +256,9 @@ pub fn translate<K, T>(
 /// reports what it skips, and keeps the typed error of a failure in `last_error`.
 pub(crate) fn convert<K: InformerObject>(
     cx: &ReflectorContext<K>,
-    ev: Result<KubeWatchEvent<K>, kube::Error>,
+    ev: Result<KubeWatchEvent<Listed<K>>, kube::Error>,
     last_error: &mut Option<ReflectorError>,
-) -> Option<WatchEvent<(Arc<K>, TraceId)>> {
+) -> Option<WatchEvent<Item<K>>> {
     match translate(ev, |o, what| cx.admit(o, what, None)) {
         Translated::Event(e) => Some(e),
         Translated::Dropped => None,

@@ -19,7 +19,7 @@ use std::{
 
 use actix::Recipient;
 use futures::future::BoxFuture;
-use kinformer::processor::Delivery;
+use kinformer::{lean::LazyObject, processor::Delivery};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
@@ -36,32 +36,42 @@ const HANDLER_CHANNEL: usize = 64;
 /// What a listener is given to deliver to.
 pub(crate) enum HandlerKind<K: InformerObject> {
     /// A handler run on its own thread.
-    Handler(Box<dyn ResourceEventHandler<K>>),
-    /// A user's actor.
+    Handler(ThreadHandler<K>),
+    /// A user's actor, told with typed notifications.
     Recipient(Recipient<Notify<K>>),
+    /// A user's actor, told with lazy objects (I7).
+    LazyRecipient(Recipient<Notify<LazyObject<K>>>),
     /// A key sink, with an optional mapping from notifications to keys (default: the object's key).
     Keys(Arc<dyn EnqueueKeys>, Option<KeyMapper<K>>),
 }
 
+/// A handler run on a thread of its own: typed (its notifications are decoded for it, once
+/// per event whatever the number of handlers) or lazy (given the lazy objects as they are).
+pub(crate) enum ThreadHandler<K> {
+    /// Over `K`.
+    Typed(Box<dyn ResourceEventHandler<K>>),
+    /// Over [`LazyObject<K>`].
+    Lazy(Box<dyn ResourceEventHandler<LazyObject<K>>>),
+}
+
 /// A handler not yet handed to its (already spawned) thread: see [`Sink::arm`].
-type Pending<K> = (
-    oneshot::Sender<Box<dyn ResourceEventHandler<K>>>,
-    Box<dyn ResourceEventHandler<K>>,
-);
+type Pending<K> = (oneshot::Sender<ThreadHandler<K>>, ThreadHandler<K>);
 
 /// Where a listener delivers.
 pub(crate) enum Sink<K: InformerObject> {
     /// A handler on its own thread.
     Thread {
-        tx: Option<mpsc::Sender<Delivery<K>>>,
+        tx: Option<mpsc::Sender<Delivery<LazyObject<K>>>>,
         abort: Arc<AtomicBool>,
         exited: Option<oneshot::Receiver<()>>,
         /// The handler, until [`Sink::arm`] hands it to the thread: a start that fails after
         /// this thread was spawned takes it back ([`Sink::take_back`]), so nothing is lost.
         pending: Option<Pending<K>>,
     },
-    /// A user's actor.
+    /// A user's actor (typed notifications).
     Recipient(Recipient<Notify<K>>),
+    /// A user's actor (lazy objects).
+    LazyRecipient(Recipient<Notify<LazyObject<K>>>),
     /// A non-blocking key sink (workqueue).
     Keys {
         sink: Arc<dyn EnqueueKeys>,
@@ -126,6 +136,7 @@ impl<K: InformerObject> Sink<K> {
                 }
             }
             HandlerKind::Recipient(r) => Sink::Recipient(r),
+            HandlerKind::LazyRecipient(r) => Sink::LazyRecipient(r),
             HandlerKind::Keys(sink, mapper) => Sink::Keys { sink, mapper },
         })
     }
@@ -145,6 +156,7 @@ impl<K: InformerObject> Sink<K> {
         match self {
             Sink::Thread { pending, .. } => pending.map(|(_, h)| HandlerKind::Handler(h)),
             Sink::Recipient(r) => Some(HandlerKind::Recipient(r)),
+            Sink::LazyRecipient(r) => Some(HandlerKind::LazyRecipient(r)),
             Sink::Keys { sink, mapper } => Some(HandlerKind::Keys(sink, mapper)),
         }
     }
@@ -153,7 +165,7 @@ impl<K: InformerObject> Sink<K> {
     /// records its `handler` hop with `tracer` (T1).
     pub(crate) fn offer(
         &mut self,
-        p: Delivery<K>,
+        p: Delivery<LazyObject<K>>,
         stats: &Arc<ListenerStats>,
         tracer: &Tracer,
     ) -> Offered {
@@ -197,44 +209,33 @@ impl<K: InformerObject> Sink<K> {
             },
             Sink::Thread { tx: None, .. } => Offered::Gone,
             Sink::Recipient(r) => {
-                let initial = p.initial;
-                let key = p.key.clone();
-                // T1: the handler hop ends when the user's actor answered; the latency
-                // histogram (M1) times every answered notification.
-                let started = Instant::now();
-                let traced = trace::enabled().then(|| {
-                    let obj = Arc::clone(p.notification.object());
-                    (tracer.clone(), obj, p.trace)
-                });
+                // A typed actor is told typed objects: decoded here, once (lean mode, I7).
+                match p.notification.decode() {
+                    Ok(event) => {
+                        let obj = Arc::clone(p.notification.object());
+                        let (key, trace, initial) = (p.key, p.trace, p.initial);
+                        let send = r.send(Notify {
+                            key: key.clone(),
+                            event,
+                            trace,
+                        });
+                        Offered::Later(answered(send, key, obj, trace, initial, stats, tracer))
+                    }
+                    Err(e) => {
+                        undecodable(&p, &e, stats);
+                        Offered::Taken
+                    }
+                }
+            }
+            Sink::LazyRecipient(r) => {
+                let obj = Arc::clone(p.notification.object());
+                let (key, trace, initial) = (p.key.clone(), p.trace, p.initial);
                 let send = r.send(Notify {
                     key: p.key,
                     event: p.notification,
-                    trace: p.trace,
+                    trace,
                 });
-                let stats = Arc::clone(stats);
-                Offered::Later(Box::pin(async move {
-                    let res = send.await;
-                    if let Err(e) = &res {
-                        // The user's actor is gone (stopped, or panicked and actix stopped it):
-                        // a state of its own, not a panic of this listener (S3). The informer and
-                        // the other handlers carry on.
-                        stats.undeliverable.fetch_add(1, Ordering::Relaxed);
-                        if !stats.recipient_gone.swap(true, Ordering::AcqRel) {
-                            tracing::warn!(key = %key, error = %e, "handler actor gone; its notifications are dropped (S3)");
-                        }
-                    } else {
-                        let took = started.elapsed();
-                        stats.record_handled(took);
-                        stats.delivered.fetch_add(1, Ordering::Relaxed);
-                        if let Some((tracer, obj, trace)) = traced {
-                            tracer.handled(trace, &obj, took, false);
-                        }
-                    }
-                    if initial {
-                        stats.sync.finished(res.is_ok());
-                    }
-                    res.is_ok()
-                }))
+                Offered::Later(answered(send, key, obj, trace, initial, stats, tracer))
             }
         }
     }
@@ -259,11 +260,73 @@ impl<K: InformerObject> Sink<K> {
     }
 }
 
-/// The handler thread: runs each notification, catches and counts panics (P7), finishes the
-/// initial-list accounting (P5).
+/// A recipient's answer: counts and traces it, finishes the initial-list accounting (P5), and
+/// reports a recipient that is gone (S3). Resolves to false when it is gone.
+fn answered<K, M>(
+    send: actix::dev::RecipientRequest<M>,
+    key: kinformer::ObjectKey,
+    obj: Arc<LazyObject<K>>,
+    trace: kinformer::TraceId,
+    initial: bool,
+    stats: &Arc<ListenerStats>,
+    tracer: &Tracer,
+) -> BoxFuture<'static, bool>
+where
+    K: InformerObject,
+    M: actix::Message<Result = ()> + Send + 'static,
+{
+    // T1: the handler hop ends when the user's actor answered; the latency histogram (M1)
+    // times every answered notification.
+    let started = Instant::now();
+    let traced = trace::enabled().then(|| tracer.clone());
+    let stats = Arc::clone(stats);
+    Box::pin(async move {
+        let res = send.await;
+        if let Err(e) = &res {
+            // The user's actor is gone (stopped, or panicked and actix stopped it): a state of
+            // its own, not a panic of this listener (S3). The informer and the other handlers
+            // carry on.
+            stats.undeliverable.fetch_add(1, Ordering::Relaxed);
+            if !stats.recipient_gone.swap(true, Ordering::AcqRel) {
+                tracing::warn!(key = %key, error = %e, "handler actor gone; its notifications are dropped (S3)");
+            }
+        } else {
+            let took = started.elapsed();
+            stats.record_handled(took);
+            stats.delivered.fetch_add(1, Ordering::Relaxed);
+            if let Some(tracer) = traced {
+                tracer.handled(trace, &obj, took, false);
+            }
+        }
+        if initial {
+            stats.sync.finished(res.is_ok());
+        }
+        res.is_ok()
+    })
+}
+
+/// A notification whose objects do not decode into `K` (lean mode: the server sent an object
+/// that is not a valid `K`): skipped for this typed handler, counted and logged. It does not
+/// hold up the registration's `HasSynced`: a typed-mode informer would have dropped the object
+/// when it arrived (R5).
+fn undecodable<K>(
+    p: &Delivery<LazyObject<K>>,
+    e: &kinformer::lean::DecodeError,
+    stats: &ListenerStats,
+) {
+    stats.decode_failures.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(key = %p.key, error = %e, "object does not decode; skipped for this typed handler (I7)");
+    if p.initial {
+        stats.sync.finished(true);
+    }
+    stats.delivered.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The handler thread: runs each notification (decoded first for a typed handler), catches
+/// and counts panics (P7), finishes the initial-list accounting (P5).
 fn thread_loop<K: InformerObject>(
-    mut rx: mpsc::Receiver<Delivery<K>>,
-    mut handler: Box<dyn ResourceEventHandler<K>>,
+    mut rx: mpsc::Receiver<Delivery<LazyObject<K>>>,
+    mut handler: ThreadHandler<K>,
     stats: Arc<ListenerStats>,
     abort: Arc<AtomicBool>,
     name: Arc<str>,
@@ -274,9 +337,20 @@ fn thread_loop<K: InformerObject>(
             break;
         }
         let started = std::time::Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            dispatch(&mut *handler, &p.notification)
-        }));
+        let result = match &mut handler {
+            ThreadHandler::Lazy(h) => {
+                catch_unwind(AssertUnwindSafe(|| dispatch(&mut **h, &p.notification)))
+            }
+            // Decoded on this thread: handlers decode in parallel, each event once (the lazy
+            // object keeps what the first reader decoded).
+            ThreadHandler::Typed(h) => match p.notification.decode() {
+                Ok(n) => catch_unwind(AssertUnwindSafe(|| dispatch(&mut **h, &n))),
+                Err(e) => {
+                    undecodable(&p, &e, &stats);
+                    continue;
+                }
+            },
+        };
         let took = started.elapsed();
         stats.record_handled(took);
         if result.is_err() {

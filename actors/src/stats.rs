@@ -129,6 +129,7 @@ pub struct ListenerStats {
     pub(crate) recipient_gone: AtomicBool,
     pub(crate) undeliverable: AtomicU64,
     pub(crate) stop_timed_out: AtomicBool,
+    pub(crate) decode_failures: AtomicU64,
     pub(crate) handle_latency: LatencyHistogram,
     coalesced: AtomicU64,
     /// The listener's name (logs, metrics, `/debug/informers`).
@@ -256,6 +257,13 @@ impl ListenerStats {
     /// logged, and the next notification is delivered as usual.
     pub fn sink_panics(&self) -> u64 {
         self.sink_panics.load(Ordering::Relaxed)
+    }
+    /// Notifications a typed handler or actor could not be given because an object did not
+    /// decode into its type (lean mode, I7: the server sent an object that is not a valid
+    /// `K`); skipped and logged. Always 0 in the typed mode, which drops such objects on
+    /// arrival (R5).
+    pub fn decode_failures(&self) -> u64 {
+        self.decode_failures.load(Ordering::Relaxed)
     }
     /// True once the user's actor behind a `Recipient` handler was found gone (its mailbox
     /// closed: it stopped or panicked); not a panic of this listener (S3).

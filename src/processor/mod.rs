@@ -79,7 +79,8 @@ pub use buffer::ListenerBuffer;
 pub use sync::SyncTracker;
 
 use crate::{
-    DeltaType, Deltas, ObjectKey, TraceId, notification::Notification, store::Lister, store::Store,
+    DeltaType, Deltas, ObjectKey, TraceId, lean::LazyObject, notification::Notification,
+    store::Lister, store::Store,
 };
 
 /// client-go's `minimumResyncPeriod`: a positive resync period is at least one second (P6).
@@ -164,6 +165,8 @@ pub struct Dispatch<K> {
     pub per_listener: Vec<(u64, Vec<Delivery<K>>)>,
     /// Deltas applied to the store.
     pub applied: u64,
+    /// Deltas that could not be applied (see [`Processor::handle_deltas`]).
+    pub failed: usize,
     /// Notifications produced (before routing), of which `syncs` were syncs.
     pub notifications: usize,
     /// Sync notifications (P3: only for syncing listeners).
@@ -223,9 +226,10 @@ fn advance_past(next: Instant, period: Duration, now: Instant) -> Instant {
     next + Duration::from_nanos(u64::try_from(by).unwrap_or(u64::MAX))
 }
 
-/// Same non-empty resourceVersion: an update that changed nothing (P1).
-fn same_version<K: Resource>(old: &K, new: &K) -> bool {
-    match (&old.meta().resource_version, &new.meta().resource_version) {
+/// Same non-empty resourceVersion: an update that changed nothing (P1). Reads the metadata
+/// only (a lean object is not decoded).
+fn same_version<K: Resource>(old: &LazyObject<K>, new: &LazyObject<K>) -> bool {
+    match (old.resource_version(), new.resource_version()) {
         (Some(a), Some(b)) => !a.is_empty() && a == b,
         _ => false,
     }
@@ -312,7 +316,12 @@ impl<K: Resource> Processor<K> {
     /// Registers listener `id` with the period it asks for (P6), at `now`. After start, the
     /// result carries the replay of the cache for it (P4): hand it to the listener before any
     /// later [`Dispatch`]. Registering an id again replaces the earlier registration.
-    pub fn add_listener(&mut self, id: u64, asked: ResyncPeriod, now: Instant) -> Registered<K> {
+    pub fn add_listener(
+        &mut self,
+        id: u64,
+        asked: ResyncPeriod,
+        now: Instant,
+    ) -> Registered<LazyObject<K>> {
         self.remove_listener(id);
         let mut requested = match asked {
             ResyncPeriod::Default => self.default_resync,
@@ -343,7 +352,8 @@ impl<K: Resource> Processor<K> {
             syncing: false,
         });
         let replay = if self.is_started() {
-            let snapshot = self.store.snapshot();
+            // Lazy reads: the replay hands over the stored objects without decoding them.
+            let snapshot = self.store.snapshot().lazy();
             snapshot
                 .list_keys()
                 .into_iter()
@@ -422,13 +432,18 @@ impl<K: Resource> Processor<K> {
     /// client-go's `HandleDeltas` for one popped batch (P1, P3): applies every delta to the
     /// store in one store batch (one publish), and returns each listener's notifications.
     /// `is_in_initial_list` is the FIFO's answer at pop time (it had not synced yet).
+    ///
+    /// Objects travel as [`LazyObject`]s: in the lean mode (I7) nothing here decodes them (a
+    /// typed index function aside), and the old object of an `Update` is the stored one as it
+    /// was, decoded only if a handler reads it.
     pub fn handle_deltas(
         &mut self,
-        batch: Vec<Deltas<K>>,
+        batch: Vec<Deltas<LazyObject<K>>>,
         is_in_initial_list: bool,
-    ) -> Dispatch<K> {
+    ) -> Dispatch<LazyObject<K>> {
         let mut applied = 0u64;
-        let mut out: Vec<(Delivery<K>, bool)> = Vec::with_capacity(batch.len());
+        let mut failed = 0usize;
+        let mut out: Vec<(Delivery<LazyObject<K>>, bool)> = Vec::with_capacity(batch.len());
         {
             let mut writes = self.store.batch();
             for deltas in batch {
@@ -442,14 +457,30 @@ impl<K: Resource> Processor<K> {
                         | DeltaType::Updated => {
                             let new = Arc::clone(d.object.object());
                             // The FIFO keyed the object with the store's key function.
-                            match writes.put_keyed(key.clone(), Arc::clone(&new)) {
+                            let old = match writes.put_object(key.clone(), &new) {
+                                Ok(old) => old,
+                                // Only a typed store given an object that does not decode
+                                // (never in an informer: its store and its objects share a
+                                // mode): nothing stored, nothing notified, counted.
+                                Err(_) => {
+                                    failed += 1;
+                                    continue;
+                                }
+                            };
+                            match old {
                                 Some(old) => {
                                     // client-go's OnUpdate: same RV = sync, whatever the
                                     // delta type (a Sync delta of a changed object, from a
                                     // relist without Replaced deltas, is a real update). The
-                                    // same Arc is a resync of an object without RV.
-                                    let is_sync =
-                                        Arc::ptr_eq(&old, &new) || same_version(&*old, &*new);
+                                    // same stored object is a resync of an object without RV;
+                                    // its notification then carries one `Arc` twice.
+                                    let resync = old.same_object(&new);
+                                    let is_sync = resync || same_version(&old, &new);
+                                    let old = if resync {
+                                        Arc::clone(&new)
+                                    } else {
+                                        Arc::new(old)
+                                    };
                                     out.push((
                                         Delivery {
                                             key: key.clone(),
@@ -496,7 +527,7 @@ impl<K: Resource> Processor<K> {
             .listeners
             .iter()
             .filter_map(|l| {
-                let items: Vec<Delivery<K>> = out
+                let items: Vec<Delivery<LazyObject<K>>> = out
                     .iter()
                     .filter(|(_, is_sync)| !is_sync || l.syncing)
                     .map(|(d, _)| d.clone())
@@ -507,6 +538,7 @@ impl<K: Resource> Processor<K> {
         Dispatch {
             per_listener,
             applied,
+            failed,
             notifications: out.len(),
             syncs,
         }

@@ -8,10 +8,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::Pod;
 use proptest::prelude::*;
 
-use super::tests::{key, pod, processor};
+use super::tests::{Obj, key, pod, processor};
 use super::*;
 use crate::{DeletedFinalStateUnknown, Delta, DeltaObject};
 
@@ -53,10 +52,10 @@ fn delta_type(kind: u8) -> DeltaType {
 
 /// What the model expects a listener to see: (kind, key, is_sync).
 fn expect(
-    model: &mut HashMap<&'static str, Arc<Pod>>,
+    model: &mut HashMap<&'static str, Arc<Obj>>,
     name: &'static str,
     t: DeltaType,
-    obj: &Arc<Pod>,
+    obj: &Arc<Obj>,
 ) -> (&'static str, &'static str, bool) {
     if t == DeltaType::Deleted {
         model.remove(name);
@@ -64,8 +63,8 @@ fn expect(
     }
     match model.insert(name, Arc::clone(obj)) {
         Some(old) => {
-            let rv_old = old.metadata.resource_version.as_deref().unwrap_or("");
-            let rv_new = obj.metadata.resource_version.as_deref().unwrap_or("");
+            let rv_old = old.resource_version().unwrap_or("");
+            let rv_new = obj.resource_version().unwrap_or("");
             let sync = !rv_old.is_empty() && rv_old == rv_new;
             ("update", name, sync)
         }
@@ -73,7 +72,7 @@ fn expect(
     }
 }
 
-fn kind(d: &Delivery<Pod>) -> &'static str {
+fn kind(d: &Delivery<Obj>) -> &'static str {
     match d.notification {
         Notification::Add { .. } => "add",
         Notification::Update { .. } => "update",
@@ -92,7 +91,7 @@ proptest! {
         p.add_listener(1, ResyncPeriod::Default, t0); // resyncs: syncing after a check
         p.add_listener(2, ResyncPeriod::Never, t0);
         p.start(t0);
-        let mut model: HashMap<&'static str, Arc<Pod>> = HashMap::new();
+        let mut model: HashMap<&'static str, Arc<Obj>> = HashMap::new();
         for (i, ops) in batches.into_iter().enumerate() {
             if i == check_after {
                 prop_assert!(p.handle_resync_check(t0 + Duration::from_secs(1)));
@@ -145,7 +144,7 @@ proptest! {
             stored.sort();
             let mut want: Vec<(String, Option<String>)> = model
                 .iter()
-                .map(|(n, o)| (n.to_string(), o.metadata.resource_version.clone()))
+                .map(|(n, o)| (n.to_string(), o.resource_version().map(str::to_string)))
                 .collect();
             want.sort();
             prop_assert_eq!(stored, want);

@@ -11,19 +11,22 @@ use k8s_openapi::api::core::v1::Pod;
 use super::*;
 use crate::{DeletedFinalStateUnknown, Delta, DeltaObject, key::default_key_func, store::Indexers};
 
-pub(super) fn pod(name: &str, rv: Option<&str>) -> Arc<Pod> {
+/// The object the pipeline carries: a typed pod, as the typed mode hands it over.
+pub(super) type Obj = LazyObject<Pod>;
+
+pub(super) fn pod(name: &str, rv: Option<&str>) -> Arc<Obj> {
     let mut p = Pod::default();
     p.metadata.namespace = Some("ns".into());
     p.metadata.name = Some(name.into());
     p.metadata.resource_version = rv.map(str::to_string);
-    Arc::new(p)
+    Arc::new(LazyObject::from_object(Arc::new(p)))
 }
 
 pub(super) fn key(name: &str) -> ObjectKey {
     ObjectKey::new(Some("ns"), name)
 }
 
-pub(super) fn deltas(name: &str, ds: Vec<(DeltaType, Arc<Pod>)>) -> Deltas<Pod> {
+pub(super) fn deltas(name: &str, ds: Vec<(DeltaType, Arc<Obj>)>) -> Deltas<Obj> {
     Deltas {
         key: key(name),
         deltas: ds
@@ -48,7 +51,7 @@ fn ms(m: u64) -> Duration {
 
 /// The notifications listener `id` got, as short strings ("add(a,init)", "update(a)",
 /// "sync(a)", "delete(a)", "delete(a,tombstone)").
-fn seen(d: &Dispatch<Pod>, id: u64) -> Vec<String> {
+fn seen(d: &Dispatch<Obj>, id: u64) -> Vec<String> {
     d.per_listener
         .iter()
         .find(|(l, _)| *l == id)
@@ -56,7 +59,7 @@ fn seen(d: &Dispatch<Pod>, id: u64) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn describe(d: &Delivery<Pod>) -> String {
+fn describe(d: &Delivery<Obj>) -> String {
     let name = d.key.name().to_string();
     match &d.notification {
         Notification::Add {
@@ -126,7 +129,7 @@ fn p1_update_carries_the_old_and_the_new_object() {
     let Notification::Update { old, new } = &d.per_listener[0].1[0].notification else {
         panic!("not an update")
     };
-    assert!(Arc::ptr_eq(old, &v1) && Arc::ptr_eq(new, &v2));
+    assert!(old.same_object(&v1) && Arc::ptr_eq(new, &v2));
 }
 
 #[test]
@@ -273,7 +276,11 @@ fn p3_non_sync_notifications_reach_every_listener_sync_only_the_due_ones() {
     );
     assert!(p.handle_resync_check(t0 + secs(10)), "listener 1 is due");
     assert!(p.is_syncing(1) && !p.is_syncing(2) && !p.is_syncing(3));
-    let stored = p.store().get_by_key("ns/a").unwrap();
+    let stored = p
+        .store()
+        .get_by_key("ns/a")
+        .map(|o| Arc::new(LazyObject::from_object(o)))
+        .unwrap();
     let d = p.handle_deltas(vec![deltas("a", vec![(DeltaType::Sync, stored)])], false);
     assert_eq!(seen(&d, 1), ["update(a)"]);
     assert!(seen(&d, 2).is_empty() && seen(&d, 3).is_empty());
@@ -343,7 +350,9 @@ fn p4_listener_added_after_start_gets_the_cache_as_initial_adds_then_only_later_
 fn p4_listener_added_before_start_gets_no_replay() {
     let t0 = Instant::now();
     let mut p = processor(None);
-    p.store_mut().add(pod("a", Some("1"))).unwrap();
+    p.store_mut()
+        .add(pod("a", Some("1")).object().unwrap())
+        .unwrap();
     assert!(p.add_listener(1, ResyncPeriod::Never, t0).replay.is_empty());
 }
 
@@ -396,7 +405,7 @@ fn p5_a_panicking_initial_notification_never_syncs() {
     assert!(!t.has_synced(true), "kubernetes#129024");
 }
 
-fn add(name: &str, initial: bool) -> Delivery<Pod> {
+fn add(name: &str, initial: bool) -> Delivery<Obj> {
     Delivery {
         key: key(name),
         notification: Notification::Add {
@@ -408,7 +417,7 @@ fn add(name: &str, initial: bool) -> Delivery<Pod> {
     }
 }
 
-fn del(name: &str) -> Delivery<Pod> {
+fn del(name: &str) -> Delivery<Obj> {
     Delivery {
         key: key(name),
         notification: Notification::Delete {
@@ -419,7 +428,7 @@ fn del(name: &str) -> Delivery<Pod> {
     }
 }
 
-fn upd(name: &str) -> Delivery<Pod> {
+fn upd(name: &str) -> Delivery<Obj> {
     Delivery {
         key: key(name),
         notification: Notification::Update {
@@ -432,7 +441,7 @@ fn upd(name: &str) -> Delivery<Pod> {
 }
 
 /// Drains `b` as a handler would, reporting each initial notification as handled.
-fn handle_all(b: &mut ListenerBuffer<Pod>) -> Vec<String> {
+fn handle_all(b: &mut ListenerBuffer<Obj>) -> Vec<String> {
     let mut out = Vec::new();
     while let Some(d) = b.pop() {
         if d.initial {
@@ -495,7 +504,7 @@ fn p5_cleared_buffer_never_syncs() {
 }
 
 /// An update of `name` from resourceVersion `from` to `to`.
-fn upd_rv(name: &str, from: &str, to: &str) -> Delivery<Pod> {
+fn upd_rv(name: &str, from: &str, to: &str) -> Delivery<Obj> {
     Delivery {
         key: key(name),
         notification: Notification::Update {
@@ -508,8 +517,8 @@ fn upd_rv(name: &str, from: &str, to: &str) -> Delivery<Pod> {
 }
 
 /// Drains `b` as [`handle_all`] does, showing an update's resourceVersions (`update(a,1>2)`).
-fn handle_all_rv(b: &mut ListenerBuffer<Pod>) -> Vec<String> {
-    let rv = |p: &Pod| p.metadata.resource_version.clone().unwrap_or_default();
+fn handle_all_rv(b: &mut ListenerBuffer<Obj>) -> Vec<String> {
+    let rv = |p: &Obj| p.resource_version().unwrap_or_default().to_string();
     let mut out = Vec::new();
     while let Some(d) = b.pop() {
         if d.initial {
@@ -909,7 +918,11 @@ fn p1_a_resync_of_an_object_without_rv_is_a_sync() {
         vec![deltas("a", vec![(DeltaType::Added, pod("a", None))])],
         false,
     );
-    let cached = p.store().get_by_key("ns/a").expect("cached");
+    let cached = p
+        .store()
+        .get_by_key("ns/a")
+        .map(|o| Arc::new(LazyObject::from_object(o)))
+        .expect("cached");
     let d = p.handle_deltas(vec![deltas("a", vec![(DeltaType::Sync, cached)])], false);
     assert_eq!(d.syncs, 1);
     assert!(

@@ -170,6 +170,12 @@ impl<K: kube_core::Resource> Versioned for (Arc<K>, TraceId) {
     }
 }
 
+impl<K: kube_core::Resource> Versioned for (Arc<crate::lean::LazyObject<K>>, TraceId) {
+    fn resource_version(&self) -> Option<&str> {
+        self.0.resource_version()
+    }
+}
+
 /// `resourceVersionMatch` of a LIST.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VersionMatch {

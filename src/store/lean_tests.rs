@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::tests::{label_index, pod};
 use super::*;
-use crate::key::default_key_func;
+use crate::{key::default_key_func, lean::LazyObject};
 
 fn lean_store(hot: usize) -> Store<Pod> {
     let mut ix = Indexers::new();
@@ -21,6 +21,27 @@ fn lean_store(hot: usize) -> Store<Pod> {
     )
 }
 
+/// A store with metadata indexes only (what an informer's built-in indexes are).
+fn meta_store(hot: usize) -> Store<Pod> {
+    let mut ix = Indexers::new();
+    ix.insert(NAMESPACE_INDEX.to_string(), namespace_index_func());
+    ix.insert(
+        "app".to_string(),
+        meta_index_func(|p: &LazyObject<Pod>| {
+            p.labels()
+                .get("app")
+                .map(String::from)
+                .into_iter()
+                .collect()
+        }),
+    );
+    Store::lean(
+        default_key_func(),
+        ix,
+        LeanConfig::default().hot_objects(hot),
+    )
+}
+
 fn with_rv(mut p: Pod, rv: &str) -> Arc<Pod> {
     p.metadata.resource_version = Some(rv.into());
     Arc::new(p)
@@ -28,6 +49,22 @@ fn with_rv(mut p: Pod, rv: &str) -> Arc<Pod> {
 
 fn decodes(store: &Store<Pod>) -> u64 {
     store.lean_stats().unwrap().decodes
+}
+
+/// What the informer's pipeline stores: the object's JSON, encoded, as a lazy object.
+fn raw(store: &Store<Pod>, json: &[u8]) -> Arc<LazyObject<Pod>> {
+    let state = Arc::clone(store.lean_state().unwrap());
+    let raw = state.encode(json).expect("encodes");
+    Arc::new(LazyObject::from_raw(Arc::new(raw), state))
+}
+
+fn raw_pod(store: &Store<Pod>, p: &Pod) -> Arc<LazyObject<Pod>> {
+    raw(store, &serde_json::to_vec(p).unwrap())
+}
+
+fn put(store: &mut Store<Pod>, obj: &Arc<LazyObject<Pod>>) -> Option<LazyObject<Pod>> {
+    let key = obj.key().unwrap();
+    store.batch().put_object(key, obj).unwrap()
 }
 
 #[test]
@@ -38,12 +75,72 @@ fn i7_store_keeps_bytes_and_readers_get_equal_objects() {
     assert!(store.add(Arc::clone(&p)).unwrap().is_none());
     let stats = store.lean_stats().unwrap();
     assert_eq!(stats.objects, 1);
-    assert_eq!(stats.bytes, serde_json::to_vec(&*p).unwrap().len() as u64);
+    assert_eq!(
+        stats.json_bytes,
+        serde_json::to_vec(&*p).unwrap().len() as u64
+    );
+    assert!(stats.bytes <= stats.json_bytes);
+    assert!(stats.meta_bytes > 0);
     let got = lister.get("a", "web-0").unwrap();
     assert_eq!(got, p);
     assert!(!Arc::ptr_eq(&got, &p), "decoded, not the stored Arc");
     assert!(store.is_lean());
     assert!(!Store::<Pod>::new(default_key_func(), Indexers::new()).is_lean());
+}
+
+#[test]
+fn i7_pipeline_writes_with_metadata_indexes_never_decode() {
+    let mut store = meta_store(64);
+    for i in 0..20 {
+        let app = if i % 2 == 0 { "even" } else { "odd" };
+        let p = with_rv(pod("a", &format!("p{i}"), &[("app", app)]), "1");
+        let obj = raw_pod(&store, &p);
+        put(&mut store, &obj);
+    }
+    // Updates move keys between index values; deletes take them out.
+    let moved = with_rv(pod("a", "p0", &[("app", "odd")]), "2");
+    let obj = raw_pod(&store, &moved);
+    let old = put(&mut store, &obj).expect("an update");
+    assert!(!old.is_decoded(), "the old object is handed over undecoded");
+    assert_eq!(old.resource_version(), Some("1"));
+    assert!(store.batch().remove_key("a/p1"));
+    let lister = store.lister();
+    assert_eq!(lister.index_keys("app", "odd").unwrap().len(), 10);
+    assert_eq!(lister.index_keys("app", "even").unwrap().len(), 9);
+    assert_eq!(lister.index_keys(NAMESPACE_INDEX, "a").unwrap().len(), 19);
+    assert_eq!(lister.lazy().by_index("app", "odd").unwrap().len(), 10);
+    assert_eq!(lister.lazy().list().len(), 19);
+    assert_eq!(decodes(&store), 0, "nothing was decoded");
+    // A typed read decodes what it returns, and only that.
+    assert_eq!(lister.by_index("app", "even").unwrap().len(), 9);
+    assert_eq!(decodes(&store), 9);
+}
+
+#[test]
+fn i7_a_typed_index_function_decodes_each_new_object_once() {
+    let mut store = lean_store(0);
+    let v1 = raw_pod(&store, &with_rv(pod("a", "p", &[("app", "web")]), "1"));
+    put(&mut store, &v1);
+    assert_eq!(
+        decodes(&store),
+        1,
+        "the typed `app` index read the new object"
+    );
+    assert!(
+        v1.is_decoded(),
+        "the pipeline's object keeps what was decoded"
+    );
+    let v2 = raw_pod(&store, &with_rv(pod("a", "p", &[("app", "db")]), "2"));
+    let old = put(&mut store, &v2).unwrap();
+    // The old object's values were kept at write time: not decoded again.
+    assert_eq!(decodes(&store), 2);
+    assert!(!old.is_decoded());
+    let lister = store.lister();
+    assert!(lister.index_keys("app", "web").unwrap().is_empty());
+    assert_eq!(lister.index_keys("app", "db").unwrap().len(), 1);
+    assert!(store.batch().remove_key("a/p"));
+    assert!(store.lister().index_keys("app", "db").unwrap().is_empty());
+    assert_eq!(decodes(&store), 2, "removal reads the kept values");
 }
 
 #[test]
@@ -73,32 +170,6 @@ fn i7_without_hot_cache_each_update_decodes_the_old_object_once() {
 }
 
 #[test]
-fn i7_deletes_and_index_maintenance_never_decode() {
-    let mut store = lean_store(0);
-    for i in 0..10 {
-        let app = if i % 2 == 0 { "even" } else { "odd" };
-        store
-            .add(Arc::new(pod("a", &format!("p{i}"), &[("app", app)])))
-            .unwrap();
-    }
-    // Moving a key between index values uses the values stored at write time.
-    {
-        let mut batch = store.batch();
-        batch
-            .add(Arc::new(pod("a", "p0", &[("app", "odd")])))
-            .unwrap();
-        assert!(batch.remove_key("a/p1"));
-        assert!(!batch.remove_key("a/p1"));
-    }
-    // One decode: the old p0 that `add` returns. Removal and reindexing cost none.
-    assert_eq!(decodes(&store), 1);
-    let lister = store.lister();
-    assert_eq!(lister.index_keys("app", "odd").unwrap().len(), 5);
-    assert_eq!(lister.index_keys("app", "even").unwrap().len(), 4);
-    assert_eq!(decodes(&store), 1, "index_keys decodes nothing");
-}
-
-#[test]
 fn i7_by_index_decodes_only_the_matching_objects() {
     let mut store = lean_store(0);
     let mut batch = store.batch();
@@ -112,6 +183,30 @@ fn i7_by_index_decodes_only_the_matching_objects() {
     let web = store.lister().by_index("app", "web").unwrap();
     assert_eq!(web.len(), 3);
     assert_eq!(decodes(&store), 3);
+}
+
+#[test]
+fn i7_label_selection_decodes_only_what_it_returns() {
+    use kube_core::{Expression, Selector};
+    let mut store = meta_store(0);
+    for i in 0..30 {
+        let app = if i < 4 { "web" } else { "db" };
+        let p = pod(
+            if i % 2 == 0 { "a" } else { "b" },
+            &format!("p{i}"),
+            &[("app", app)],
+        );
+        let obj = raw_pod(&store, &p);
+        put(&mut store, &obj);
+    }
+    let web: Selector = Expression::Equal("app".into(), "web".into()).into();
+    let lister = store.lister();
+    assert_eq!(lister.list_selected(&web).len(), 4);
+    assert_eq!(decodes(&store), 4);
+    assert_eq!(lister.namespaced("a").list_selected(&web).len(), 2);
+    assert_eq!(decodes(&store), 6);
+    assert_eq!(lister.lazy().namespaced("b").list().len(), 15);
+    assert_eq!(decodes(&store), 6, "lazy namespace lists decode nothing");
 }
 
 #[test]
@@ -137,20 +232,20 @@ fn i7_multi_object_reads_do_not_flush_the_hot_cache() {
 }
 
 #[test]
-fn i7_resync_of_the_cached_object_changes_nothing() {
-    let mut store = lean_store(64);
-    store.add(with_rv(pod("a", "web-0", &[]), "1")).unwrap();
-    let lister = store.lister();
-    // What a FIFO resync does: read the object from the store, store it again.
-    let read = store.get_by_key("a/web-0").unwrap();
+fn i7_resync_of_the_stored_object_changes_nothing() {
+    let mut store = meta_store(64);
+    let v1 = raw_pod(&store, &with_rv(pod("a", "web-0", &[]), "1"));
+    put(&mut store, &v1);
+    let version = store.lister().version();
+    // What a FIFO resync does: read the object from the store (lazily), store it again.
+    let read = store.lister().lazy().get("a", "web-0").unwrap();
     let bytes_before = store.lean_stats().unwrap().bytes;
-    let old = store.update(Arc::clone(&read)).unwrap().unwrap();
-    assert!(
-        Arc::ptr_eq(&old, &read),
-        "the same Arc: the processor sees a sync"
-    );
+    let old = put(&mut store, &read).unwrap();
+    assert!(old.same_object(&read), "the same stored object: a sync");
     assert_eq!(store.lean_stats().unwrap().bytes, bytes_before);
-    assert!(Arc::ptr_eq(&lister.get("a", "web-0").unwrap(), &read));
+    assert_eq!(store.lean_stats().unwrap().objects, 1);
+    assert!(store.lister().version() > version);
+    assert_eq!(decodes(&store), 0);
 }
 
 #[test]
@@ -166,24 +261,62 @@ fn i7_old_snapshots_keep_their_version() {
 }
 
 #[test]
-fn i7_a_codec_that_does_not_round_trip_is_counted_not_fatal() {
-    struct Broken;
-    impl Codec<Pod> for Broken {
-        fn encode(&self, obj: &Pod) -> Result<Vec<u8>, CodecError> {
-            JsonCodec::default().encode(obj)
-        }
-        fn decode(&self, _: &[u8]) -> Result<Pod, CodecError> {
-            Err(CodecError("no".into()))
-        }
-    }
-    let mut store = Store::lean(
+fn i7_an_object_that_is_not_a_valid_k_is_stored_and_counted_when_read() {
+    let mut store = meta_store(0);
+    // Well-formed metadata, a body that is not a Pod: lean mode stores what the server sent.
+    let bad = raw(
+        &store,
+        br#"{"metadata":{"name":"bad","namespace":"a"},"spec":{"containers":"no"}}"#,
+    );
+    put(&mut store, &bad);
+    assert_eq!(store.len(), 1);
+    let lister = store.lister();
+    assert!(lister.get("a", "bad").is_none(), "a typed read skips it");
+    assert_eq!(store.lean_stats().unwrap().decode_failures, 1);
+    let lazy = lister.lazy().get("a", "bad").unwrap();
+    assert_eq!(lazy.name(), Some("bad"));
+    assert!(lazy.object().is_err());
+    // The failure is remembered by that lazy object: counted once.
+    assert!(lazy.object().is_err());
+    assert_eq!(store.lean_stats().unwrap().decode_failures, 2);
+}
+
+#[test]
+fn i7_a_typed_store_rejects_a_lean_object_that_does_not_decode() {
+    let lean = meta_store(0);
+    let bad = raw(
+        &lean,
+        br#"{"metadata":{"name":"bad","namespace":"a"},"spec":5}"#,
+    );
+    let mut typed = Store::<Pod>::new(default_key_func(), Indexers::new());
+    let got = typed.batch().put_object(bad.key().unwrap(), &bad);
+    assert!(matches!(got, Err(StoreError::Decode(_))));
+    assert!(typed.is_empty());
+}
+
+#[test]
+fn i7_stripping_managed_fields_shrinks_what_is_stored() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    let mut p = pod("a", "web-0", &[]);
+    p.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("kubectl".into()),
+        operation: Some("Update".into()),
+        ..Default::default()
+    }]);
+    let mut keep = Store::lean(default_key_func(), Indexers::new(), LeanConfig::default());
+    let mut strip = Store::lean(
         default_key_func(),
         Indexers::new(),
-        Arc::new(Broken),
-        LeanConfig::default().hot_objects(0),
+        LeanConfig::default().strip_managed_fields(true),
     );
-    store.add(Arc::new(pod("a", "web-0", &[]))).unwrap();
-    assert!(store.lister().get("a", "web-0").is_none());
-    assert_eq!(store.lean_stats().unwrap().decode_failures, 1);
-    assert_eq!(store.len(), 1);
+    for s in [&mut keep, &mut strip] {
+        let obj = raw_pod(s, &p);
+        put(s, &obj);
+    }
+    let kept = keep.lister().get("a", "web-0").unwrap();
+    let stripped = strip.lister().get("a", "web-0").unwrap();
+    assert!(kept.metadata.managed_fields.is_some());
+    assert!(stripped.metadata.managed_fields.is_none());
+    assert_eq!(stripped.metadata.name, kept.metadata.name);
+    assert!(strip.lean_stats().unwrap().json_bytes < keep.lean_stats().unwrap().json_bytes);
 }

@@ -19,12 +19,14 @@
 //!
 //! # Lean mode (I7)
 //!
-//! [`Store::lean`] (or [`Store::with_mode`] with [`CacheMode::Lean`]) keeps each object
-//! serialised instead (JSON by default, with its index values computed at write time) and
-//! decodes it when a reader asks: the same API, the same lock-free readers, about a sixth of
-//! the memory for k8s-openapi types, and a decode (tens of microseconds for a pod) per read
-//! of an object outside the bounded hot cache. See the `lean` module for the design and
-//! `benches/lean.rs` for the costs.
+//! [`Store::lean`] (or [`Store::with_mode`] with [`CacheMode::Lean`]) keeps each object as
+//! the bytes the server sent, compressed, with its metadata parsed ([`RawObject`]): the same
+//! API, the same lock-free readers, a few percent of the memory of k8s-openapi types, and a
+//! decode (tens of microseconds for a pod) per typed read of an object outside the bounded
+//! hot cache. Metadata-only reads ([`Lister::lazy`]) and key reads never decode. Indexes made
+//! with [`meta_index_func`] (the built-in [`namespace_index_func`] among them) are computed
+//! from the parsed metadata; a typed [`index_func`] decodes the object once when it is stored.
+//! See the [`lean`](crate::lean) module for the design and `benches/lean.rs` for the costs.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -48,7 +50,6 @@
 //! ```
 
 mod index;
-mod lean;
 #[cfg(test)]
 mod lean_tests;
 mod lister;
@@ -60,17 +61,19 @@ mod tests;
 use std::{collections::HashSet, sync::Arc};
 
 use arc_swap::ArcSwap;
-
-use crate::{KeyError, KeyFunc, ObjectKey};
-use index::IndexSlot;
-use lean::{Lean, LeanObject, Remember};
 use serde::{Serialize, de::DeserializeOwned};
 
-pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX, index_func, namespace_index_func};
-pub use lean::{
-    CacheMode, Codec, CodecError, DEFAULT_HOT_OBJECTS, JsonCodec, LeanConfig, LeanStats,
+use crate::{
+    KeyError, KeyFunc, ObjectKey,
+    lean::{DecodeError, LazyObject, LeanState, RawObject, Remember, StoredSizes},
 };
-pub use lister::{Lister, NamespacedLister, Snapshot};
+use index::IndexSlot;
+
+pub use crate::lean::{CacheMode, DEFAULT_HOT_OBJECTS, LeanConfig, LeanStats};
+pub use index::{
+    IndexFunc, Indexers, NAMESPACE_INDEX, index_func, meta_index_func, namespace_index_func,
+};
+pub use lister::{LazyRead, Lister, NamespacedLister, ReadAs, Snapshot, TypedRead};
 
 /// Errors of the store and its listers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,6 +87,9 @@ pub enum StoreError {
     /// [`Store::add_indexers`] named an index that already exists; no indexer was added.
     #[error("index {0:?} already exists")]
     IndexExists(String),
+    /// A typed store was given a lean object that does not decode; nothing was stored.
+    #[error("cannot decode object: {0}")]
+    Decode(#[from] DecodeError),
 }
 
 /// What [`Store::replace`] did.
@@ -104,11 +110,11 @@ pub struct SkippedObject {
     pub error: KeyError,
 }
 
-/// One stored object: the decoded object (typed mode), or its encoding with its index values
-/// (lean mode, I7; a lean store keeps an object typed only if it does not encode).
+/// One stored object: the decoded object (typed mode), or its stored bytes (lean mode, I7; a
+/// lean store keeps an object typed only if it could not be encoded).
 pub(crate) enum Entry<K> {
     Typed(Arc<K>),
-    Lean(Arc<LeanObject>),
+    Lean(Arc<RawObject>),
 }
 
 impl<K> Clone for Entry<K> {
@@ -120,20 +126,30 @@ impl<K> Clone for Entry<K> {
     }
 }
 
+impl<K> Entry<K> {
+    /// True when this entry stores `obj` itself (the same `Arc`): a resync re-storing it.
+    fn holds(&self, obj: &LazyObject<K>) -> bool {
+        match (self, obj.raw(), obj.decoded()) {
+            (Entry::Lean(r), Some(raw), _) => Arc::ptr_eq(r, raw),
+            (Entry::Typed(o), None, Some(typed)) => Arc::ptr_eq(o, typed),
+            _ => false,
+        }
+    }
+}
+
 /// One version of the store's contents. Immutable once published.
 pub(crate) struct Inner<K> {
     /// Objects by key.
     pub(crate) items: imbl::HashMap<ObjectKey, Entry<K>>,
     /// The indices, one slot per index name (few: a linear scan beats hashing the name).
-    /// A lean object's `values[i]` are its values in `indices[i]`.
     pub(crate) indices: Vec<IndexSlot<K>>,
     /// Incremented at every publish; lets readers tell versions apart.
     pub(crate) version: u64,
-    /// Lean mode's codec, hot cache and counters, shared by every version; None in typed
+    /// Lean mode's encoder, hot cache and counters, shared by every version; None in typed
     /// mode, where no entry is [`Entry::Lean`].
-    pub(crate) lean: Option<Arc<Lean<K>>>,
-    /// Lean mode: the number of lean entries and the bytes of their encodings.
-    pub(crate) lean_size: (u64, u64),
+    pub(crate) lean: Option<Arc<LeanState<K>>>,
+    /// Lean mode: what the lean entries of this version hold.
+    pub(crate) sizes: StoredSizes,
 }
 
 impl<K> Clone for Inner<K> {
@@ -143,7 +159,7 @@ impl<K> Clone for Inner<K> {
             indices: self.indices.clone(),
             version: self.version,
             lean: self.lean.clone(),
-            lean_size: self.lean_size,
+            sizes: self.sizes,
         }
     }
 }
@@ -155,216 +171,170 @@ impl<K> Inner<K> {
     pub(crate) fn object(&self, entry: &Entry<K>, remember: Remember) -> Option<Arc<K>> {
         match entry {
             Entry::Typed(o) => Some(Arc::clone(o)),
-            Entry::Lean(l) => self.lean.as_ref()?.object(l, remember),
+            Entry::Lean(l) => self.lean.as_ref()?.decode(l, remember).ok(),
         }
     }
 
-    /// The object an entry that just left the store held (for the writer's return values):
-    /// its hot-cache copy is dropped, so the cache keeps only live versions.
-    fn departed(&self, entry: Entry<K>) -> Option<Arc<K>> {
+    /// A stored entry as a lazy object (never decodes).
+    #[inline]
+    pub(crate) fn lazy(&self, entry: &Entry<K>) -> Option<LazyObject<K>> {
         match entry {
-            Entry::Typed(o) => Some(o),
-            Entry::Lean(l) => self.lean.as_ref()?.take(&l),
+            Entry::Typed(o) => Some(LazyObject::from_object(Arc::clone(o))),
+            Entry::Lean(l) => Some(LazyObject::from_raw(
+                Arc::clone(l),
+                Arc::clone(self.lean.as_ref()?),
+            )),
+        }
+    }
+
+    /// The object an entry that just left the store held, as a lazy object: its hot-cache
+    /// copy moves into it (the cache keeps only live versions, and a reader of the old object
+    /// does not decode it again).
+    fn departed(&self, entry: Entry<K>) -> Option<LazyObject<K>> {
+        match entry {
+            Entry::Typed(o) => Some(LazyObject::from_object(o)),
+            Entry::Lean(l) => {
+                let state = Arc::clone(self.lean.as_ref()?);
+                let typed = state.take(&l);
+                Some(LazyObject::from_raw_decoded(l, state, typed))
+            }
         }
     }
 
     /// Lean mode's counters with this version's sizes.
     pub(crate) fn lean_stats(&self) -> Option<LeanStats> {
-        let lean = self.lean.as_ref()?;
-        Some(lean.stats(self.lean_size.0, self.lean_size.1))
+        Some(self.lean.as_ref()?.stats(&self.sizes))
     }
 
-    fn count_lean(&mut self, obj: &LeanObject, sign: i8) {
-        let bytes = obj.bytes.len() as u64;
-        if sign > 0 {
-            self.lean_size.0 += 1;
-            self.lean_size.1 += bytes;
-        } else {
-            self.lean_size.0 = self.lean_size.0.saturating_sub(1);
-            self.lean_size.1 = self.lean_size.1.saturating_sub(bytes);
+    fn count(&mut self, entry: &Entry<K>, sign: i8) {
+        if let Entry::Lean(l) = entry {
+            self.sizes.count(l, sign);
+        }
+    }
+
+    /// The entry that stores `obj`: its bytes in a lean store (a typed object is encoded;
+    /// one that does not encode is kept typed, counted), the decoded object in a typed store.
+    fn entry_for(&self, obj: &LazyObject<K>) -> Result<Entry<K>, StoreError> {
+        match (&self.lean, obj.raw()) {
+            (Some(_), Some(raw)) => Ok(Entry::Lean(Arc::clone(raw))),
+            (Some(state), None) => {
+                let typed = obj.object()?;
+                Ok(match state.encode_object(&typed) {
+                    Ok(raw) => {
+                        let raw = Arc::new(raw);
+                        // The writer has the object at hand: the next read need not decode.
+                        state.remember(&raw, &typed);
+                        Entry::Lean(raw)
+                    }
+                    Err(_) => Entry::Typed(typed),
+                })
+            }
+            (None, _) => Ok(Entry::Typed(obj.object()?)),
         }
     }
 
     /// Stores `obj` under `key` and moves the key between index values; returns the previous
     /// object.
-    fn put(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
-        if let Some(lean) = self.lean.clone() {
-            return self.put_lean(&lean, key, obj);
-        }
-        let old = self
-            .items
-            .insert(key.clone(), Entry::Typed(Arc::clone(&obj)));
-        match old {
-            // A resync re-stores the very same object: its index values cannot have changed.
-            Some(Entry::Typed(o)) if Arc::ptr_eq(&o, &obj) => Some(o),
-            Some(Entry::Typed(o)) => {
-                for slot in &mut self.indices {
-                    slot.reindex(&key, Some(&o), Some(&obj));
-                }
-                Some(o)
-            }
-            None => {
-                for slot in &mut self.indices {
-                    slot.reindex(&key, None, Some(&obj));
-                }
-                None
-            }
-            // Only a lean store holds lean entries (handled above).
-            Some(old @ Entry::Lean(_)) => {
-                self.unindex(&key, &old);
-                for slot in &mut self.indices {
-                    slot.reindex(&key, None, Some(&obj));
-                }
-                self.departed(old)
-            }
-        }
-    }
-
-    /// [`put`](Self::put) in lean mode: encodes `obj`, stores the encoding with its index
-    /// values, remembers `obj` in the hot cache, and returns the previous object (from the
-    /// hot cache, else decoded: the one decode a write may cost).
-    fn put_lean(&mut self, lean: &Lean<K>, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
-        // A resync re-stores the object a read just decoded: nothing changes.
-        if let Some(Entry::Lean(l)) = self.items.get(key.as_str())
-            && let Some(cached) = lean.cached(l)
-            && Arc::ptr_eq(&cached, &obj)
+    fn put(
+        &mut self,
+        key: ObjectKey,
+        obj: &LazyObject<K>,
+    ) -> Result<Option<LazyObject<K>>, StoreError> {
+        // A resync re-stores the very object stored: its index values cannot have changed.
+        if let Some(current) = self.items.get(key.as_str())
+            && current.holds(obj)
         {
-            return Some(cached);
+            return Ok(self.lazy(current));
         }
-        let new = match self.lean_entry(lean, &obj) {
-            Entry::Lean(new) => new,
-            typed @ Entry::Typed(_) => {
-                // Kept typed: correct, only not lean (counted by lean_entry).
-                let old = self.items.insert(key.clone(), typed);
-                if let Some(old) = &old {
-                    self.unindex(&key, old);
-                }
-                for slot in &mut self.indices {
-                    slot.reindex(&key, None, Some(&obj));
-                }
-                return old.and_then(|o| self.departed(o));
-            }
-        };
-        self.count_lean(&new, 1);
-        let old = self
-            .items
-            .insert(key.clone(), Entry::Lean(Arc::clone(&new)));
-        match &old {
-            None => {
-                for (slot, values) in self.indices.iter_mut().zip(new.values.iter()) {
-                    slot.reindex_values(&key, &[], values);
-                }
-            }
-            Some(Entry::Lean(l)) => {
-                self.count_lean(l, -1);
-                for (i, slot) in self.indices.iter_mut().enumerate() {
-                    let old_values = l.values.get(i).map_or(&[][..], Vec::as_slice);
-                    slot.reindex_values(&key, old_values, &new.values[i]);
-                }
-            }
-            Some(Entry::Typed(o)) => {
-                for (slot, values) in self.indices.iter_mut().zip(new.values.iter()) {
-                    let old_values = (slot.func)(o);
-                    slot.reindex_values(&key, &old_values, values);
-                }
-            }
+        let entry = self.entry_for(obj)?;
+        self.count(&entry, 1);
+        let old = self.items.insert(key.clone(), entry);
+        if let Some(old) = &old {
+            self.count(old, -1);
         }
         let old = old.and_then(|o| self.departed(o));
-        lean.remember(&new, &obj);
-        old
-    }
-
-    /// Removes `key` from every index value the stored `entry` is under.
-    fn unindex(&mut self, key: &ObjectKey, entry: &Entry<K>) {
-        match entry {
-            Entry::Typed(o) => {
-                for slot in &mut self.indices {
-                    slot.reindex(key, Some(o), None);
-                }
-            }
-            Entry::Lean(l) => {
-                let l = Arc::clone(l);
-                self.count_lean(&l, -1);
-                for (i, slot) in self.indices.iter_mut().enumerate() {
-                    let old_values = l.values.get(i).map_or(&[][..], Vec::as_slice);
-                    slot.reindex_values(key, old_values, &[]);
-                }
-            }
+        for slot in &mut self.indices {
+            slot.reindex(&key, old.as_ref(), Some(obj));
         }
+        Ok(old)
     }
 
     /// Removes `key` from the objects and from every index value it was under; returns the
-    /// entry that was stored.
-    fn remove(&mut self, key: &str) -> Option<Entry<K>> {
+    /// object that was stored.
+    fn remove(&mut self, key: &str) -> Option<LazyObject<K>> {
         let (key, old) = self.items.remove_with_key(key)?;
-        self.unindex(&key, &old);
-        Some(old)
+        self.count(&old, -1);
+        let old = self.departed(old);
+        for slot in &mut self.indices {
+            slot.reindex(&key, old.as_ref(), None);
+        }
+        old
     }
 
     /// Replaces all objects; indices are rebuilt from scratch over the new contents.
     fn replace(&mut self, key_func: &KeyFunc<K>, objs: Vec<Arc<K>>) -> ReplaceReport {
         let mut items = imbl::HashMap::new();
         let mut skipped = Vec::new();
-        let lean = self.lean.clone();
-        let mut lean_size = (0, 0);
         for (position, obj) in objs.into_iter().enumerate() {
             match key_func(&obj) {
                 Ok(key) => {
-                    let entry = match &lean {
-                        None => Entry::Typed(obj),
-                        Some(lean) => self.lean_entry(lean, &obj),
-                    };
-                    if let Entry::Lean(l) = &entry {
-                        lean_size.0 += 1;
-                        lean_size.1 += l.bytes.len() as u64;
-                    }
-                    if let Some(Entry::Lean(l)) = items.insert(key, entry) {
-                        // A duplicate key: the last object wins.
-                        lean_size.0 -= 1;
-                        lean_size.1 -= l.bytes.len() as u64;
+                    // A typed object always has an entry (kept typed if it does not encode).
+                    if let Ok(entry) = self.entry_for(&LazyObject::from_object(obj)) {
+                        items.insert(key, entry);
                     }
                 }
                 Err(error) => skipped.push(SkippedObject { position, error }),
             }
         }
-        let indices = self
+        for (_, old) in std::mem::replace(&mut self.items, items) {
+            if let (Entry::Lean(l), Some(state)) = (old, &self.lean) {
+                state.take(&l);
+            }
+        }
+        self.sizes = StoredSizes::default();
+        let entries: Vec<Entry<K>> = self.items.values().cloned().collect();
+        for e in &entries {
+            self.count(e, 1);
+        }
+        let lean = self.lean.is_some();
+        let slots: Vec<_> = self
             .indices
             .iter()
-            .enumerate()
-            .map(|(position, slot)| {
-                IndexSlot::build(
-                    Arc::clone(&slot.name),
-                    Arc::clone(&slot.func),
-                    position,
-                    items.iter(),
-                )
-            })
+            .map(|s| (Arc::clone(&s.name), s.func.clone()))
             .collect();
-        self.indices = indices;
-        self.items = items;
-        self.lean_size = lean_size;
+        self.indices = slots
+            .into_iter()
+            .map(|(name, func)| self.build_slot(name, func, lean))
+            .collect();
         ReplaceReport {
             stored: self.items.len(),
             skipped,
         }
     }
 
-    /// A lean entry for `obj` (typed if it does not encode), with its values in every index.
-    fn lean_entry(&self, lean: &Lean<K>, obj: &Arc<K>) -> Entry<K> {
-        match lean.codec.encode(obj) {
-            Ok(bytes) => Entry::Lean(Arc::new(LeanObject {
-                bytes: bytes.into_boxed_slice(),
-                values: self.indices.iter().map(|s| (s.func)(obj)).collect(),
-            })),
-            Err(_) => {
-                lean.encode_failed();
-                Entry::Typed(Arc::clone(obj))
-            }
+    /// A slot indexing every stored object (I4). Typed index functions decode lean objects
+    /// once here, without remembering them.
+    fn build_slot(&self, name: Arc<str>, func: IndexFunc<K>, lean: bool) -> IndexSlot<K> {
+        let mut slot = IndexSlot::new(name, func, lean);
+        for (key, entry) in self.items.iter() {
+            let obj = match entry {
+                Entry::Lean(_) if slot.func.reads_object() => {
+                    match self.object(entry, Remember::No) {
+                        Some(typed) => LazyObject::from_object(typed),
+                        None => continue,
+                    }
+                }
+                _ => match self.lazy(entry) {
+                    Some(obj) => obj,
+                    None => continue,
+                },
+            };
+            slot.reindex(key, None, Some(&obj));
         }
+        slot
     }
 
-    /// Adds indices over the current contents; all-or-nothing on a name conflict. A lean store
-    /// decodes every object once, to compute its values in the new indices.
+    /// Adds indices over the current contents; all-or-nothing on a name conflict.
     fn add_indexers(&mut self, more: Indexers<K>) -> Result<(), StoreError> {
         if let Some(name) = more
             .keys()
@@ -374,32 +344,9 @@ impl<K> Inner<K> {
         }
         let mut more: Vec<_> = more.into_iter().collect();
         more.sort_by(|a, b| a.0.cmp(&b.0));
-        if let Some(lean) = self.lean.clone() {
-            let extended: Vec<(ObjectKey, Entry<K>)> = self
-                .items
-                .iter()
-                .filter_map(|(key, entry)| {
-                    let Entry::Lean(l) = entry else { return None };
-                    let typed = lean.object(l, Remember::No);
-                    let mut values = l.values.to_vec();
-                    values.extend(
-                        more.iter()
-                            .map(|(_, f)| typed.as_deref().map(|t| f(t)).unwrap_or_default()),
-                    );
-                    let obj = LeanObject {
-                        bytes: l.bytes.clone(),
-                        values: values.into_boxed_slice(),
-                    };
-                    Some((key.clone(), Entry::Lean(Arc::new(obj))))
-                })
-                .collect();
-            for (key, entry) in extended {
-                self.items.insert(key, entry);
-            }
-        }
+        let lean = self.lean.is_some();
         for (name, func) in more {
-            let position = self.indices.len();
-            let slot = IndexSlot::build(Arc::from(name), func, position, self.items.iter());
+            let slot = self.build_slot(Arc::from(name), func, lean);
             self.indices.push(slot);
         }
         Ok(())
@@ -421,21 +368,22 @@ impl<K> Store<K> {
     /// An empty store that keys objects with `key_func` (usually
     /// [`default_key_func`](crate::key::default_key_func), I1) and maintains `indexers`.
     pub fn new(key_func: KeyFunc<K>, indexers: Indexers<K>) -> Self {
+        Self::build(key_func, indexers, None)
+    }
+
+    fn build(key_func: KeyFunc<K>, indexers: Indexers<K>, lean: Option<Arc<LeanState<K>>>) -> Self {
         let mut indexers: Vec<_> = indexers.into_iter().collect();
         indexers.sort_by(|a, b| a.0.cmp(&b.0));
+        let is_lean = lean.is_some();
         let working = Inner {
             items: imbl::HashMap::new(),
             indices: indexers
                 .into_iter()
-                .map(|(name, func)| IndexSlot {
-                    name: Arc::from(name),
-                    func,
-                    index: Default::default(),
-                })
+                .map(|(name, func)| IndexSlot::new(Arc::from(name), func, is_lean))
                 .collect(),
             version: 0,
-            lean: None,
-            lean_size: (0, 0),
+            lean,
+            sizes: StoredSizes::default(),
         };
         let shared = Arc::new(ArcSwap::from_pointee(working.clone()));
         Store {
@@ -446,32 +394,30 @@ impl<K> Store<K> {
     }
 
     /// An empty store in the given [`CacheMode`]: [`Store::new`] for
-    /// [`CacheMode::Typed`], [`Store::lean`] with the [`JsonCodec`] for [`CacheMode::Lean`].
+    /// [`CacheMode::Typed`], [`Store::lean`] for [`CacheMode::Lean`].
     pub fn with_mode(key_func: KeyFunc<K>, indexers: Indexers<K>, mode: CacheMode) -> Self
     where
-        K: Serialize + DeserializeOwned + 'static,
+        K: Serialize + DeserializeOwned,
     {
         match mode {
             CacheMode::Typed => Store::new(key_func, indexers),
-            CacheMode::Lean(config) => {
-                Store::lean(key_func, indexers, Arc::new(JsonCodec::default()), config)
-            }
+            CacheMode::Lean(config) => Store::lean(key_func, indexers, config),
         }
     }
 
-    /// An empty store in lean mode (I7): objects are kept encoded with `codec`, readers get
-    /// them decoded (from a hot cache of `config.hot_objects` objects when they are there).
+    /// An empty store in lean mode (I7): objects are kept as compressed JSON with their
+    /// metadata parsed; readers get them decoded (from a hot cache of `config.hot_objects`
+    /// objects when they are there).
     ///
     /// ```
     /// use std::sync::Arc;
     /// use k8s_openapi::api::core::v1::Pod;
     /// use kinformer::key::default_key_func;
-    /// use kinformer::store::{Indexers, JsonCodec, LeanConfig, Store};
+    /// use kinformer::store::{Indexers, LeanConfig, Store};
     ///
     /// let mut store = Store::lean(
     ///     default_key_func::<Pod>(),
     ///     Indexers::new(),
-    ///     Arc::new(JsonCodec::default()),
     ///     LeanConfig::default().hot_objects(0),
     /// );
     /// let mut pod = Pod::default();
@@ -480,17 +426,25 @@ impl<K> Store<K> {
     /// let read = store.lister().get("", "web-0").unwrap();
     /// assert_eq!(*read, pod); // decoded: equal, not the same allocation
     /// assert_eq!(store.lean_stats().unwrap().decodes, 1);
+    /// // Metadata reads never decode.
+    /// assert_eq!(store.lister().lazy().get("", "web-0").unwrap().name(), Some("web-0"));
+    /// assert_eq!(store.lean_stats().unwrap().decodes, 1);
     /// ```
-    pub fn lean(
+    pub fn lean(key_func: KeyFunc<K>, indexers: Indexers<K>, config: LeanConfig) -> Self
+    where
+        K: Serialize + DeserializeOwned,
+    {
+        Self::with_lean_state(key_func, indexers, Arc::new(LeanState::new(config)))
+    }
+
+    /// An empty lean store over an existing [`LeanState`] (the informer builds the state
+    /// first, to encode objects on its decode pool).
+    pub fn with_lean_state(
         key_func: KeyFunc<K>,
         indexers: Indexers<K>,
-        codec: Arc<dyn Codec<K>>,
-        config: LeanConfig,
+        state: Arc<LeanState<K>>,
     ) -> Self {
-        let mut store = Store::new(key_func, indexers);
-        store.working.lean = Some(Arc::new(Lean::new(codec, config)));
-        store.publish();
-        store
+        Self::build(key_func, indexers, Some(state))
     }
 
     /// True in lean mode (I7).
@@ -501,6 +455,11 @@ impl<K> Store<K> {
     /// Lean mode's counters (None in typed mode).
     pub fn lean_stats(&self) -> Option<LeanStats> {
         self.working.lean_stats()
+    }
+
+    /// Lean mode's shared state (None in typed mode).
+    pub fn lean_state(&self) -> Option<&Arc<LeanState<K>>> {
+        self.working.lean.as_ref()
     }
 
     /// Adds or replaces `obj` under its key and publishes; returns the previous object (the
@@ -537,7 +496,7 @@ impl<K> Store<K> {
     pub fn delete_key(&mut self, key: &str) -> Option<Arc<K>> {
         let old = self.working.remove(key)?;
         self.publish();
-        self.working.departed(old)
+        old.object().ok()
     }
 
     /// Replaces the whole contents with `objs` and rebuilds every index, then publishes once:
@@ -635,7 +594,8 @@ impl<K> Store<K> {
 
     fn put(&mut self, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
         let key = (self.key_func)(&obj)?;
-        Ok(self.working.put(key, obj))
+        let old = self.working.put(key, &LazyObject::from_object(obj))?;
+        Ok(old.and_then(|o| o.object().ok()))
     }
 
     /// Publishes the working copy: O(number of indices), independent of the store size.
@@ -678,7 +638,30 @@ impl<K> Batch<'_, K> {
     /// store shares the FIFO's key allocation. Returns the previous object; published at commit.
     pub fn put_keyed(&mut self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
         self.dirty = true;
-        self.store.working.put(key, obj)
+        let old = self
+            .store
+            .working
+            .put(key, &LazyObject::from_object(obj))
+            .ok()
+            .flatten();
+        old.and_then(|o| o.object().ok())
+    }
+
+    /// Stores a lazy object under a key the caller computed (the Indexer actor's write: in a
+    /// lean store the object's bytes are stored as they are, nothing is decoded unless a
+    /// typed index function needs it). Returns the previous object, without decoding it.
+    ///
+    /// # Errors
+    /// [`StoreError::Decode`] when a typed store is given a lean object that does not decode;
+    /// nothing changes.
+    pub fn put_object(
+        &mut self,
+        key: ObjectKey,
+        obj: &LazyObject<K>,
+    ) -> Result<Option<LazyObject<K>>, StoreError> {
+        let old = self.store.working.put(key, obj)?;
+        self.dirty = true;
+        Ok(old)
     }
 
     /// Like [`Store::delete`], published at commit.
@@ -694,7 +677,7 @@ impl<K> Batch<'_, K> {
     pub fn delete_key(&mut self, key: &str) -> Option<Arc<K>> {
         let old = self.store.working.remove(key)?;
         self.dirty = true;
-        self.store.working.departed(old)
+        old.object().ok()
     }
 
     /// Removes the object stored under `key` without returning it (in lean mode, no decode);

@@ -142,11 +142,15 @@ fn i1_index_func_as_key_func_adapter() {
     // client-go's IndexFuncToKeyFuncAdapter: a key func from an index func, valid only when
     // the index func yields exactly one value.
     let users = users_index();
-    let key_func: crate::KeyFunc<Pod> = Arc::new(move |p: &Pod| match users(p).as_slice() {
-        [one] => ObjectKey::parse(one),
-        _ => Err(KeyError::Invalid(
-            "index func must yield exactly one value".into(),
-        )),
+    let key_func: crate::KeyFunc<Pod> = Arc::new(move |p: &Pod| {
+        // `values_of` takes the `Arc` a store holds: a test-only copy of the pod.
+        let values = users.values_of(&Arc::new(p.clone()));
+        match values.as_slice() {
+            [one] => ObjectKey::parse(one),
+            _ => Err(KeyError::Invalid(
+                "index func must yield exactly one value".into(),
+            )),
+        }
     });
     let mut store = Store::new(key_func, Indexers::new());
     assert!(store.add(users_pod("one", "ernie")).is_ok());
@@ -379,7 +383,7 @@ fn i3_unknown_index_is_an_error() {
     assert_eq!(l.by_index("nope", "x").map(|v| v.len()), unknown());
     assert_eq!(l.index_keys("nope", "x").map(|v| v.len()), unknown());
     assert_eq!(
-        l.index("nope", &pod("ns", "a", &[])).map(|v| v.len()),
+        l.index("nope", &arc_pod("ns", "a", &[])).map(|v| v.len()),
         unknown()
     );
     assert_eq!(

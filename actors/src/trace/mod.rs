@@ -29,7 +29,7 @@ use std::{
     time::Duration,
 };
 
-use kinformer::{DeltaType, Deltas, TraceId, notification::Notification};
+use kinformer::{DeltaType, Deltas, TraceId, lean::LazyObject, notification::Notification};
 
 use crate::object::InformerObject;
 
@@ -239,7 +239,7 @@ impl Tracer {
     pub(crate) fn object<K: InformerObject>(
         &self,
         trace: TraceId,
-        obj: &Arc<K>,
+        obj: &Arc<LazyObject<K>>,
         what: &'static str,
     ) {
         if enabled() {
@@ -252,7 +252,7 @@ impl Tracer {
     pub(crate) fn handled<K: InformerObject>(
         &self,
         trace: TraceId,
-        obj: &Arc<K>,
+        obj: &Arc<LazyObject<K>>,
         dur: Duration,
         panicked: bool,
     ) {
@@ -273,7 +273,7 @@ impl Tracer {
     }
 
     /// Records every delta of a popped batch (the indexer's hop).
-    pub(crate) fn deltas<K: InformerObject>(&self, batch: &[Deltas<K>]) {
+    pub(crate) fn deltas<K: InformerObject>(&self, batch: &[Deltas<LazyObject<K>>]) {
         if !enabled() {
             return;
         }
@@ -283,7 +283,11 @@ impl Tracer {
     }
 
     /// Records every `(object, trace id)` of a list (the FIFO's hop for a relist).
-    pub(crate) fn items<K: InformerObject>(&self, items: &[(Arc<K>, TraceId)], what: &'static str) {
+    pub(crate) fn items<K: InformerObject>(
+        &self,
+        items: &[(Arc<LazyObject<K>>, TraceId)],
+        what: &'static str,
+    ) {
         if !enabled() {
             return;
         }
@@ -297,15 +301,15 @@ impl Tracer {
     fn emit<K: InformerObject>(
         &self,
         trace: TraceId,
-        obj: &Arc<K>,
+        obj: &Arc<LazyObject<K>>,
         what: &'static str,
         dur: Option<Duration>,
     ) {
-        let meta = obj.meta();
-        let ns = meta.namespace.as_deref().unwrap_or("");
-        let name = meta.name.as_deref().unwrap_or("");
-        let uid = meta.uid.as_deref().unwrap_or("");
-        let rv = meta.resource_version.as_deref().unwrap_or("");
+        // The metadata only: a lean object (I7) is never decoded for a trace.
+        let ns = obj.namespace().unwrap_or("");
+        let name = obj.name().unwrap_or("");
+        let uid = obj.uid().unwrap_or("");
+        let rv = obj.resource_version().unwrap_or("");
         let dur_ns = dur.map(|d| d.as_nanos() as u64);
         if tracing_enabled() {
             tracing::event!(
@@ -368,7 +372,7 @@ impl BenchHop {
 
     /// One hop for `obj`.
     #[inline]
-    pub fn hop<K: InformerObject>(&self, trace: TraceId, obj: &Arc<K>) {
+    pub fn hop<K: InformerObject>(&self, trace: TraceId, obj: &Arc<LazyObject<K>>) {
         self.0.object(trace, obj, "queued");
     }
 }

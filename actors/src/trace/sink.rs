@@ -24,7 +24,7 @@ use std::{
 
 use arc_swap::ArcSwapOption;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
-use kinformer::TraceId;
+use kinformer::{TraceId, lean::LazyObject};
 use serde::Serialize;
 
 use super::{Hop, TRACE_ENV};
@@ -361,7 +361,7 @@ pub(super) struct HopFields<'a, K> {
     pub(super) rv: &'a str,
     pub(super) what: &'static str,
     pub(super) dur_ns: Option<u64>,
-    pub(super) obj: &'a Arc<K>,
+    pub(super) obj: &'a Arc<LazyObject<K>>,
 }
 
 /// Sends one hop to the sink, if one runs.
@@ -422,9 +422,17 @@ trait Body: Send {
     fn to_json(&self) -> serde_json::Result<serde_json::Value>;
 }
 
-impl<K: InformerObject> Body for Arc<K> {
+impl<K: InformerObject> Body for Arc<LazyObject<K>> {
+    /// The object as the informer holds it: serialised in the typed mode, the stored bytes
+    /// decompressed in the lean mode (I7; never decoded into `K` for a trace).
     fn to_json(&self) -> serde_json::Result<serde_json::Value> {
-        serde_json::to_value(&**self)
+        match self.decoded() {
+            Some(typed) => serde_json::to_value(&**typed),
+            None => {
+                let json = LazyObject::to_json(self).map_err(serde::ser::Error::custom)?;
+                serde_json::from_slice(&json)
+            }
+        }
     }
 }
 

@@ -32,9 +32,9 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kinformer_actors::{
-    InformerConfig, InformerError, InformerOptions, KeyMapper, ListenerConfig, Lister,
-    Notification, ObjectKey, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
-    Telemetry, TelemetryError, WorkQueue,
+    InformerConfig, InformerError, InformerOptions, KeyMapper, LazyObject, ListenerConfig, Lister,
+    Notification, ObjectKey, OwnerRef, ResourceEventHandlerFuncs, SharedIndexInformer,
+    SharedInformerFactory, Telemetry, TelemetryError, WorkQueue,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -241,13 +241,33 @@ pub struct DeploymentController {
 /// owner must be in the Deployment cache with the same uid (client-go's `resolveControllerRef`).
 pub fn owning_deployment(meta: &ObjectMeta, deployments: &Lister<Deployment>) -> Option<ObjectKey> {
     let owner = sync::controller_of(meta)?;
+    deployment_of(meta.namespace.as_deref()?, &owner_ref(owner), deployments)
+}
+
+/// An owner reference as the lazy objects give it.
+fn owner_ref(o: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference) -> OwnerRef<'_> {
+    OwnerRef {
+        api_version: &o.api_version,
+        kind: &o.kind,
+        name: &o.name,
+        uid: &o.uid,
+        controller: o.controller,
+        block_owner_deletion: o.block_owner_deletion,
+    }
+}
+
+/// The key of the Deployment `owner` names in `ns`, if we manage it (same uid in the cache).
+fn deployment_of(
+    ns: &str,
+    owner: &OwnerRef<'_>,
+    deployments: &Lister<Deployment>,
+) -> Option<ObjectKey> {
     if owner.kind != "Deployment" || !owner.api_version.starts_with("apps/") {
         return None;
     }
-    let ns = meta.namespace.as_deref()?;
-    let d = deployments.get(ns, &owner.name)?;
-    (d.metadata.uid.as_deref() == Some(owner.uid.as_str()))
-        .then(|| ObjectKey::new(Some(ns), &owner.name))
+    // The uid check reads the metadata only: no Deployment is decoded (lean mode).
+    let d = deployments.lazy().get(ns, owner.name)?;
+    (d.uid() == Some(owner.uid)).then(|| ObjectKey::new(Some(ns), owner.name))
 }
 
 /// The key of the Deployment behind a Pod: Pod → controller ReplicaSet (from the ReplicaSet
@@ -258,14 +278,43 @@ pub fn pod_deployment(
     deployments: &Lister<Deployment>,
 ) -> Option<ObjectKey> {
     let owner = sync::controller_of(meta)?;
+    replica_set_owner(
+        meta.namespace.as_deref()?,
+        &owner_ref(owner),
+        replica_sets,
+        deployments,
+    )
+}
+
+/// [`pod_deployment`] from a Pod's metadata as the informer hands it over (never decoded).
+fn lazy_pod_deployment(
+    pod: &LazyObject<Pod>,
+    replica_sets: &Lister<ReplicaSet>,
+    deployments: &Lister<Deployment>,
+) -> Option<ObjectKey> {
+    replica_set_owner(
+        pod.namespace()?,
+        &pod.controller_ref()?,
+        replica_sets,
+        deployments,
+    )
+}
+
+/// The Deployment behind the ReplicaSet `owner` names in `ns`.
+fn replica_set_owner(
+    ns: &str,
+    owner: &OwnerRef<'_>,
+    replica_sets: &Lister<ReplicaSet>,
+    deployments: &Lister<Deployment>,
+) -> Option<ObjectKey> {
     if owner.kind != "ReplicaSet" {
         return None;
     }
-    let rs = replica_sets.get(meta.namespace.as_deref()?, &owner.name)?;
-    if rs.metadata.uid.as_deref() != Some(owner.uid.as_str()) {
+    let rs = replica_sets.lazy().get(ns, owner.name)?;
+    if rs.uid() != Some(owner.uid) {
         return None;
     }
-    owning_deployment(&rs.metadata, deployments)
+    deployment_of(ns, &rs.controller_ref()?, deployments)
 }
 
 /// The keys of the Deployments a ReplicaSet event concerns (`addReplicaSet`,
@@ -276,18 +325,30 @@ pub fn replica_set_deployments(
     rs: &ReplicaSet,
     deployments: &Lister<Deployment>,
 ) -> Vec<ObjectKey> {
-    if sync::controller_of(&rs.metadata).is_some() {
-        return owning_deployment(&rs.metadata, deployments)
-            .into_iter()
-            .collect();
-    }
-    let Some(ns) = rs.metadata.namespace.as_deref() else {
+    lazy_replica_set_deployments(&LazyObject::from_object(Arc::new(rs.clone())), deployments)
+}
+
+/// [`replica_set_deployments`] from a ReplicaSet's metadata as the informer hands it over (the
+/// ReplicaSet is never decoded; the Deployments of an orphan's namespace are, to read their
+/// selectors).
+fn lazy_replica_set_deployments(
+    rs: &LazyObject<ReplicaSet>,
+    deployments: &Lister<Deployment>,
+) -> Vec<ObjectKey> {
+    let Some(ns) = rs.namespace() else {
         return Vec::new();
     };
-    sync::deployments_for_orphan(rs, &deployments.namespaced(ns).list())
-        .iter()
-        .map(|d| ObjectKey::new(Some(ns), d.metadata.name.as_deref().unwrap_or_default()))
-        .collect()
+    if let Some(owner) = rs.controller_ref() {
+        return deployment_of(ns, &owner, deployments).into_iter().collect();
+    }
+    sync::deployments_selecting(
+        ns,
+        &rs.labels().to_map(),
+        &deployments.namespaced(ns).list(),
+    )
+    .iter()
+    .map(|d| ObjectKey::new(Some(ns), d.metadata.name.as_deref().unwrap_or_default()))
+    .collect()
 }
 
 fn keys_of_all<K>(n: &Notification<K>, f: impl Fn(&K) -> Vec<ObjectKey>) -> Vec<ObjectKey> {
@@ -374,8 +435,12 @@ impl DeploymentController {
             .await?;
 
         let dl = d_lister.clone();
+        // The mappers read owners and labels from the lazy objects: in the lean cache mode
+        // (I7) no Pod or ReplicaSet is decoded to find its Deployment.
         let rs_mapper: KeyMapper<ReplicaSet> = Arc::new(move |_key, n| {
-            keys_of_all(n, |rs: &ReplicaSet| replica_set_deployments(rs, &dl))
+            keys_of_all(n, |rs: &LazyObject<ReplicaSet>| {
+                lazy_replica_set_deployments(rs, &dl)
+            })
         });
         replica_sets
             .add_key_sink(
@@ -386,8 +451,9 @@ impl DeploymentController {
             .await?;
 
         let (dl, rl) = (d_lister.clone(), rs_lister.clone());
-        let pod_mapper: KeyMapper<Pod> =
-            Arc::new(move |_key, n| keys_of(n, |p: &Pod| pod_deployment(&p.metadata, &rl, &dl)));
+        let pod_mapper: KeyMapper<Pod> = Arc::new(move |_key, n| {
+            keys_of(n, |p: &LazyObject<Pod>| lazy_pod_deployment(p, &rl, &dl))
+        });
         pods.add_key_sink(
             queue.clone(),
             Some(pod_mapper),

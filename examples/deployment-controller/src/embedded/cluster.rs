@@ -32,8 +32,8 @@ use k8s_openapi::{
     jiff::{self, Timestamp},
 };
 use kinformer_actors::{
-    InformerConfig, KeyMapper, ListenerConfig, Notification, ObjectKey, SharedIndexInformer,
-    SharedInformerFactory, WorkQueue,
+    InformerConfig, KeyMapper, LazyObject, ListenerConfig, Notification, ObjectKey,
+    SharedIndexInformer, SharedInformerFactory, WorkQueue,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -124,11 +124,6 @@ struct Expectation {
 /// After this long, unmet expectations are dropped (a missed event must not wedge a ReplicaSet).
 const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn owner_rs_key(meta: &ObjectMeta) -> Option<ObjectKey> {
-    let owner = controller_of(meta)?;
-    (owner.kind == "ReplicaSet").then(|| ObjectKey::new(meta.namespace.as_deref(), &owner.name))
-}
-
 fn ready_condition(p: &Pod) -> Option<&PodCondition> {
     p.status
         .as_ref()
@@ -182,8 +177,13 @@ impl ClusterSim {
                 ListenerConfig::default().name("sim-rs"),
             )
             .await?;
-        let pod_mapper: KeyMapper<Pod> = Arc::new(|_key, n: &Notification<Pod>| {
-            owner_rs_key(&n.object().metadata).into_iter().collect()
+        let pod_mapper: KeyMapper<Pod> = Arc::new(|_key, n: &Notification<LazyObject<Pod>>| {
+            let pod = n.object();
+            pod.controller_ref()
+                .filter(|o| o.kind == "ReplicaSet")
+                .map(|o| ObjectKey::new(pod.namespace(), o.name))
+                .into_iter()
+                .collect()
         });
         pods.add_key_sink(
             queue.clone(),
@@ -194,22 +194,21 @@ impl ClusterSim {
         // A deleted Deployment: its ReplicaSets are garbage now.
         let rs_lister = replica_sets.lister();
         let d_mapper: KeyMapper<Deployment> =
-            Arc::new(move |_key, n: &Notification<Deployment>| {
+            Arc::new(move |_key, n: &Notification<LazyObject<Deployment>>| {
                 let Notification::Delete { obj } = n else {
                     return Vec::new();
                 };
                 let d = obj.object();
-                let (Some(ns), Some(uid)) =
-                    (d.metadata.namespace.as_deref(), d.metadata.uid.as_deref())
-                else {
+                let (Some(ns), Some(uid)) = (d.namespace(), d.uid()) else {
                     return Vec::new();
                 };
                 rs_lister
+                    .lazy()
                     .namespaced(ns)
                     .list()
                     .iter()
-                    .filter(|rs| is_controlled_by(&rs.metadata, uid))
-                    .map(|rs| ObjectKey::new(Some(ns), &rs.name_any()))
+                    .filter(|rs| rs.controller_ref().is_some_and(|o| o.uid == uid))
+                    .filter_map(|rs| rs.name().map(|name| ObjectKey::new(Some(ns), name)))
                     .collect()
             });
         deployments

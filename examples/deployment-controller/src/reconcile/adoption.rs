@@ -150,10 +150,22 @@ pub fn deployments_for_orphan<'a>(
         return Vec::new();
     }
     let labels = rs.metadata.labels.clone().unwrap_or_default();
+    match rs.metadata.namespace.as_deref() {
+        Some(ns) => deployments_selecting(ns, &labels, deployments),
+        None => Vec::new(),
+    }
+}
+
+/// The Deployments of namespace `ns` (among `deployments`) whose selector matches `labels`.
+pub fn deployments_selecting<'a>(
+    ns: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+    deployments: impl IntoIterator<Item = &'a Arc<Deployment>>,
+) -> Vec<Arc<Deployment>> {
     deployments
         .into_iter()
-        .filter(|d| d.metadata.namespace == rs.metadata.namespace)
-        .filter(|d| validate(d).is_ok_and(|v| v.selector.matches(&labels)))
+        .filter(|d| d.metadata.namespace.as_deref() == Some(ns))
+        .filter(|d| validate(d).is_ok_and(|v| v.selector.matches(labels)))
         .cloned()
         .collect()
 }

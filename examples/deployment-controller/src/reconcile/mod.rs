@@ -58,7 +58,7 @@ use k8s_openapi::{
 
 pub use adoption::{
     AdoptionError, Claims, adopt_patch, can_adopt, claim_replica_sets, deployments_for_orphan,
-    release_patch,
+    deployments_selecting, release_patch,
 };
 pub use history::{Revision, history, rollback_patch};
 pub use progress::{condition, deployment_complete, reason, rollout_complete};
