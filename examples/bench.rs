@@ -70,6 +70,14 @@ struct Args {
     /// What the K handlers are. Default: typed closures (`add_event_handler`).
     #[arg(long, value_enum, default_value_t = HandlerKind::Typed)]
     handler: HandlerKind,
+    /// With `--handler key-sink`: the workers that take keys from the queue and read the
+    /// lister (`deployment-controller` runs 2).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    workers: u32,
+    /// With `--handler key-sink`: a queue and its workers per handler (K controllers sharing
+    /// the informer) instead of one queue all K sinks feed (one controller).
+    #[arg(long)]
+    queue_per_handler: bool,
     /// Message tracing during the run (T4).
     #[arg(long, value_enum, default_value_t = TraceMode::Off)]
     trace: TraceMode,
@@ -84,8 +92,10 @@ struct Args {
 enum HandlerKind {
     /// A closure over typed notifications (`handler_fn`, `Notification<Pod>`).
     Typed,
-    /// A key sink feeding its own workqueue, whose worker (a thread) reads each key from the
-    /// lister, typed, as a controller does.
+    /// A key sink feeding a workqueue (one for all K, or one each with
+    /// `--queue-per-handler`), whose workers (threads) read each key from the lister, typed,
+    /// as `deployment-controller`'s do. A handler is done when its sink saw `bench/done`; the
+    /// run, once a worker has also read it.
     KeySink,
     /// A closure over lazy notifications that reads the key and metadata only.
     Lazy,
@@ -148,6 +158,9 @@ impl Args {
         }
         match self.handler {
             HandlerKind::Typed => {}
+            HandlerKind::KeySink if self.queue_per_handler => {
+                name.push_str(&format!("-keysink{}q", self.handlers))
+            }
             HandlerKind::KeySink => name.push_str("-keysink"),
             HandlerKind::Lazy => name.push_str("-lazy"),
         }
@@ -275,7 +288,9 @@ fn main() {
     finish(0)
 }
 
-/// Where the handlers record what they saw, shared by every kind of handler.
+/// Where the handlers record what they saw, shared by every kind of handler. Slots are
+/// handlers, and in the key-sink mode also the queues (a queue is done when a worker read
+/// `bench/done` from it).
 #[derive(Clone)]
 struct Progress {
     clock: Clock,
@@ -287,12 +302,13 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(clock: Clock, handlers: usize) -> Self {
+    /// `slots`: handlers plus queues.
+    fn new(clock: Clock, slots: usize) -> Self {
         Progress {
             clock,
-            handlers,
-            done_ms: Arc::new((0..handlers).map(|_| AtomicU64::new(0)).collect()),
-            seen: Arc::new((0..handlers).map(|_| AtomicU64::new(0)).collect()),
+            handlers: slots,
+            done_ms: Arc::new((0..slots).map(|_| AtomicU64::new(0)).collect()),
+            seen: Arc::new((0..slots).map(|_| AtomicU64::new(0)).collect()),
             finished: Arc::new(AtomicUsize::new(0)),
             all_done: Arc::new(tokio::sync::Notify::new()),
         }
@@ -361,8 +377,27 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
     }
 
     let handlers = args.handlers as usize;
-    let progress = Progress::new(clock, handlers);
+    // Key sinks: one queue for all (one controller), or one each (K controllers); each queue's
+    // progress slot follows the handlers'.
+    let queues: Vec<WorkQueue<ObjectKey>> = match args.handler {
+        HandlerKind::KeySink if args.queue_per_handler => {
+            (0..handlers).map(|_| WorkQueue::new()).collect()
+        }
+        HandlerKind::KeySink => vec![WorkQueue::new()],
+        _ => Vec::new(),
+    };
+    let progress = Progress::new(clock, handlers + queues.len());
     let mut workers = Vec::new();
+    for (q, queue) in queues.iter().enumerate() {
+        for _ in 0..args.workers {
+            workers.push(spawn_worker(
+                handlers + q,
+                queue.clone(),
+                informer.lister(),
+                progress.clone(),
+            ));
+        }
+    }
     for h in 0..handlers {
         let cfg = args.policy.map(|p| {
             ListenerConfig::default()
@@ -403,15 +438,14 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
                     .map(|_| ())
             }
             HandlerKind::KeySink => {
-                let queue = WorkQueue::<ObjectKey>::new();
-                workers.push(spawn_worker(
-                    h,
-                    queue.clone(),
-                    informer.lister(),
-                    progress.clone(),
-                ));
+                let queue = queues[h % queues.len()].clone();
+                let progress = progress.clone();
+                let sink = move |key: ObjectKey| {
+                    progress.saw(h, key.as_str() == "bench/done");
+                    queue.add(key);
+                };
                 informer
-                    .add_key_sink(queue, None, cfg.unwrap_or_default())
+                    .add_key_sink(sink, None, cfg.unwrap_or_default())
                     .await
                     .map(|_| ())
             }
@@ -433,7 +467,7 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
     };
     let peak_at_sync_kb = proc_status_kb("VmHWM:");
     let waiter = progress.all_done.notified();
-    if progress.finished.load(Ordering::Acquire) < handlers
+    if progress.finished.load(Ordering::Acquire) < progress.handlers
         && tokio::time::timeout(deadline, waiter).await.is_err()
     {
         fail(format_args!(
