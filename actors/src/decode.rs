@@ -57,11 +57,12 @@ impl<K> Clone for ItemCodec<K> {
 impl<K: DeserializeOwned> ItemCodec<K> {
     /// One object's JSON → what admission takes; a decode (typed) or metadata (lean) error is
     /// a serde data error, as kube reports an object of the wrong shape.
-    pub(crate) fn apply(&self, json: &str) -> Result<Listed<K>, serde_json::Error> {
+    pub(crate) fn apply(&self, json: &[u8]) -> Result<Listed<K>, serde_json::Error> {
         match self {
-            ItemCodec::Typed => serde_json::from_str(json).map(Listed::Typed),
+            // Exact-size vectors: a decoded pod holds 17% less (`kinformer::exact`).
+            ItemCodec::Typed => kinformer::exact::from_slice(json).map(Listed::Typed),
             ItemCodec::Lean(state) => state
-                .encode(json.as_bytes())
+                .encode(json)
                 .map(Listed::Lean)
                 .map_err(serde_json::Error::custom),
         }
@@ -102,11 +103,6 @@ impl DecodePool {
     #[cfg(test)]
     pub(crate) fn inline() -> Self {
         DecodePool(None)
-    }
-
-    /// Whether batches go to other threads.
-    pub(crate) fn is_parallel(&self) -> bool {
-        self.0.is_some()
     }
 
     /// Maps `batch` through `f`, keeping its order: inline when the batch has at most one item
@@ -311,7 +307,7 @@ pub(crate) fn decode_event<K: DeserializeOwned>(
         Ok(KubeWatchEvent::Error(s)) => return Some(Ok(KubeWatchEvent::Error(s))),
         Err(e) => return Some(Err(e)),
     };
-    match serde_json::from_str::<K>(raw.0.get()) {
+    match kinformer::exact::from_slice::<K>(raw.0.get().as_bytes()) {
         Ok(obj) => Some(Ok(wrap(obj))),
         // Not a `K`: the event's line, as the API server writes it, through kube's rules, so
         // the error (or Status) is the one kube would have returned for it.

@@ -77,7 +77,7 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
                 let listed = match &codec {
                     ItemCodec::Typed => Listed::Typed(o),
                     ItemCodec::Lean(_) => codec
-                        .apply(to_raw(&o)?.get())
+                        .apply(to_raw(&o)?.get().as_bytes())
                         .map_err(kube::Error::SerdeError)?,
                 };
                 items.extend(admit(listed, item_type.as_ref()));
@@ -215,13 +215,9 @@ where
         let api = self.api.clone();
         Box::pin(crate::runtime::on_io(async move {
             let pool = crate::runtime::decode_pool();
-            if !pool.is_parallel() {
-                // One decode thread: kube decodes each event on the reflector's thread.
-                let s = api.watch(&params, &resource_version).await?;
-                return Ok(s.boxed());
-            }
             // The same request as `Api::watch`, read by kube's watch decoder with the events'
-            // objects left raw; the pool decodes them into `K`, in order (P8).
+            // objects left raw; the pool (or, with one decode thread, the reflector's thread)
+            // decodes them into `K`, in order (P8), with exact-size vectors.
             let mut req = kube::core::Request::new(api.resource_url())
                 .watch(&params, &resource_version)
                 .map_err(kube::Error::BuildRequest)?;

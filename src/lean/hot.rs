@@ -90,16 +90,23 @@ impl<K> HotCache<K> {
         shard.map.remove(&id).map(|(_, typed, _)| typed)
     }
 
-    /// Remembers `typed` as the decoded form of `obj`.
+    /// Remembers `typed` as the decoded form of `obj`. The objects it evicts are dropped
+    /// after the shard is unlocked: freeing a decoded object takes microseconds, and readers
+    /// that find the shard busy skip the cache.
     pub(crate) fn insert(&self, obj: &Arc<RawObject>, typed: &Arc<K>) {
+        let _evicted = self.insert_evicting(obj, typed);
+    }
+
+    fn insert_evicting(&self, obj: &Arc<RawObject>, typed: &Arc<K>) -> Vec<Arc<K>> {
+        let mut evicted = Vec::new();
         let id = identity(obj);
         let Some(Ok(mut shard)) = self.shard(id).map(Mutex::try_lock) else {
-            return;
+            return evicted;
         };
         if let Some(entry) = shard.map.get_mut(&id) {
-            entry.1 = Arc::clone(typed);
+            evicted.push(std::mem::replace(&mut entry.1, Arc::clone(typed)));
             entry.2 = true;
-            return;
+            return evicted;
         }
         // `remove` leaves its id in the ring for the hand to drop, but the hand only moves
         // when the shard is full: in a store smaller than the cache, every write of a hot key
@@ -124,14 +131,15 @@ impl<K> HotCache<K> {
             };
             if keep {
                 shard.ring.push_back(victim);
-            } else {
-                shard.map.remove(&victim);
+            } else if let Some((_, typed, _)) = shard.map.remove(&victim) {
+                evicted.push(typed);
             }
         }
         shard
             .map
             .insert(id, (Arc::clone(obj), Arc::clone(typed), false));
         shard.ring.push_back(id);
+        evicted
     }
 
     /// Objects cached now (for the counters; skips shards busy at the moment).

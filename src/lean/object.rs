@@ -67,6 +67,7 @@ impl<K> Clone for LazyObject<K> {
                 raw,
                 state,
                 decoded,
+                ..
             } => {
                 let cell = OnceLock::new();
                 if let Some(d) = decoded.get() {
@@ -144,9 +145,25 @@ impl<K> LazyObject<K> {
                 raw,
                 state,
                 decoded,
-            } => decoded
-                .get_or_init(|| state.decode(raw, Remember::Yes))
-                .clone(),
+                ..
+            } => {
+                if let Some(d) = decoded.get() {
+                    return d.clone();
+                }
+                // Readers arriving meanwhile wait for this decode; remembering it in the hot
+                // cache (which may free an evicted object) happens after they are released.
+                let mut decoded_here = false;
+                let d = decoded
+                    .get_or_init(|| {
+                        decoded_here = true;
+                        state.decode(raw, Remember::No)
+                    })
+                    .clone();
+                if let (true, Ok(typed)) = (decoded_here, &d) {
+                    state.remember(raw, typed);
+                }
+                d
+            }
         }
     }
 

@@ -74,7 +74,8 @@ impl<K> LeanState<K> {
             ),
             hot: HotCache::new(config.hot_objects),
             counters: Counters::default(),
-            from_json: |b| serde_json::from_slice(b),
+            // Exact-size vectors: a decoded object holds what it needs (`crate::exact`).
+            from_json: |b| crate::exact::from_slice(b),
             to_json: |o| serde_json::to_vec(o),
         }
     }
