@@ -246,7 +246,7 @@ impl Source {
                     return Ok((v, range));
                 }
                 Some(Ok(_)) => {}
-                Some(Err(e)) if !(e.is_eof() && !self.done) => return Err(e.into()),
+                Some(Err(e)) if !e.is_eof() || self.done => return Err(e.into()),
                 Some(Err(_)) | None if self.done => {
                     return Err(syntax("a value", self.at()));
                 }
