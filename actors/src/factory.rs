@@ -12,6 +12,7 @@ use std::{
 use futures::future::{BoxFuture, join_all};
 use kube::{
     Client, Resource,
+    api::TypeMeta,
     api::{ApiResource, DynamicObject, PartialObjectMeta},
 };
 
@@ -429,6 +430,7 @@ impl SharedInformerFactory {
         let resync = config.resync;
         self.get_or_insert(key, opts.resync, resync, || {
             SharedIndexInformer::new(KubeListerWatcher::new(client, ns.as_deref(), &dt), config)
+                .of_own_type()
         })
     }
 
@@ -451,10 +453,20 @@ impl SharedInformerFactory {
         let ar = resource.clone();
         let resync = config.resync;
         self.get_or_insert(key, opts.resync, resync, || {
+            let lean = config.cache.is_lean();
             let informer = SharedIndexInformer::new(
                 KubeListerWatcher::<DynamicObject>::new(client, ns.as_deref(), &ar),
                 config,
-            );
+            )
+            .expect_type(TypeMeta {
+                api_version: ar.api_version.clone(),
+                kind: ar.kind.clone(),
+            });
+            if lean {
+                // The lean mode checks the type on the parsed metadata (R5, I7): a typed
+                // validator would decode every object.
+                return informer;
+            }
             let (api_version, kind) = (ar.api_version.clone(), ar.kind.clone());
             // Before start, so this cannot fail: the informer was just created.
             let _ = informer.set_validator(move |o: &DynamicObject, list_type| {

@@ -123,7 +123,7 @@ where
 
     /// R5 in the lean mode (I7): objects that say they are of another type are dropped, as the
     /// typed decode of `K` drops them in the typed mode.
-    fn of_own_type(self) -> Self {
+    pub(crate) fn of_own_type(self) -> Self {
         let dt = K::DynamicType::default();
         self.expect_type(TypeMeta {
             api_version: K::api_version(&dt).into_owned(),
