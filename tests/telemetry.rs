@@ -907,3 +907,58 @@ async fn debug_page_renders_in_headless_chromium() {
     b.shutdown().await;
     endpoint.shutdown().await;
 }
+
+/// I7 under telemetry: a lean informer exports what it stores (bytes compressed and not,
+/// metadata bytes) and how often typed readers decode or hit the hot cache; a typed informer
+/// exports none of these series. A point read moves the decode counter, a second read of the
+/// same object the hit counter.
+#[actix::test]
+async fn lean_series_report_bytes_decodes_and_hits() {
+    let sim = sim().await;
+    create_pods(&sim.client(), "lean", 4).await;
+    let lean = SharedIndexInformer::<Pod>::with_config(
+        sim.client(),
+        Some("lean"),
+        fast_config().cache(kinformer_actors::CacheMode::lean()),
+    );
+    let typed = started(&sim, "typed", 1).await;
+    let telemetry = Telemetry::new();
+    telemetry.register_informer(&lean);
+    telemetry.register_informer(&typed);
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let addr = endpoint.local_addr();
+    lean.start().expect("start");
+    typed.start().expect("start");
+    lean.wait_for_sync().await;
+    typed.wait_for_sync().await;
+    let inf = [("informer", "lean/pods")];
+    let m = scrape(addr).await;
+    assert_eq!(must(&m, "kinformer_store_objects", &inf), 4.0);
+    let stored = must(&m, "kinformer_lean_stored_bytes", &inf);
+    let json = must(&m, "kinformer_lean_json_bytes", &inf);
+    assert!(stored > 0.0 && stored <= json, "{stored} stored of {json}");
+    assert!(must(&m, "kinformer_lean_metadata_bytes", &inf) > 0.0);
+    assert_eq!(must(&m, "kinformer_lean_decodes_total", &inf), 0.0);
+    let name = lean.lister().list_keys()[0].name().to_string();
+    assert!(lean.lister().get("lean", &name).is_some());
+    assert!(lean.lister().get("lean", &name).is_some());
+    let m = scrape(addr).await;
+    assert_eq!(must(&m, "kinformer_lean_decodes_total", &inf), 1.0);
+    assert_eq!(must(&m, "kinformer_lean_hot_hits_total", &inf), 1.0);
+    assert_eq!(must(&m, "kinformer_lean_hot_objects", &inf), 1.0);
+    assert_eq!(must(&m, "kinformer_lean_decode_failures_total", &inf), 0.0);
+    let typed_series = informer_series(&m, "typed/pods");
+    assert!(
+        !typed_series.is_empty()
+            && typed_series
+                .iter()
+                .all(|s| !s.starts_with("kinformer_lean")),
+        "{typed_series:?}"
+    );
+    lean.shutdown().await;
+    typed.shutdown().await;
+    endpoint.shutdown().await;
+}

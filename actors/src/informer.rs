@@ -577,6 +577,9 @@ impl<K: InformerObject> InformerProbe for Inner<K> {
     fn store_objects(&self) -> usize {
         self.lister.len()
     }
+    fn lean_stats(&self) -> Option<kinformer::lean::LeanStats> {
+        self.lister.lean_stats()
+    }
     fn lifecycle(&self) -> Lifecycle {
         match &*self.state() {
             State::Idle(_) => Lifecycle::Idle,

@@ -55,6 +55,8 @@ pub(crate) trait InformerProbe: Send + Sync {
     fn reflector(&self) -> &ReflectorStatus;
     fn fifo(&self) -> &FifoStatus;
     fn store_objects(&self) -> usize;
+    /// The lean mode's counters (I7); None in the typed mode.
+    fn lean_stats(&self) -> Option<kinformer::lean::LeanStats>;
     fn lifecycle(&self) -> Lifecycle;
     fn listeners(&self) -> Vec<Arc<ListenerStats>>;
 }
@@ -222,12 +224,20 @@ struct TelemetryInner {
 /// | `kinformer_fifo_queued_keys` | gauge | keys in the DeltaFIFO |
 /// | `kinformer_fifo_pending_deltas` | gauge | deltas in the DeltaFIFO |
 /// | `kinformer_store_objects` | gauge | objects in the cache |
+/// | `kinformer_lean_stored_bytes` | gauge | lean mode (I7): bytes of the stored (compressed) objects |
+/// | `kinformer_lean_json_bytes` | gauge | lean mode: bytes of their JSON (uncompressed) |
+/// | `kinformer_lean_metadata_bytes` | gauge | lean mode: bytes of their parsed metadata |
+/// | `kinformer_lean_hot_objects` | gauge | lean mode: objects the hot cache holds decoded |
+/// | `kinformer_lean_decodes_total` | counter | lean mode: objects decoded (typed reads, typed handlers, typed index functions) |
+/// | `kinformer_lean_hot_hits_total` | counter | lean mode: typed reads answered by the hot cache |
+/// | `kinformer_lean_decode_failures_total` | counter | lean mode: stored objects that did not decode into the type |
 /// | `kinformer_listener_buffered` | gauge | notifications waiting for the handler (B3) |
 /// | `kinformer_listener_received_total` | counter | notifications accepted |
 /// | `kinformer_listener_delivered_total` | counter | notifications handled |
 /// | `kinformer_listener_dropped_total` | counter | notifications dropped at removal/shutdown (P9) |
 /// | `kinformer_listener_coalesced_total` | counter | notifications folded by Coalesce (B3) |
 /// | `kinformer_listener_panics_total` | counter | handler panics, a key sink's or key mapper's included (P7) |
+/// | `kinformer_listener_decode_failures_total` | counter | lean mode: notifications a typed handler was not given (an object that does not decode) |
 /// | `kinformer_listener_handle_duration_seconds` | histogram | handler time per notification |
 #[derive(Clone)]
 pub struct Telemetry {
@@ -740,6 +750,7 @@ struct InformerSample {
     queued_keys: u64,
     pending_deltas: u64,
     store_objects: u64,
+    lean: Option<kinformer::lean::LeanStats>,
     listeners: Vec<Arc<ListenerStats>>,
 }
 
@@ -763,6 +774,7 @@ impl Collector for KinformerCollector {
                     queued_keys: p.fifo().queued_keys(),
                     pending_deltas: p.fifo().pending_deltas(),
                     store_objects: p.store_objects() as u64,
+                    lean: p.lean_stats(),
                     listeners: p.listeners(),
                 }
             })
@@ -952,6 +964,63 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
         Gauge,
         per(&|s| Value::Gauge(s.store_objects as f64)),
     )?;
+    // Lean informers only (I7): a typed informer has none of these series.
+    let lean =
+        |f: &dyn Fn(&kinformer::lean::LeanStats) -> Value| -> Vec<(InformerLabels<'_>, Value)> {
+            informers
+                .iter()
+                .filter_map(|s| Some((labels(s), f(s.lean.as_ref()?))))
+                .collect()
+        };
+    family(
+        enc,
+        "kinformer_lean_stored_bytes",
+        "Lean mode: bytes of the stored (compressed) objects.",
+        Gauge,
+        lean(&|l| Value::Gauge(l.bytes as f64)),
+    )?;
+    family(
+        enc,
+        "kinformer_lean_json_bytes",
+        "Lean mode: bytes of the stored objects' JSON, uncompressed.",
+        Gauge,
+        lean(&|l| Value::Gauge(l.json_bytes as f64)),
+    )?;
+    family(
+        enc,
+        "kinformer_lean_metadata_bytes",
+        "Lean mode: bytes of the stored objects' parsed metadata.",
+        Gauge,
+        lean(&|l| Value::Gauge(l.meta_bytes as f64)),
+    )?;
+    family(
+        enc,
+        "kinformer_lean_hot_objects",
+        "Lean mode: objects the hot cache holds decoded.",
+        Gauge,
+        lean(&|l| Value::Gauge(l.hot_objects as f64)),
+    )?;
+    family(
+        enc,
+        "kinformer_lean_decodes",
+        "Lean mode: objects decoded (typed reads, typed handlers, typed index functions).",
+        Counter,
+        lean(&|l| Value::Counter(l.decodes)),
+    )?;
+    family(
+        enc,
+        "kinformer_lean_hot_hits",
+        "Lean mode: typed reads answered by the hot cache.",
+        Counter,
+        lean(&|l| Value::Counter(l.hits)),
+    )?;
+    family(
+        enc,
+        "kinformer_lean_decode_failures",
+        "Lean mode: stored objects that did not decode into the informer's type.",
+        Counter,
+        lean(&|l| Value::Counter(l.decode_failures)),
+    )?;
 
     let listener_rows = |f: &dyn Fn(&ListenerStats) -> Value| -> Vec<(ListenerLabels<'_>, Value)> {
         informers
@@ -1005,6 +1074,13 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
         "Notifications whose handler, key sink or key mapper panicked (P7).",
         Counter,
         listener_rows(&|l| Value::Counter(handler_panics(l))),
+    )?;
+    family(
+        enc,
+        "kinformer_listener_decode_failures",
+        "Lean mode: notifications a typed handler was not given (an object that does not decode).",
+        Counter,
+        listener_rows(&|l| Value::Counter(l.decode_failures())),
     )?;
     family(
         enc,
