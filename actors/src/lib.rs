@@ -127,7 +127,7 @@ pub use kinformer::leader_election::{ElectionPhase, LeaderElectionConfig, StopRe
 pub use lister_watcher::{KubeListerWatcher, ListerWatcher, MetadataListerWatcher};
 pub use messages::Notify;
 pub use metrics::{
-    ErrorReport, HealthReport, InformerReport, ListenerReport, ReadinessReport,
+    ErrorReport, HealthReport, InformerReport, LeanReport, ListenerReport, ReadinessReport,
     ReflectorCountersReport, Telemetry, TelemetryError, TelemetryOptions,
 };
 pub use object::InformerObject;

@@ -512,8 +512,32 @@ pub struct InformerReport {
     pub fifo_pending_deltas: u64,
     /// Objects in the cache.
     pub store_objects: u64,
+    /// The lean mode's figures (I7); absent for a typed informer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lean: Option<LeanReport>,
     /// Every listener (handler registration).
     pub listeners: Vec<ListenerReport>,
+}
+
+/// A lean informer's store in the debug view (I7).
+#[derive(Clone, Debug, Serialize)]
+pub struct LeanReport {
+    /// Bytes of the stored (compressed) objects.
+    pub stored_bytes: u64,
+    /// Bytes of their JSON, uncompressed.
+    pub json_bytes: u64,
+    /// Bytes of their parsed metadata.
+    pub metadata_bytes: u64,
+    /// Size of the trained compression dictionary (0: none yet).
+    pub dictionary_bytes: u64,
+    /// Objects the hot cache holds decoded.
+    pub hot_objects: u64,
+    /// Objects decoded so far.
+    pub decodes: u64,
+    /// Typed reads answered by the hot cache.
+    pub hot_hits: u64,
+    /// Stored objects that did not decode into the type.
+    pub decode_failures: u64,
 }
 
 /// An error with its time.
@@ -643,6 +667,16 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
         fifo_queued_keys: p.fifo().queued_keys(),
         fifo_pending_deltas: p.fifo().pending_deltas(),
         store_objects: p.store_objects() as u64,
+        lean: p.lean_stats().map(|l| LeanReport {
+            stored_bytes: l.bytes,
+            json_bytes: l.json_bytes,
+            metadata_bytes: l.meta_bytes,
+            dictionary_bytes: l.dictionary_bytes,
+            hot_objects: l.hot_objects,
+            decodes: l.decodes,
+            hot_hits: l.hits,
+            decode_failures: l.decode_failures,
+        }),
         listeners: p
             .listeners()
             .iter()
