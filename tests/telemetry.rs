@@ -958,6 +958,18 @@ async fn lean_series_report_bytes_decodes_and_hits() {
                 .all(|s| !s.starts_with("kinformer_lean")),
         "{typed_series:?}"
     );
+    // The debug view says the same, for the lean informer only.
+    let d = request(addr, "GET", "/debug/informers", "application/json").await;
+    let json: serde_json::Value = serde_json::from_str(&d.body).expect("json");
+    let by_name = |n: &str| {
+        json["informers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|i| i["name"] == n).cloned())
+            .unwrap_or_else(|| panic!("{n} in {}", d.body))
+    };
+    assert_eq!(by_name("lean/pods")["lean"]["decodes"], 1);
+    assert_eq!(by_name("lean/pods")["lean"]["hot_hits"], 1);
+    assert!(by_name("typed/pods").get("lean").is_none());
     lean.shutdown().await;
     typed.shutdown().await;
     endpoint.shutdown().await;
