@@ -394,10 +394,13 @@ impl DeploymentController {
         });
         let replica_sets = factory.informer::<ReplicaSet>();
         let pods = factory.informer::<Pod>();
-        // Nothing reads managedFields: do not keep them in memory (P2).
-        deployments.set_transform(strip_managed_fields)?;
-        replica_sets.set_transform(strip_managed_fields)?;
-        pods.set_transform(strip_managed_fields)?;
+        // Nothing reads managedFields: do not keep them in memory (P2). A lean cache (I7) is
+        // told to cut them out of the bytes instead: a typed transform would decode every object.
+        if !options.informer.cache.is_lean() {
+            deployments.set_transform(strip_managed_fields)?;
+            replica_sets.set_transform(strip_managed_fields)?;
+            pods.set_transform(strip_managed_fields)?;
+        }
 
         let queue = WorkQueue::<ObjectKey>::new();
         if let Some(t) = &options.telemetry {

@@ -27,7 +27,7 @@ use std::{future::Future, path::Path, path::PathBuf, time::Duration, time::Insta
 use anyhow::Context as _;
 use clap::Parser;
 use kinformer_actors::{
-    LeaderElectionConfig, Telemetry,
+    CacheMode, LeaderElectionConfig, LeanConfig, Telemetry,
     trace::{TraceSink, close_env_sink},
 };
 use kinformer_sim::{Sim, SimConfig};
@@ -120,6 +120,19 @@ struct Args {
     /// This replica's identity in the Lease (default: hostname_UUID, as kube-controller-manager).
     #[arg(long, value_name = "ID")]
     leader_elect_identity: Option<String>,
+    /// How the informers keep objects: `typed` (decoded, the default) or `lean` (the bytes the
+    /// server sent, compressed, managedFields cut out; decoded when the controller reads them).
+    #[arg(long, value_enum, default_value_t = Cache::Typed)]
+    cache: Cache,
+}
+
+/// `--cache`: the informers' cache mode (docs/semantics.md I7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Cache {
+    /// Decoded objects.
+    Typed,
+    /// The server's bytes, compressed, metadata parsed.
+    Lean,
 }
 
 impl Args {
@@ -225,13 +238,17 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         None => None,
     };
     let telemetry = args.metrics_addr.map(|_| Telemetry::new());
-    let options = ControllerOptions {
+    let mut options = ControllerOptions {
         workers: args.workers,
         selector: Some(args.selector.clone()),
         namespace: args.namespace.clone(),
         telemetry: telemetry.clone(),
         ..ControllerOptions::default()
     };
+    if args.cache == Cache::Lean {
+        let lean = LeanConfig::default().strip_managed_fields(true);
+        options.informer = options.informer.cache(CacheMode::Lean(lean));
+    }
     // Under leader election the run owns the controller: informers now, workers while leading.
     let (controller, elected) = match election {
         Some(config) => {

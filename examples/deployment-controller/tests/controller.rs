@@ -31,7 +31,7 @@ use k8s_openapi::{
     apimachinery::pkg::util::intstr::IntOrString,
 };
 use kinformer::notification::Notification;
-use kinformer_actors::{SharedIndexInformer, handler_fn};
+use kinformer_actors::{CacheMode, InformerConfig, LeanConfig, SharedIndexInformer, handler_fn};
 use kinformer_sim::{Sim, Verb};
 use kube::{
     Api, Client, ResourceExt,
@@ -51,9 +51,20 @@ async fn env() -> Env {
     env_with(true).await
 }
 
+/// [`env`] with the controller's informers in the lean cache mode (I7: the server's bytes,
+/// managedFields cut out; its key mappers read owners and labels without decoding).
+async fn lean_env() -> Env {
+    let lean = LeanConfig::default().strip_managed_fields(true);
+    env_with_informer(true, fast_config().cache(CacheMode::Lean(lean))).await
+}
+
 /// A sim, the cluster simulation (pods Ready at once) and the controller (2 workers, fast
 /// reflector restarts), started and synced.
 async fn env_with(garbage_collect: bool) -> Env {
+    env_with_informer(garbage_collect, fast_config()).await
+}
+
+async fn env_with_informer(garbage_collect: bool, informer: InformerConfig) -> Env {
     let sim = common::sim().await;
     let client = sim.client();
     // Its own client (own connection pool), as a separate process would have.
@@ -73,7 +84,7 @@ async fn env_with(garbage_collect: bool) -> Env {
         client.clone(),
         ControllerOptions {
             workers: 2,
-            informer: fast_config(),
+            informer,
             sync_timeout: DEADLINE,
             ..ControllerOptions::default()
         },
@@ -475,7 +486,16 @@ async fn watch_rollout(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_update_replaces_the_replica_set_within_surge_and_unavailability() {
-    let env = env().await;
+    rolling_update(env().await).await;
+}
+
+/// The same rollout with the controller's informers in the lean mode (I7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_update_with_lean_informers() {
+    rolling_update(lean_env().await).await;
+}
+
+async fn rolling_update(env: Env) {
     let strategy = demo::rolling(IntOrString::Int(1), IntOrString::Int(0));
     env.create(&demo::deployment("api", 3, "api:1", strategy, true))
         .await;
@@ -823,7 +843,17 @@ fn progressing_reason(d: &Deployment) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_replica_set_matching_the_selector_is_adopted() {
-    let env = env().await;
+    orphan_adoption(env().await).await;
+}
+
+/// Adoption with lean informers: the orphan is found from its labels, read off the parsed
+/// metadata (I7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_replica_set_is_adopted_with_lean_informers() {
+    orphan_adoption(lean_env().await).await;
+}
+
+async fn orphan_adoption(env: Env) {
     // A ReplicaSet nobody controls, with the Deployment's template (and its own hash label),
     // already running 2 pods.
     let d = demo::deployment("web", 3, "nginx:1", None, true);
