@@ -9,7 +9,7 @@
 //! draws differ from `serve.py`'s (this is `rand`'s seeded generator, not Python's), and the
 //! `imageID` digests, random per image here where `serve.py` hashes the image name: the same
 //! sizes and the same entropy, so the same compressed size (checked by
-//! `cargo bench -p kinformer --bench lean_memory -- --real <items.jsonl>`, see that bench).
+//! `cargo bench -p kinformer --bench lean_memory -- --real <LIST.json>`, see that bench).
 //!
 //! Pod `i` is the same whatever else is generated: its random fields come from a generator
 //! seeded with the workload's seed and `i`.
@@ -149,14 +149,10 @@ impl Workload {
         }
     }
 
-    /// The JSON of pods `0..n`, as listed.
-    pub fn listed(&self, n: usize) -> Vec<Vec<u8>> {
-        (0..n).map(|i| self.pod(i, Version::listed(i))).collect()
-    }
-
-    /// The JSON of pods `0..n` after one MODIFIED event each.
-    pub fn modified(&self, n: usize) -> Vec<Vec<u8>> {
-        (0..n).map(|i| self.pod(i, Version::modified(i))).collect()
+    /// The JSON of pods `0..n`, each at `version(i)` ([`Version::listed`],
+    /// [`Version::modified`]).
+    pub fn pods(&self, n: usize, version: fn(usize) -> Version) -> Vec<Vec<u8>> {
+        (0..n).map(|i| self.pod(i, version(i))).collect()
     }
 
     /// Pod `i`'s JSON at version `v`: `serve.py`'s `pod_template(i, created=i)`.
@@ -178,12 +174,7 @@ impl Workload {
         let image = format!("registry.local/{app}:v1.{}.{}", a % 7, a % 13);
         let image_id = format!("registry.local/{app}@sha256:{}", app_of.image_digest);
         let sidecar_id = format!("registry.local/log-shipper@sha256:{}", self.sidecar_digest);
-        let pod_ip = format!(
-            "10.{}.{}.{}",
-            64 + (i >> 16) % 64,
-            (i >> 8) & 255,
-            i & 255
-        );
+        let pod_ip = format!("10.{}.{}.{}", 64 + (i >> 16) % 64, (i >> 8) & 255, i & 255);
         let host_ip = format!("172.20.{}.{}", (i % NODES) >> 8, (i % NODES) & 255);
         let created = i as i64;
         let (t_created, t_sched, t_start) = (ts(created), ts(created + 1), ts(created + 3));
@@ -225,9 +216,4 @@ impl Workload {
         );
         s.into_bytes()
     }
-}
-
-/// Mean of `f` over `items`.
-pub fn mean<T>(items: &[T], f: impl Fn(&T) -> usize) -> f64 {
-    items.iter().map(f).sum::<usize>() as f64 / items.len().max(1) as f64
 }
