@@ -5,7 +5,10 @@ use std::{
     borrow::Cow,
     collections::BTreeMap,
     fmt,
-    sync::{Arc, OnceLock},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
 };
 
 use kube_core::Resource;
@@ -56,6 +59,12 @@ enum Repr<K> {
         raw: Arc<RawObject>,
         state: Arc<LeanState<K>>,
         decoded: OnceLock<Result<Arc<K>, DecodeError>>,
+        /// A reader took it to decode ([`LazyObject::claim_decode`]).
+        claimed: AtomicBool,
+        /// Still stored: its decode is remembered in the hot cache. Not for an object that
+        /// left the store (an `Update`'s old object): the cache keeps live versions only, and
+        /// a departed one would only push them out.
+        live: bool,
     },
 }
 
@@ -67,6 +76,7 @@ impl<K> Clone for LazyObject<K> {
                 raw,
                 state,
                 decoded,
+                live,
                 ..
             } => {
                 let cell = OnceLock::new();
@@ -78,6 +88,8 @@ impl<K> Clone for LazyObject<K> {
                         raw: Arc::clone(raw),
                         state: Arc::clone(state),
                         decoded: cell,
+                        claimed: AtomicBool::new(false),
+                        live: *live,
                     },
                 }
             }
@@ -107,11 +119,14 @@ impl<K> LazyObject<K> {
                 raw,
                 state,
                 decoded: OnceLock::new(),
+                claimed: AtomicBool::new(false),
+                live: true,
             },
         }
     }
 
-    /// A lean object whose typed form is already known (taken from the hot cache).
+    /// A lean object that just left the store (its typed form taken from the hot cache when it
+    /// was there): decoding it later does not fill the hot cache.
     pub(crate) fn from_raw_decoded(
         raw: Arc<RawObject>,
         state: Arc<LeanState<K>>,
@@ -126,6 +141,8 @@ impl<K> LazyObject<K> {
                 raw,
                 state,
                 decoded,
+                claimed: AtomicBool::new(false),
+                live: false,
             },
         }
     }
@@ -139,12 +156,19 @@ impl<K> LazyObject<K> {
     /// The failure is remembered and counted once
     /// ([`LeanStats::decode_failures`](super::LeanStats::decode_failures)).
     pub fn object(&self) -> Result<Arc<K>, DecodeError> {
+        self.object_with(Remember::Yes)
+    }
+
+    /// [`object`](Self::object), remembering a decode in the hot cache only if `remember`
+    /// (and the object is still stored).
+    pub(crate) fn object_with(&self, remember: Remember) -> Result<Arc<K>, DecodeError> {
         match &self.repr {
             Repr::Typed(o) => Ok(Arc::clone(o)),
             Repr::Lean {
                 raw,
                 state,
                 decoded,
+                live,
                 ..
             } => {
                 if let Some(d) = decoded.get() {
@@ -159,11 +183,25 @@ impl<K> LazyObject<K> {
                         state.decode(raw, Remember::No)
                     })
                     .clone();
-                if let (true, Ok(typed)) = (decoded_here, &d) {
+                if let (true, true, Remember::Yes, Ok(typed)) = (decoded_here, *live, remember, &d)
+                {
                     state.remember(raw, typed);
                 }
                 d
             }
+        }
+    }
+
+    /// True for the first caller while the object is not decoded yet: that caller should
+    /// decode it now ([`object`](Self::object)). Readers that work through several objects
+    /// (the informer's typed handler threads) claim them one at a time, so that two of them
+    /// decode different objects at once instead of one waiting for the other.
+    pub fn claim_decode(&self) -> bool {
+        match &self.repr {
+            Repr::Typed(_) => false,
+            Repr::Lean {
+                decoded, claimed, ..
+            } => decoded.get().is_none() && !claimed.swap(true, Ordering::AcqRel),
         }
     }
 

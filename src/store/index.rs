@@ -8,7 +8,10 @@ use std::{collections::HashMap, fmt, sync::Arc};
 
 use kube_core::Resource;
 
-use crate::{ObjectKey, lean::LazyObject};
+use crate::{
+    ObjectKey,
+    lean::{LazyObject, Remember},
+};
 
 type ObjectFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 type MetaFn<K> = Arc<dyn Fn(&LazyObject<K>) -> Vec<String> + Send + Sync>;
@@ -56,7 +59,12 @@ impl<K> IndexFunc<K> {
     /// has no values).
     pub fn values(&self, obj: &LazyObject<K>) -> Vec<String> {
         match &self.0 {
-            Kind::Object(f) => obj.object().map(|o| f(&o)).unwrap_or_default(),
+            // Decoded for the function and not kept in the hot cache (the object keeps it for
+            // its other readers, typed handlers, until they are done).
+            Kind::Object(f) => obj
+                .object_with(Remember::No)
+                .map(|o| f(&o))
+                .unwrap_or_default(),
             Kind::Meta(f) => f(obj),
         }
     }

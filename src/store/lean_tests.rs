@@ -320,3 +320,51 @@ fn i7_stripping_managed_fields_shrinks_what_is_stored() {
     assert_eq!(stripped.metadata.name, kept.metadata.name);
     assert!(strip.lean_stats().unwrap().json_bytes < keep.lean_stats().unwrap().json_bytes);
 }
+
+#[test]
+fn i7_objects_decoded_for_a_typed_index_function_do_not_fill_the_hot_cache() {
+    let mut store = lean_store(64);
+    for i in 0..10 {
+        let p = raw_pod(
+            &store,
+            &with_rv(pod("a", &format!("p{i}"), &[("app", "web")]), "1"),
+        );
+        put(&mut store, &p);
+        assert!(
+            p.is_decoded(),
+            "decoded for the typed `app` index, kept by the object"
+        );
+    }
+    let stats = store.lean_stats().unwrap();
+    assert_eq!(stats.decodes, 10);
+    assert_eq!(
+        stats.hot_objects, 0,
+        "the hot cache keeps what readers decoded"
+    );
+    assert!(store.lister().get("a", "p1").is_some());
+    assert_eq!(store.lean_stats().unwrap().hot_objects, 1);
+}
+
+#[test]
+fn i7_a_departed_object_decoded_later_does_not_fill_the_hot_cache() {
+    let mut store = meta_store(64);
+    let v1 = raw_pod(&store, &with_rv(pod("a", "p", &[]), "1"));
+    put(&mut store, &v1);
+    let v2 = raw_pod(&store, &with_rv(pod("a", "p", &[]), "2"));
+    let old = put(&mut store, &v2).unwrap();
+    assert_eq!(
+        old.object().unwrap().metadata.resource_version.as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        store.lean_stats().unwrap().hot_objects,
+        0,
+        "an old version is not stored: caching it would only evict live ones"
+    );
+    assert!(v2.object().is_ok());
+    assert_eq!(
+        store.lean_stats().unwrap().hot_objects,
+        1,
+        "the live one is"
+    );
+}
