@@ -54,8 +54,12 @@ impl<K> Notification<LazyObject<K>> {
     /// lazy object; in the typed mode, reference-count increments). A resync's old and new stay
     /// one `Arc`, so [`is_resync`](Notification::is_resync) still holds.
     ///
+    /// An `Update` whose old object does not decode (the server sent an invalid object, then
+    /// a valid one) becomes the `Add` a typed-mode informer gives, which never cached the
+    /// invalid one.
+    ///
     /// # Errors
-    /// [`DecodeError`] when an object's stored bytes do not decode into `K`.
+    /// [`DecodeError`] when the notification's (new) object does not decode into `K`.
     pub fn decode(&self) -> Result<Notification<K>, DecodeError> {
         Ok(match self {
             Notification::Add {
@@ -72,9 +76,15 @@ impl<K> Notification<LazyObject<K>> {
                     new: obj,
                 }
             }
-            Notification::Update { old, new } => Notification::Update {
-                old: old.object()?,
-                new: new.object()?,
+            // An old object that does not decode was never seen by a typed handler (typed
+            // mode drops it when it arrives): its valid successor is an Add, as it would be
+            // there.
+            Notification::Update { old, new } => match (old.object(), new.object()?) {
+                (Ok(old), new) => Notification::Update { old, new },
+                (Err(_), obj) => Notification::Add {
+                    obj,
+                    is_in_initial_list: false,
+                },
             },
             Notification::Delete { obj } => Notification::Delete { obj: obj.decode()? },
         })

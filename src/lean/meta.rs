@@ -272,17 +272,18 @@ struct MetaIn<'a> {
     managed_fields: Option<&'a RawValue>,
 }
 
-/// `ownerReferences[]`: the four strings are required, as in the API (and k8s-openapi).
+/// `ownerReferences[]`: the API requires the four strings, but k8s-openapi reads a missing one
+/// as empty, and so does this (an object the typed mode caches is cached here too).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct OwnerIn<'a> {
-    #[serde(borrow)]
+    #[serde(default, borrow)]
     api_version: Cow<'a, str>,
-    #[serde(borrow)]
+    #[serde(default, borrow)]
     kind: Cow<'a, str>,
-    #[serde(borrow)]
+    #[serde(default, borrow)]
     name: Cow<'a, str>,
-    #[serde(borrow)]
+    #[serde(default, borrow)]
     uid: Cow<'a, str>,
     #[serde(default)]
     controller: Option<bool>,
@@ -564,7 +565,7 @@ mod tests {
             "not json",
             r#"{"metadata":{"name":5}}"#,
             r#"{"metadata":{"labels":{"a":1}}}"#,
-            r#"{"metadata":{"ownerReferences":[{"kind":"X","name":"n","uid":"u"}]}}"#,
+            r#"{"metadata":{"ownerReferences":[{"kind":5,"name":"n","uid":"u"}]}}"#,
             r#"{"kind":7}"#,
             r#"{"metadata":[]}"#,
             r#"{"metadata":{"ownerReferences":[["v1","Node","n","u"]]}}"#,

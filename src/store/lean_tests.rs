@@ -368,3 +368,20 @@ fn i7_a_departed_object_decoded_later_does_not_fill_the_hot_cache() {
         "the live one is"
     );
 }
+
+#[test]
+fn i7_an_old_object_decoded_after_its_successor_was_stored_hits_the_hot_cache() {
+    let mut store = meta_store(64);
+    let v1 = raw_pod(&store, &with_rv(pod("a", "p", &[]), "1"));
+    put(&mut store, &v1);
+    let v2 = raw_pod(&store, &with_rv(pod("a", "p", &[]), "2"));
+    // v2 stored before anyone read v1 (handlers lag behind the store).
+    let old = put(&mut store, &v2).unwrap();
+    // A handler decodes v1 (the new object of the first event), then the second event's old.
+    assert!(v1.object().is_ok());
+    let before = store.lean_stats().unwrap();
+    assert!(old.object().is_ok());
+    let after = store.lean_stats().unwrap();
+    assert_eq!(after.decodes, before.decodes, "{before:?} {after:?}");
+    assert_eq!(after.hits, before.hits + 1);
+}
