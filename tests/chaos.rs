@@ -2,8 +2,16 @@
 //!
 //! For every seed a fresh sim serves Pods, ConfigMaps and a custom kind (`widgets.chaos.example.com`,
 //! read through a dynamic `SharedIndexInformer<DynamicObject>` from the factory's `for_resource`).
-//! Each informer has four registrations: one handler per `OverflowPolicy` (Block, Coalesce,
-//! Unbounded) and a `WorkQueue` key sink. A seeded driver creates, updates and deletes objects
+//! Each informer has five registrations: one handler per `OverflowPolicy` (Block, Coalesce,
+//! Unbounded), a lazy handler (`add_lazy_event_handler`, reading metadata only) and a
+//! `WorkQueue` key sink.
+//!
+//! The lean cache mode (docs/semantics.md I7) runs alongside, from a second factory whose
+//! informers are lean: a lean Pod informer with the same five registrations (its hot cache
+//! size and `strip_managed_fields` vary with the seed), and a lean Widget informer read only by
+//! a lazy handler and a key sink, which must never decode an object. Both face the same faults
+//! and the same convergence checks; the Widget one's cache is compared by value through the
+//! stored JSON (decoded by the test, outside the informer), so nothing in it is ever decoded. A seeded driver creates, updates and deletes objects
 //! (names are reused, so a key can be deleted and recreated, also while watches are down) and
 //! injects, in a seeded order at seeded times, every fault `sim.faults()` offers: dropped watches,
 //! 500 on lists and watches, 429 with Retry-After, ERROR 410 on open watches, 410 on every watch
@@ -12,10 +20,13 @@
 //! resourceVersion, watch-list rejected (422) and ignored (half of the seeds use watch-list). An
 //! outage episode deletes objects while no watch is open.
 //!
-//! After the churn the faults are cleared and, within a deadline, for every kind: the lister
+//! After the churn the faults are cleared and, within a deadline, for every informer: the lister
 //! equals the server (keys, resourceVersions, contents), every handler's view (its notifications
-//! applied to a map) equals the server, the key sink enqueued exactly the keys the Unbounded
-//! handler was told about, and `has_synced` holds. Over all seeds, every fault kind's sim counter
+//! applied to a map) equals the server, the lazy handler's view (key → resourceVersion) too, the
+//! key sink enqueued exactly the keys the handlers were told about, and `has_synced` holds. A
+//! lean informer never failed to store or decode an object (`LeanStats` `encode_failures`,
+//! `decode_failures`), counts as many stored objects as its lister holds, and the lazy-only
+//! one decoded nothing (`decodes == 0`). Over all seeds, every fault kind's sim counter
 //! moved, and the informers' health shows restarts. The summary line (seeds, faults by kind,
 //! restarts, convergence times) is printed at the end (`--nocapture` to see it).
 //!
@@ -47,8 +58,9 @@ use common::DEADLINE;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::{DeltaObject, meta_namespace_key, notification::Notification};
 use kinformer_actors::{
-    HandlerRegistration, InformerConfig, InformerObject, ListenerConfig, OverflowPolicy,
-    SharedIndexInformer, SharedInformerFactory, WorkQueue, handler_fn,
+    CacheMode, HandlerRegistration, InformerConfig, InformerObject, LazyObject, LeanConfig,
+    LeanStats, ListenerConfig, OverflowPolicy, ReflectorHealth, SharedIndexInformer,
+    SharedInformerFactory, WorkQueue, handler_fn,
 };
 use kinformer_sim::{CustomResource, ExpireMode, FaultCounters, Scope, Sim, SimConfig, Verb};
 use kube::{
@@ -222,22 +234,97 @@ fn key_of<K: InformerObject>(obj: &K) -> String {
 }
 
 /// An object as compared: its JSON without `apiVersion`/`kind` (list items of built-in kinds
-/// carry none, watch events do).
-fn normalize<K: Serialize>(obj: &K) -> Value {
+/// carry none, watch events do), and without `managedFields` where the cache strips them.
+fn normalize<K: Serialize>(obj: &K, strip: bool) -> Value {
     let mut v = serde_json::to_value(obj).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
         m.remove("apiVersion");
         m.remove("kind");
+        if strip && let Some(Value::Object(meta)) = m.get_mut("metadata") {
+            meta.remove("managedFields");
+        }
     }
     v
 }
 
 fn normalized<K: InformerObject + Serialize>(
     objs: impl IntoIterator<Item = Arc<K>>,
+    strip: bool,
 ) -> BTreeMap<String, Value> {
     objs.into_iter()
-        .map(|o| (key_of(&*o), normalize(&*o)))
+        .map(|o| (key_of(&*o), normalize(&*o, strip)))
         .collect()
+}
+
+/// What a lazy handler was told, from the metadata only: key → resourceVersion, the keys it
+/// ever saw, inconsistencies, and how many notifications carried an object decoded already.
+#[derive(Clone, Default)]
+struct LazyView {
+    state: Arc<Mutex<BTreeMap<String, String>>>,
+    keys: Arc<Mutex<BTreeSet<String>>>,
+    anomalies: Arc<Mutex<Vec<String>>>,
+    decoded: Arc<Mutex<u64>>,
+}
+
+impl LazyView {
+    fn apply<K: InformerObject>(&self, n: &Notification<LazyObject<K>>) {
+        let obj = n.object();
+        let key = match n {
+            Notification::Delete {
+                obj: DeltaObject::Tombstone(t),
+            } => t.key.to_string(),
+            _ => obj
+                .key()
+                .map(|k| k.to_string())
+                .unwrap_or_else(|e| format!("<no key: {e}>")),
+        };
+        if obj.is_decoded() {
+            *self.decoded.lock().unwrap() += 1;
+        }
+        let rv = obj.resource_version().unwrap_or_default().to_string();
+        self.keys.lock().unwrap().insert(key.clone());
+        let mut st = self.state.lock().unwrap();
+        let bad = |m: String| self.anomalies.lock().unwrap().push(m);
+        match n {
+            Notification::Add { .. } => {
+                if st.insert(key.clone(), rv).is_some() {
+                    bad(format!("lazy: duplicate add {key}"));
+                }
+            }
+            Notification::Update { .. } => {
+                if st.insert(key.clone(), rv).is_none() {
+                    bad(format!("lazy: update of unknown {key}"));
+                }
+            }
+            Notification::Delete { obj } => {
+                if st.remove(&key).is_none() && !obj.is_tombstone() {
+                    bad(format!("lazy: delete of unknown {key}"));
+                }
+            }
+        }
+    }
+}
+
+/// key → resourceVersion of normalized objects.
+fn rvs(objs: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
+    objs.iter()
+        .map(|(k, v)| {
+            let rv = v
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            (k.clone(), rv.to_string())
+        })
+        .collect()
+}
+
+/// Which registrations a subject has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Readers {
+    /// One typed handler per overflow policy, a lazy handler and a key sink.
+    All,
+    /// A lazy handler and a key sink only: a lean informer read this way never decodes.
+    LazyOnly,
 }
 
 /// The first difference between two states, for the failure message.
@@ -265,26 +352,40 @@ fn diff(what: &str, got: &BTreeMap<String, Value>, want: &BTreeMap<String, Value
     )
 }
 
-/// One kind under test: its informer, its server API, its handlers and key sink.
+/// One informer under test: its informer, its server API, its handlers and key sink.
 struct Subject<K: InformerObject> {
     name: &'static str,
     informer: SharedIndexInformer<K>,
     api: Api<K>,
+    readers: Readers,
+    /// The cache strips `managedFields` (lean mode).
+    strip: bool,
     views: Vec<(OverflowPolicy, View<K>)>,
+    lazy: LazyView,
     queue: WorkQueue<kinformer_actors::ObjectKey>,
     enqueued: Arc<Mutex<BTreeSet<String>>>,
     _registrations: Vec<HandlerRegistration<K>>,
 }
 
 impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K> {
-    async fn new(name: &'static str, informer: SharedIndexInformer<K>, api: Api<K>) -> Self {
+    async fn new(
+        name: &'static str,
+        informer: SharedIndexInformer<K>,
+        api: Api<K>,
+        readers: Readers,
+        strip: bool,
+    ) -> Self {
         let mut views = Vec::new();
         let mut regs = Vec::new();
-        for policy in [
-            OverflowPolicy::Block,
-            OverflowPolicy::Coalesce,
-            OverflowPolicy::Unbounded,
-        ] {
+        let policies: &[OverflowPolicy] = match readers {
+            Readers::All => &[
+                OverflowPolicy::Block,
+                OverflowPolicy::Coalesce,
+                OverflowPolicy::Unbounded,
+            ],
+            Readers::LazyOnly => &[],
+        };
+        for &policy in policies {
             let view = View::<K>::new();
             let v = view.clone();
             let cfg = ListenerConfig::default()
@@ -299,6 +400,19 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
             );
             views.push((policy, view));
         }
+        let lazy = LazyView::default();
+        let l = lazy.clone();
+        regs.push(
+            informer
+                .add_lazy_event_handler(
+                    handler_fn(move |n: &Notification<LazyObject<K>>| l.apply(n)),
+                    ListenerConfig::default()
+                        .policy(OverflowPolicy::Unbounded)
+                        .name("chaos-lazy"),
+                )
+                .await
+                .expect("register lazy handler"),
+        );
         let queue = WorkQueue::new();
         regs.push(
             informer
@@ -324,7 +438,10 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
             name,
             informer,
             api,
+            readers,
+            strip,
             views,
+            lazy,
             queue,
             enqueued,
             _registrations: regs,
@@ -345,18 +462,57 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
                 .items
                 .into_iter()
                 .map(Arc::new),
+            self.strip,
         );
-        let cache = normalized(self.informer.lister().list());
+        let cache = match self.readers {
+            // Typed reads (in the lean mode they decode).
+            Readers::All => normalized(self.informer.lister().list(), self.strip),
+            // The stored JSON, decoded here: nothing through the informer's decoder.
+            Readers::LazyOnly => {
+                let mut objs = Vec::new();
+                for o in self.informer.lister().lazy().list() {
+                    let json = o.to_json().map_err(|e| format!("{n}: stored json: {e}"))?;
+                    let obj: K = serde_json::from_slice(&json)
+                        .map_err(|e| format!("{n}: stored json is not an object: {e}"))?;
+                    objs.push(Arc::new(obj));
+                }
+                normalized(objs, self.strip)
+            }
+        };
         if cache != server {
             return Err(diff(&format!("{n} lister"), &cache, &server));
         }
         for (policy, view) in &self.views {
-            let got = normalized(view.state.lock().unwrap().values().cloned());
+            let got = normalized(view.state.lock().unwrap().values().cloned(), self.strip);
             if got != server {
                 return Err(diff(&format!("{n} {policy:?} handler"), &got, &server));
             }
         }
-        let told = self.unbounded().keys.lock().unwrap().clone();
+        let want = rvs(&server);
+        let lazy = self.lazy.state.lock().unwrap().clone();
+        if lazy != want {
+            let wrong: Vec<_> = want
+                .iter()
+                .filter(|(k, rv)| lazy.get(*k) != Some(rv))
+                .take(5)
+                .collect();
+            return Err(format!(
+                "{n} lazy handler: {} objects vs server {}; differing {wrong:?}",
+                lazy.len(),
+                want.len()
+            ));
+        }
+        let told = self.lazy.keys.lock().unwrap().clone();
+        if let Some(typed) = self.unbounded() {
+            let typed = typed.keys.lock().unwrap().clone();
+            if typed != told {
+                return Err(format!(
+                    "{n}: the typed and the lazy Unbounded handlers were told of different keys ({} vs {})",
+                    typed.len(),
+                    told.len()
+                ));
+            }
+        }
         let enqueued = self.enqueued.lock().unwrap().clone();
         if told != enqueued || !self.queue.is_empty() {
             let missing: Vec<_> = told.difference(&enqueued).take(5).collect();
@@ -368,16 +524,48 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
                 self.queue.len()
             ));
         }
+        self.check_lean()
+    }
+
+    /// The lean mode's counters: no object failed to store or decode (these only grow, so a
+    /// failure is final), a lazy-only informer decoded nothing, and the store counts what its
+    /// lister holds.
+    fn check_lean(&self) -> Result<(), String> {
+        let n = self.name;
+        let Some(stats) = self.informer.lean_stats() else {
+            return Ok(());
+        };
+        assert_eq!(
+            (stats.encode_failures, stats.decode_failures),
+            (0, 0),
+            "{n}: lean objects failed to store or decode: {stats:?}"
+        );
+        if self.readers == Readers::LazyOnly {
+            assert_eq!(
+                stats.decodes, 0,
+                "{n}: a lean informer read only by a lazy handler and a key sink decoded: {stats:?}"
+            );
+            assert_eq!(
+                *self.lazy.decoded.lock().unwrap(),
+                0,
+                "{n}: the lazy handler was handed decoded objects"
+            );
+        }
+        let len = self.informer.lister().len() as u64;
+        if stats.objects != len {
+            return Err(format!(
+                "{n}: lean store counts {} objects, lister holds {len}",
+                stats.objects
+            ));
+        }
         Ok(())
     }
 
-    fn unbounded(&self) -> &View<K> {
-        &self
-            .views
+    fn unbounded(&self) -> Option<&View<K>> {
+        self.views
             .iter()
             .find(|(p, _)| *p == OverflowPolicy::Unbounded)
-            .expect("an Unbounded view is registered")
-            .1
+            .map(|(_, v)| v)
     }
 
     /// How many anomalies the Coalesce handler's merged notifications showed (allowed: B3
@@ -390,8 +578,9 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
             .sum()
     }
 
-    /// Anomalies of the handlers that see every notification (Block, Unbounded).
+    /// Anomalies of the handlers that see every notification (Block, Unbounded, the lazy one).
     fn anomalies(&self) -> Vec<String> {
+        let lazy = self.lazy.anomalies.lock().unwrap().clone();
         self.views
             .iter()
             .filter(|(p, _)| *p != OverflowPolicy::Coalesce)
@@ -403,7 +592,51 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
                     .map(|a| format!("{} {p:?}: {a}", self.name))
                     .collect::<Vec<_>>()
             })
+            .chain(lazy.into_iter().map(|a| format!("{}: {a}", self.name)))
             .collect()
+    }
+}
+
+/// A subject of any kind, as the seed drives and checks it.
+trait Probe {
+    fn name(&self) -> &'static str;
+    fn health(&self) -> ReflectorHealth;
+    fn check(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>>;
+    fn wait_for_sync(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>;
+    fn anomalies(&self) -> Vec<String>;
+    fn coalesce_anomalies(&self) -> usize;
+    fn lean_stats(&self) -> Option<LeanStats>;
+    fn shut_down_queue(&self);
+}
+
+impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Probe for Subject<K> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn health(&self) -> ReflectorHealth {
+        self.informer.health()
+    }
+    fn check(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>> {
+        Box::pin(Subject::check(self))
+    }
+    fn wait_for_sync(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>> {
+        Box::pin(self.informer.wait_for_sync())
+    }
+    fn anomalies(&self) -> Vec<String> {
+        Subject::anomalies(self)
+    }
+    fn coalesce_anomalies(&self) -> usize {
+        Subject::coalesce_anomalies(self)
+    }
+    fn lean_stats(&self) -> Option<LeanStats> {
+        self.informer.lean_stats()
+    }
+    fn shut_down_queue(&self) {
+        self.queue.shut_down();
     }
 }
 
@@ -428,8 +661,18 @@ impl ChurnKind {
     }
 
     fn object(self, name: &str, v: u64) -> Value {
-        let meta =
-            json!({"name": name, "labels": {"app": "chaos"}, "annotations": {"v": v.to_string()}});
+        // managedFields as a client's update records them: the lean informers of even seeds
+        // cut them out (`strip_managed_fields`).
+        let meta = json!({
+            "name": name,
+            "labels": {"app": "chaos"},
+            "annotations": {"v": v.to_string()},
+            "managedFields": [{
+                "manager": "chaos", "operation": "Update", "apiVersion": "v1",
+                "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:annotations": {"f:v": {}}}}
+            }]
+        });
         match self {
             ChurnKind::Pods => json!({
                 "metadata": meta,
@@ -558,7 +801,7 @@ async fn within(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 // One seed.
 
 /// What one seed did and saw.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct SeedReport {
     faults: FaultCounters,
     injected: BTreeMap<Fault, u64>,
@@ -568,6 +811,8 @@ struct SeedReport {
     deletes_while_down: u64,
     watch_list: bool,
     coalesce_anomalies: usize,
+    /// The lean informers' counters at the end: the lean pods, the lazy-only lean widgets.
+    lean_stats: [LeanStats; 2],
 }
 
 /// Prints the seed if the seed's run panics.
@@ -638,34 +883,63 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     let mut kcfg = sim.kube_config();
     kcfg.default_retry = false;
     let client = Client::try_from(kcfg).expect("client");
+    // The lean informers (I7) come from a factory of their own; the seed picks the hot cache's
+    // size (none, small, larger than the store) and whether managedFields are cut out.
+    let lean = LeanConfig::default()
+        .hot_objects([0, 16, 1024][(seed % 3) as usize])
+        .strip_managed_fields(seed % 2 == 0);
+    let lean_factory = SharedInformerFactory::new(client.clone())
+        .with_config(cfg.clone().cache(CacheMode::Lean(lean)));
     let factory = SharedInformerFactory::new(client.clone()).with_config(cfg);
     let ar = widget_resource();
-    let pods = Subject::new("pods", factory.informer::<Pod>(), Api::all(client.clone())).await;
+    let widgets_api = || Api::<DynamicObject>::all_with(client.clone(), &ar);
+    let pods = Subject::new(
+        "pods",
+        factory.informer::<Pod>(),
+        Api::all(client.clone()),
+        Readers::All,
+        false,
+    )
+    .await;
     let cms = Subject::new(
         "configmaps",
         factory.informer::<ConfigMap>(),
         Api::all(client.clone()),
+        Readers::All,
+        false,
     )
     .await;
     let widgets = Subject::new(
         "widgets",
         factory.for_resource(&ar),
-        Api::<DynamicObject>::all_with(client.clone(), &ar),
+        widgets_api(),
+        Readers::All,
+        false,
     )
     .await;
+    let lean_pods = Subject::new(
+        "lean pods",
+        lean_factory.informer::<Pod>(),
+        Api::all(client.clone()),
+        Readers::All,
+        lean.strip_managed_fields,
+    )
+    .await;
+    let lean_widgets = Subject::new(
+        "lean widgets (lazy readers)",
+        lean_factory.for_resource(&ar),
+        widgets_api(),
+        Readers::LazyOnly,
+        lean.strip_managed_fields,
+    )
+    .await;
+    let subjects: [&dyn Probe; 5] = [&pods, &cms, &widgets, &lean_pods, &lean_widgets];
     factory.start().expect("start");
-    for (name, fut) in [
-        (
-            "pods",
-            Box::pin(pods.informer.wait_for_sync())
-                as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
-        ),
-        ("configmaps", Box::pin(cms.informer.wait_for_sync())),
-        ("widgets", Box::pin(widgets.informer.wait_for_sync())),
-    ] {
-        tokio::time::timeout(DEADLINE, fut)
+    lean_factory.start().expect("start lean");
+    for s in subjects {
+        tokio::time::timeout(DEADLINE, s.wait_for_sync())
             .await
-            .unwrap_or_else(|_| panic!("seed {seed}: {name} never synced"));
+            .unwrap_or_else(|_| panic!("seed {seed}: {} never synced", s.name()));
     }
 
     // The plan: every fault once, plus extras, in a seeded order at seeded points of the churn.
@@ -740,13 +1014,10 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 faults.slow_watches(None);
             }
             Fault::Stall => {
-                let stalls = total_stalls(&pods, &cms, &widgets);
+                let stalls = total_stalls(&subjects);
                 faults.stall_watches(true);
                 driver.churn(span).await;
-                within(Duration::from_secs(3), || {
-                    total_stalls(&pods, &cms, &widgets) > stalls
-                })
-                .await;
+                within(Duration::from_secs(3), || total_stalls(&subjects) > stalls).await;
                 faults.stall_watches(false);
             }
             Fault::EndAtOnce => {
@@ -804,14 +1075,15 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     if strip_used {
         // Objects last served without a resourceVersion keep none in the cache until they
         // change or are listed again: the server lied. One relist once the watches are back.
-        let open = within(DEADLINE, || sim.requests().open_watches() >= 3).await;
+        let open = within(DEADLINE, || {
+            sim.requests().open_watches() >= subjects.len() as u64
+        })
+        .await;
         assert!(
             open,
-            "seed {seed}: watches never reopened after the faults cleared ({} open)\nhealth: pods {:?}\nconfigmaps {:?}\nwidgets {:?}",
+            "seed {seed}: watches never reopened after the faults cleared ({} open)\nhealth:\n{}",
             sim.requests().open_watches(),
-            pods.informer.health(),
-            cms.informer.health(),
-            widgets.informer.health()
+            healths(&subjects)
         );
         faults.expire_watches();
     }
@@ -819,38 +1091,33 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     // Convergence, within a deadline.
     let deadline = calm + DEADLINE;
     loop {
-        let r = match pods.check().await {
-            Ok(()) => match cms.check().await {
-                Ok(()) => widgets.check().await,
-                e => e,
-            },
-            e => e,
-        };
+        let mut r = Ok(());
+        for s in subjects {
+            r = s.check().await;
+            if r.is_err() {
+                break;
+            }
+        }
         match r {
             Ok(()) => break,
             Err(e) if Instant::now() >= deadline => panic!(
-                "seed {seed}: no convergence within {DEADLINE:?}: {e}\nhealth: pods {:?}\nconfigmaps {:?}\nwidgets {:?}",
-                pods.informer.health(),
-                cms.informer.health(),
-                widgets.informer.health()
+                "seed {seed}: no convergence within {DEADLINE:?}: {e}\nhealth:\n{}",
+                healths(&subjects)
             ),
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
     let convergence = calm.elapsed();
-    let mut anomalies = pods.anomalies();
-    anomalies.extend(cms.anomalies());
-    anomalies.extend(widgets.anomalies());
+    let anomalies: Vec<String> = subjects.iter().flat_map(|s| s.anomalies()).collect();
     assert!(
         anomalies.is_empty(),
         "seed {seed}: handlers saw inconsistent notifications: {anomalies:?}"
     );
-    let coalesce_anomalies =
-        pods.coalesce_anomalies() + cms.coalesce_anomalies() + widgets.coalesce_anomalies();
-    let restarts = pods.informer.health().restarts
-        + cms.informer.health().restarts
-        + widgets.informer.health().restarts;
+    let coalesce_anomalies = subjects.iter().map(|s| s.coalesce_anomalies()).sum();
+    let restarts = subjects.iter().map(|s| s.health().restarts).sum();
     assert!(restarts > 0, "seed {seed}: the faults caused no restart");
+    let lean_stats =
+        [&lean_pods as &dyn Probe, &lean_widgets].map(|s| s.lean_stats().expect("a lean informer"));
     let report = SeedReport {
         faults: faults.counters(),
         injected,
@@ -860,18 +1127,27 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         deletes_while_down: driver.deletes_while_down,
         watch_list,
         coalesce_anomalies,
+        lean_stats,
     };
-    for s in [&pods.queue, &cms.queue] {
-        s.shut_down();
+    for s in subjects {
+        s.shut_down_queue();
     }
-    widgets.queue.shut_down();
     factory.shutdown().await;
+    lean_factory.shutdown().await;
     sim.shutdown().await;
     report
 }
 
-fn total_stalls(a: &Subject<Pod>, b: &Subject<ConfigMap>, c: &Subject<DynamicObject>) -> u64 {
-    a.informer.health().stalls + b.informer.health().stalls + c.informer.health().stalls
+fn total_stalls(subjects: &[&dyn Probe]) -> u64 {
+    subjects.iter().map(|s| s.health().stalls).sum()
+}
+
+fn healths(subjects: &[&dyn Probe]) -> String {
+    subjects
+        .iter()
+        .map(|s| format!("{}: {:?}", s.name(), s.health()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -939,13 +1215,22 @@ async fn suite(default_count: u64, sizes: Sizes) {
         .map(|(f, n)| format!("{f:?}={}/{n}", injected[f]))
         .collect();
     let coalesce: usize = reports.iter().map(|r| r.coalesce_anomalies).sum();
+    let lean_pods =
+        |f: fn(&LeanStats) -> u64| -> u64 { reports.iter().map(|r| f(&r.lean_stats[0])).sum() };
+    let lazy_decodes: u64 = reports.iter().map(|r| r.lean_stats[1].decodes).sum();
+    let lazy_objects: u64 = reports.iter().map(|r| r.lean_stats[1].objects).sum();
     eprintln!(
         "chaos summary: {} seeds in {:?}; {ops} churn ops; faults (injected/counted by the sim): {}; \
          {deletes_down} deletes while no watch was open; {restarts} reflector restarts; \
-         convergence max {max:?} avg {avg:?}; {coalesce} merged-notification oddities in Coalesce views (allowed)",
+         convergence max {max:?} avg {avg:?}; {coalesce} merged-notification oddities in Coalesce views (allowed); \
+         lean pods: {} decodes, {} hot-cache hits, {} objects at the end; lean widgets (lazy readers only): \
+         {lazy_decodes} decodes, {lazy_objects} objects at the end",
         seeds.len(),
         started.elapsed(),
-        by_kind.join(", ")
+        by_kind.join(", "),
+        lean_pods(|s| s.decodes),
+        lean_pods(|s| s.hits),
+        lean_pods(|s| s.objects),
     );
 }
 

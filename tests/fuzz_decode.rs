@@ -7,6 +7,15 @@
 //! `ReflectorMachine`. Nothing may panic; every undecodable line is a typed `kube::Error`; an
 //! ERROR event or a malformed line makes the machine back off (S1) with a retry time.
 //!
+//! The lean cache mode's path (docs/semantics.md I7) is fuzzed the same way: each line's
+//! object is kept as JSON text (kube's `WatchEvent<RawJson>`, mirrored here with a
+//! `serde_json::Value` rendered back to text), encoded by a [`LeanState`] instead of decoded
+//! (its metadata parsed, `managedFields` cut out when configured, compressed), checked for its
+//! kind on that metadata (R5) and fed to a machine of lazy objects. Nothing may panic; a line
+//! that kube decodes into a valid Pod must come out of the lean path as the same event with the
+//! same name, namespace and resourceVersion, and decode back into the same Pod. `LeanState::
+//! encode` is also fuzzed on arbitrary bytes.
+//!
 //! CI runs a few hundred cases per target in seconds; for a long run:
 //!
 //! ```text
@@ -17,11 +26,12 @@
 //! (`list_decode::fuzz_tests`), the machines' in `src/fuzz_tests.rs`.
 
 use std::{
-    sync::Arc,
+    sync::{Arc, OnceLock},
     time::{Duration, Instant},
 };
 
 use k8s_openapi::api::core::v1::Pod;
+use kinformer::lean::{EncodeError, LazyObject, LeanConfig, LeanState, RawObject};
 use kinformer::{
     TraceId,
     reflector::{
@@ -35,7 +45,8 @@ use kube::{
     core::Status,
 };
 use proptest::prelude::*;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, Error as _};
+use serde_json::Value;
 
 fn cases(default: u32) -> u32 {
     std::env::var("KINFORMER_FUZZ_CASES")
@@ -108,8 +119,6 @@ fn feed<K>(lines: &[Vec<u8>], watch_list: bool) -> Result<(), TestCaseError>
 where
     K: DeserializeOwned + kube::Resource,
 {
-    let t0 = Instant::now();
-    let mut m = watching::<(Arc<K>, TraceId)>(t0, watch_list);
     let mut events = Vec::new();
     for line in lines {
         if let Some(ev) = kube_line::<K>(line) {
@@ -129,6 +138,18 @@ where
             }
         }
     }
+    run_machine::<(Arc<K>, TraceId)>(events, watch_list)
+}
+
+/// Feeds translated `events` to a watching machine in one group and checks its answer: no
+/// empty command; a failure backs off (S1) with a timed retry and no request before it (R8);
+/// an ERROR ends the watch; an open watch has an idle deadline.
+fn run_machine<T: Versioned>(
+    events: Vec<WatchEvent<T>>,
+    watch_list: bool,
+) -> Result<(), TestCaseError> {
+    let t0 = Instant::now();
+    let mut m = watching::<T>(t0, watch_list);
     let has_error = events.iter().any(|e| matches!(e, WatchEvent::Error(_)));
     let now = t0 + Duration::from_millis(5);
     m.handle_watch_events(now, events);
@@ -207,6 +228,19 @@ fn valid_lines() -> Vec<String> {
             serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "cm", "resourceVersion": "16"}, "data": {"k": "v"}}),
         ),
+        ev(
+            "MODIFIED",
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "m", "namespace": "ns", "resourceVersion": "17",
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                        "name": "rs", "uid": "r", "controller": true}],
+                    "managedFields": [{"manager": "kubectl", "operation": "Apply",
+                        "apiVersion": "v1", "fieldsType": "FieldsV1",
+                        "fieldsV1": {"f:metadata": {"f:labels": {}}}}]},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}
+            }),
+        ),
     ]
 }
 
@@ -277,6 +311,225 @@ proptest! {
     fn fuzz_watch_lines_dynamic_object(lines in lines(), watch_list in any::<bool>()) {
         feed::<DynamicObject>(&lines, watch_list)?;
     }
+
+    #[test]
+    fn fuzz_watch_lines_lean_pod(
+        lines in lines(),
+        watch_list in any::<bool>(),
+        strip in any::<bool>(),
+    ) {
+        feed_lean(&lines, watch_list, strip)?;
+    }
+
+    #[test]
+    fn fuzz_lean_encode_arbitrary_bytes(
+        bytes in prop_oneof![
+            3 => (0..valid_objects().len(), prop::collection::vec(mutation(), 0..4))
+                .prop_map(|(i, muts)| mutate(valid_objects()[i].clone().into_bytes(), &muts)),
+            1 => prop::collection::vec(any::<u8>(), 0..96),
+        ],
+        strip in any::<bool>(),
+    ) {
+        check_encode(&bytes, strip)?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lean path (I7).
+
+/// Two lean states shared by every case (one strips `managedFields`): after 256 objects their
+/// dictionaries are trained on what the fuzzer sent, so later cases compress with one.
+fn lean_state(strip: bool) -> &'static Arc<LeanState<Pod>> {
+    static STATES: OnceLock<[Arc<LeanState<Pod>>; 2]> = OnceLock::new();
+    let states = STATES.get_or_init(|| {
+        [false, true].map(|s| {
+            Arc::new(LeanState::new(
+                LeanConfig::default().strip_managed_fields(s),
+            ))
+        })
+    });
+    &states[usize::from(strip)]
+}
+
+/// One watch line read the lean way: kube's decode with the object kept as JSON text (the
+/// reflector's `RawJson`; here a `Value` rendered back), then the object encoded, not decoded
+/// (`decode::encode_event`: metadata that does not parse is a serde data error, R5).
+fn lean_line(
+    state: &Arc<LeanState<Pod>>,
+    line: &[u8],
+) -> Option<Result<KubeWatchEvent<RawObject>, kube::Error>> {
+    let encode = |v: Value| {
+        let json = serde_json::to_vec(&v).expect("a Value renders");
+        state
+            .encode(&json)
+            .map_err(|e: EncodeError| kube::Error::SerdeError(serde_json::Error::custom(e)))
+    };
+    Some(match kube_line::<Value>(line)? {
+        Ok(KubeWatchEvent::Added(v)) => encode(v).map(KubeWatchEvent::Added),
+        Ok(KubeWatchEvent::Modified(v)) => encode(v).map(KubeWatchEvent::Modified),
+        Ok(KubeWatchEvent::Deleted(v)) => encode(v).map(KubeWatchEvent::Deleted),
+        Ok(KubeWatchEvent::Bookmark(b)) => Ok(KubeWatchEvent::Bookmark(b)),
+        Ok(KubeWatchEvent::Error(s)) => Ok(KubeWatchEvent::Error(s)),
+        Err(e) => Err(e),
+    })
+}
+
+/// The lean admission (`ReflectorContext::admit_lean` with no validator or transform): R5 on
+/// the parsed `apiVersion`/`kind`, then a lazy object of the informer's state.
+fn admit_lean(
+    state: &Arc<LeanState<Pod>>,
+    raw: RawObject,
+) -> Option<(Arc<LazyObject<Pod>>, TraceId)> {
+    let meta = raw.meta();
+    if meta.api_version().is_some_and(|a| a != "v1") || meta.kind().is_some_and(|k| k != "Pod") {
+        return None;
+    }
+    Some((
+        Arc::new(LazyObject::from_raw(Arc::new(raw), Arc::clone(state))),
+        TraceId(1),
+    ))
+}
+
+type LeanItem = (Arc<LazyObject<Pod>>, TraceId);
+
+/// The same line through kube's typed decode and through the lean path: a valid Pod event must
+/// be the same event in both, with the same metadata, and the lean object must decode into
+/// the same Pod (minus `managedFields` when they are stripped).
+fn compare(
+    typed: &Option<Result<KubeWatchEvent<Pod>, kube::Error>>,
+    lean: &Translated<LeanItem>,
+    strip: bool,
+) -> Result<(), TestCaseError> {
+    let (kind, pod) = match typed {
+        Some(Ok(KubeWatchEvent::Added(p))) => ("added", p),
+        Some(Ok(KubeWatchEvent::Modified(p))) => ("modified", p),
+        Some(Ok(KubeWatchEvent::Deleted(p))) => ("deleted", p),
+        _ => return Ok(()),
+    };
+    let obj = match (kind, lean) {
+        ("added", Translated::Event(WatchEvent::Added((o, _))))
+        | ("modified", Translated::Event(WatchEvent::Modified((o, _))))
+        | ("deleted", Translated::Event(WatchEvent::Deleted((o, _)))) => o,
+        (_, other) => {
+            return Err(TestCaseError::fail(format!(
+                "a valid pod {kind} event came out of the lean path as {}",
+                describe(other)
+            )));
+        }
+    };
+    let m = &pod.metadata;
+    prop_assert_eq!(obj.name(), m.name.as_deref().filter(|s| !s.is_empty()));
+    prop_assert_eq!(
+        obj.namespace(),
+        m.namespace.as_deref().filter(|s| !s.is_empty())
+    );
+    prop_assert_eq!(
+        obj.resource_version(),
+        m.resource_version.as_deref().filter(|s| !s.is_empty())
+    );
+    let decoded = obj
+        .object()
+        .map_err(|e| TestCaseError::fail(format!("a valid pod does not decode back: {e}")))?;
+    let mut want = pod.clone();
+    if strip {
+        want.metadata.managed_fields = None;
+    }
+    prop_assert_eq!(&*decoded, &want, "decoded back into the same pod");
+    Ok(())
+}
+
+fn describe<T>(t: &Translated<T>) -> &'static str {
+    match t {
+        Translated::Event(WatchEvent::Added(_)) => "added",
+        Translated::Event(WatchEvent::Modified(_)) => "modified",
+        Translated::Event(WatchEvent::Deleted(_)) => "deleted",
+        Translated::Event(WatchEvent::Bookmark { .. }) => "a bookmark",
+        Translated::Event(_) => "another event",
+        Translated::Skipped(_) => "skipped",
+        Translated::Dropped => "dropped",
+        Translated::Failed(..) => "failed",
+    }
+}
+
+/// The lean path of `lines`: every line read, encoded, admitted and translated as the lean
+/// reflector does, compared with kube's typed decode of it, then fed to a machine of lazy
+/// objects.
+fn feed_lean(lines: &[Vec<u8>], watch_list: bool, strip: bool) -> Result<(), TestCaseError> {
+    let state = lean_state(strip);
+    let mut events = Vec::new();
+    for line in lines {
+        // None: a line cut short, which kube skips (decoding a Pod may fail on a field before
+        // it reaches the cut; the object kept as text reaches it).
+        let Some(ev) = lean_line(state, line) else {
+            continue;
+        };
+        if let Err(e) = &ev {
+            prop_assert!(
+                matches!(
+                    e,
+                    kube::Error::SerdeError(_) | kube::Error::Api(_) | kube::Error::ReadEvents(_)
+                ),
+                "untyped error {e:?}"
+            );
+        }
+        let translated = translate(ev, |raw, _| admit_lean(state, raw));
+        compare(&kube_line::<Pod>(line), &translated, strip)?;
+        match translated {
+            Translated::Event(e) => events.push(e),
+            Translated::Failed(e, _) => events.push(WatchEvent::Error(e)),
+            Translated::Skipped(_) | Translated::Dropped => {}
+        }
+    }
+    run_machine::<LeanItem>(events, watch_list)
+}
+
+/// Single objects (the `object` of the valid lines), the inputs of `LeanState::encode`.
+fn valid_objects() -> Vec<String> {
+    valid_lines()
+        .iter()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            Some(v.get("object")?.to_string())
+        })
+        .collect()
+}
+
+/// `LeanState::encode` on any bytes: never a panic; metadata that does not parse is a typed
+/// `EncodeError::Meta`; what it stores reads back as the input (without `managedFields` when
+/// stripped, and only they are gone).
+fn check_encode(bytes: &[u8], strip: bool) -> Result<(), TestCaseError> {
+    let state = lean_state(strip);
+    let raw = match state.encode(bytes) {
+        Ok(raw) => raw,
+        Err(e) => {
+            prop_assert!(matches!(e, EncodeError::Meta(_)), "untyped error {e:?}");
+            return Ok(());
+        }
+    };
+    let json = raw
+        .json()
+        .map_err(|e| TestCaseError::fail(format!("stored bytes do not read back: {e}")))?;
+    prop_assert_eq!(raw.json_len(), json.len());
+    if !strip {
+        prop_assert_eq!(&*json, bytes, "stored as sent");
+        return Ok(());
+    }
+    // Stripped: the same JSON without metadata.managedFields (compared as values, unless a
+    // duplicated key makes "the same" ambiguous).
+    let Ok(mut want) = serde_json::from_slice::<Value>(bytes) else {
+        return Ok(());
+    };
+    let got: Value = serde_json::from_slice(&json)
+        .map_err(|e| TestCaseError::fail(format!("valid JSON stripped into invalid JSON: {e}")))?;
+    let text = String::from_utf8_lossy(bytes);
+    if text.matches(r#""managedFields""#).count() <= 1 && text.matches(r#""metadata""#).count() <= 1
+    {
+        if let Some(m) = want.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        prop_assert_eq!(got, want, "only managedFields are cut out");
+    }
+    Ok(())
 }
 
 /// Fixed hostile lines kept as regression cases: an ERROR without a Status, a Status with a
@@ -300,6 +553,14 @@ fn fuzz_watch_lines_hostile_fixed_cases() {
         br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":""}}}"#,
         br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#,
         b"\xEF\xBB\xBF{\"type\":\"ADDED\",\"object\":{}}",
+        // An owner reference without apiVersion: a Pod to k8s-openapi (the missing string read
+        // as empty), and so to the lean metadata parser.
+        br#"{"type":"MODIFIED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"m","namespace":"ns","resourceVersion":"17","ownerReferences":[{"kind":"ReplicaSet","name":"rs","uid":"r"}]}}}"#,
+        // managedFields to cut out, and metadata that does not parse for the lean mode.
+        br#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","managedFields":[{"manager":"m"}],"labels":{"a":"b"}}}}"#,
+        br#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","managedFields":null}}}"#,
+        br#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","labels":{"a":1}}}}"#,
+        br#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Pod","metadata":"x"}}"#,
         deep.as_bytes(),
         b"",
         b"\xff\xfe",
@@ -308,6 +569,12 @@ fn fuzz_watch_lines_hostile_fixed_cases() {
         for watch_list in [false, true] {
             feed::<Pod>(&[line.to_vec()], watch_list).unwrap_or_else(|e| panic!("{e}"));
             feed::<DynamicObject>(&[line.to_vec()], watch_list).unwrap_or_else(|e| panic!("{e}"));
+            for strip in [false, true] {
+                feed_lean(&[line.to_vec()], watch_list, strip).unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+        for strip in [false, true] {
+            check_encode(line, strip).unwrap_or_else(|e| panic!("{e}"));
         }
     }
 }
