@@ -82,8 +82,8 @@ pub struct LeanConfig {
     pub dictionary: bool,
 }
 
-/// Default size of the lean mode's hot cache: 1,024 objects (about 35 MB of decoded pods of
-/// the benchmark's size).
+/// Default size of the lean mode's hot cache: 1,024 objects (about 28 MB of decoded pods of
+/// the benchmark's size, `benches/lean_memory.rs`).
 pub const DEFAULT_HOT_OBJECTS: usize = 1024;
 
 /// Default zstd level of the lean mode.

@@ -15,6 +15,12 @@
 //!   decoded only if the caller asks. Never decodes anything itself.
 //!
 //! Key reads ([`Lister::list_keys`], [`Lister::index_keys`]) never decode in either flavour.
+//!
+//! What that costs for a pod of ~4.8 KB of JSON (`cargo bench -p kinformer --bench lean`, a
+//! 2-core machine, 10,000 pods): lean `get` ~110 ns from the hot cache, ~23 µs cold (typed
+//! store: 80–270 ns); lazy `get` ~190 ns; `list` ~480 ms lean, 0.7 ms typed, 0.9 ms lazy;
+//! `by_index` of 100 objects ~2.8 ms lean, ~14 µs typed or lazy; label selection of 20 objects
+//! ~1.6 ms lean, ~1.1 ms typed (a scan either way); `list_keys` ~140 µs in both modes.
 
 use std::{fmt, marker::PhantomData, sync::Arc};
 
