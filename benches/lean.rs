@@ -22,7 +22,10 @@ mod support;
 
 use std::{hint::black_box, sync::Arc, time::Duration};
 
-use criterion::{BatchSize, Criterion, SamplingMode, criterion_group, criterion_main};
+use criterion::{
+    BatchSize, BenchmarkGroup, Criterion, SamplingMode, criterion_group, criterion_main,
+    measurement::WallTime,
+};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{
     ObjectKey,
@@ -360,6 +363,40 @@ fn nth_write(n: usize) -> (usize, bool) {
     (n % PODS, (n / PODS) % 2 == 0)
 }
 
+/// One lean write bench, `name`: a store of `p`'s listed pods with `config` and `indexers`,
+/// then the writes of [`nth_write`] as the Indexer stores the pipeline's objects (the old
+/// object returned, dropped outside the measurement).
+fn lean_writes(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    p: &Pods,
+    config: LeanConfig,
+    indexers: Indexers<Pod>,
+) {
+    let (mut ls, listed) = lean_store(config, indexers, &p.keys, &p.listed);
+    let modified = encode_all(&ls, &p.modified);
+    let state = Arc::clone(ls.lean_state().expect("lean"));
+    let since = counters(&ls);
+    let mut n = 0;
+    g.bench_function(name, |b| {
+        b.iter_batched(
+            || {
+                let (k, new) = nth_write(n);
+                n += 1;
+                let raw = if new { &modified[k] } else { &listed[k] };
+                let obj = LazyObject::from_raw(Arc::clone(raw), Arc::clone(&state));
+                (p.keys[k].clone(), obj)
+            },
+            |(key, obj)| {
+                let old = ls.batch().put_object(key, &obj).expect("stores");
+                (old, obj)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    report(name, &ls, since);
+}
+
 fn writes(c: &mut Criterion) {
     let p = pods();
     // One write per batch (each published), the old object returned: the Indexer's update of
@@ -386,29 +423,13 @@ fn writes(c: &mut Criterion) {
     drop((ts, listed, modified));
 
     // Lean, metadata indexes only: the raw object is stored as it is, nothing decoded.
-    let (mut ls, listed) = lean_store(LeanConfig::default(), namespace_index(), &p.keys, &p.listed);
-    let modified = encode_all(&ls, &p.modified);
-    let state = Arc::clone(ls.lean_state().expect("lean"));
-    let since = counters(&ls);
-    let mut n = 0;
-    g.bench_function("lean_put_object", |b| {
-        b.iter_batched(
-            || {
-                let (k, new) = nth_write(n);
-                n += 1;
-                let raw = if new { &modified[k] } else { &listed[k] };
-                let obj = LazyObject::from_raw(Arc::clone(raw), Arc::clone(&state));
-                (p.keys[k].clone(), obj)
-            },
-            |(key, obj)| {
-                let old = ls.batch().put_object(key, &obj).expect("stores");
-                (old, obj)
-            },
-            BatchSize::SmallInput,
-        )
-    });
-    report("lean_put_object", &ls, since);
-    drop((ls, listed, modified));
+    lean_writes(
+        &mut g,
+        "lean_put_object",
+        &p,
+        LeanConfig::default(),
+        namespace_index(),
+    );
 
     // Lean with a typed index function as well (the pod's node): the new object is decoded
     // once for it and, as the pipeline's object, remembered in the hot cache, which evicts
@@ -427,28 +448,7 @@ fn writes(c: &mut Criterion) {
             "node".to_string(),
             index_func(|p: &Pod| p.spec.iter().filter_map(|s| s.node_name.clone()).collect()),
         );
-        let (mut ls, listed) = lean_store(config, indexers, &p.keys, &p.listed);
-        let modified = encode_all(&ls, &p.modified);
-        let state = Arc::clone(ls.lean_state().expect("lean"));
-        let since = counters(&ls);
-        let mut n = 0;
-        g.bench_function(name, |b| {
-            b.iter_batched(
-                || {
-                    let (k, new) = nth_write(n);
-                    n += 1;
-                    let raw = if new { &modified[k] } else { &listed[k] };
-                    let obj = LazyObject::from_raw(Arc::clone(raw), Arc::clone(&state));
-                    (p.keys[k].clone(), obj)
-                },
-                |(key, obj)| {
-                    let old = ls.batch().put_object(key, &obj).expect("stores");
-                    (old, obj)
-                },
-                BatchSize::SmallInput,
-            )
-        });
-        report(name, &ls, since);
+        lean_writes(&mut g, name, &p, config, indexers);
     }
 
     // Lean with a metadata index function on a label as well (what `meta_index_func` costs).
@@ -463,26 +463,13 @@ fn writes(c: &mut Criterion) {
                 .collect()
         }),
     );
-    let (mut ls, listed) = lean_store(LeanConfig::default(), indexers, &p.keys, &p.listed);
-    let modified = encode_all(&ls, &p.modified);
-    let state = Arc::clone(ls.lean_state().expect("lean"));
-    let mut n = 0;
-    g.bench_function("lean_put_object_label_index", |b| {
-        b.iter_batched(
-            || {
-                let (k, new) = nth_write(n);
-                n += 1;
-                let raw = if new { &modified[k] } else { &listed[k] };
-                let obj = LazyObject::from_raw(Arc::clone(raw), Arc::clone(&state));
-                (p.keys[k].clone(), obj)
-            },
-            |(key, obj)| {
-                let old = ls.batch().put_object(key, &obj).expect("stores");
-                (old, obj)
-            },
-            BatchSize::SmallInput,
-        )
-    });
+    lean_writes(
+        &mut g,
+        "lean_put_object_label_index",
+        &p,
+        LeanConfig::default(),
+        indexers,
+    );
     g.finish();
 }
 

@@ -202,6 +202,21 @@ pub struct OwnerRef<'a> {
     pub block_owner_deletion: Option<bool>,
 }
 
+impl<'a> From<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> for OwnerRef<'a> {
+    /// A typed object's owner reference, borrowed (e.g. to compare a typed object's owners
+    /// with a [`LazyObject`](super::LazyObject)'s).
+    fn from(o: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference) -> Self {
+        OwnerRef {
+            api_version: &o.api_version,
+            kind: &o.kind,
+            name: &o.name,
+            uid: &o.uid,
+            controller: o.controller,
+            block_owner_deletion: o.block_owner_deletion,
+        }
+    }
+}
+
 /// What [`parse`] found besides the metadata.
 pub(crate) struct Parsed {
     pub(crate) meta: CompactMeta,

@@ -349,19 +349,7 @@ impl<K: Resource> LazyObject<K> {
             None => self
                 .typed_meta()
                 .and_then(|m| m.owner_references.as_ref())
-                .map(|owners| {
-                    owners
-                        .iter()
-                        .map(|o| OwnerRef {
-                            api_version: &o.api_version,
-                            kind: &o.kind,
-                            name: &o.name,
-                            uid: &o.uid,
-                            controller: o.controller,
-                            block_owner_deletion: o.block_owner_deletion,
-                        })
-                        .collect()
-                })
+                .map(|owners| owners.iter().map(OwnerRef::from).collect())
                 .unwrap_or_default(),
         }
     }

@@ -241,19 +241,11 @@ pub struct DeploymentController {
 /// owner must be in the Deployment cache with the same uid (client-go's `resolveControllerRef`).
 pub fn owning_deployment(meta: &ObjectMeta, deployments: &Lister<Deployment>) -> Option<ObjectKey> {
     let owner = sync::controller_of(meta)?;
-    deployment_of(meta.namespace.as_deref()?, &owner_ref(owner), deployments)
-}
-
-/// An owner reference as the lazy objects give it.
-fn owner_ref(o: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference) -> OwnerRef<'_> {
-    OwnerRef {
-        api_version: &o.api_version,
-        kind: &o.kind,
-        name: &o.name,
-        uid: &o.uid,
-        controller: o.controller,
-        block_owner_deletion: o.block_owner_deletion,
-    }
+    deployment_of(
+        meta.namespace.as_deref()?,
+        &OwnerRef::from(owner),
+        deployments,
+    )
 }
 
 /// The key of the Deployment `owner` names in `ns`, if we manage it (same uid in the cache).
@@ -280,7 +272,7 @@ pub fn pod_deployment(
     let owner = sync::controller_of(meta)?;
     replica_set_owner(
         meta.namespace.as_deref()?,
-        &owner_ref(owner),
+        &OwnerRef::from(owner),
         replica_sets,
         deployments,
     )
