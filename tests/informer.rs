@@ -14,7 +14,9 @@ use std::{
 use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::notification::Notification;
-use kinformer_actors::{ListenerConfig, SharedIndexInformer, SharedInformerFactory, handler_fn};
+use kinformer_actors::{
+    CacheMode, ListenerConfig, SharedIndexInformer, SharedInformerFactory, handler_fn,
+};
 use kinformer_sim::Verb;
 use kube::{
     Api, ResourceExt,
@@ -542,8 +544,18 @@ async fn x2_namespace_selector_dynamic_and_metadata_informers() {
     }
 }
 
+/// R5, in both cache modes (I7): a dynamic informer that expects Pods, pointed at configmaps,
+/// drops every object (two listed: the list's item type says ConfigMap; three watched: each
+/// event says so), caches none and reports each.
 #[actix::test]
 async fn r5_objects_of_an_unexpected_kind_are_dropped_not_cached() {
+    for cache in [CacheMode::Typed, CacheMode::lean()] {
+        r5_drops_every_configmap(cache).await;
+    }
+}
+
+async fn r5_drops_every_configmap(cache: CacheMode) {
+    let lean = matches!(cache, CacheMode::Lean(_));
     let sim = sim().await;
     let client = sim.client();
     // Two objects come through the LIST (items without a kind: the list's kind stands in)...
@@ -556,14 +568,13 @@ async fn r5_objects_of_an_unexpected_kind_are_dropped_not_cached() {
     // A dynamic informer that expects Pods but is pointed at configmaps.
     let mut wrong = ApiResource::erase::<ConfigMap>(&());
     wrong.kind = "Pod".into();
-    let factory = SharedInformerFactory::new(client.clone());
+    let factory =
+        SharedInformerFactory::new(client.clone()).with_config(fast_config().cache(cache));
     let informer = factory.for_resource(&wrong);
-    let errors = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
     let e = Arc::clone(&errors);
     informer
-        .set_watch_error_handler(move |_| {
-            e.fetch_add(1, Ordering::SeqCst);
-        })
+        .set_watch_error_handler(move |err| e.lock().unwrap().push(err.to_string()))
         .unwrap();
     factory.start().unwrap();
     factory.wait_for_cache_sync(DEADLINE).await;
@@ -575,8 +586,22 @@ async fn r5_objects_of_an_unexpected_kind_are_dropped_not_cached() {
         cms.create(&PostParams::default(), &cm).await.unwrap();
     }
     eventually("five drops", || informer.health().dropped_objects == 5).await;
-    assert_eq!(informer.lister().len(), 0, "R5: not cached");
-    assert_eq!(errors.load(Ordering::SeqCst), 5, "each drop is reported");
+    assert_eq!(informer.lister().len(), 0, "R5: not cached (lean: {lean})");
+    let errors = errors.lock().unwrap().clone();
+    assert_eq!(
+        errors.len(),
+        5,
+        "each drop is reported (lean: {lean}): {errors:?}"
+    );
+    if lean {
+        // The lean mode reads the kind from the metadata, so its reports can name it.
+        assert!(
+            errors.iter().all(|e| e.contains("ConfigMap")),
+            "the reports say what came: {errors:?}"
+        );
+        let stats = informer.lean_stats().expect("a lean informer");
+        assert_eq!((stats.objects, stats.encode_failures), (0, 0), "{stats:?}");
+    }
     factory.shutdown().await;
 }
 

@@ -15,15 +15,15 @@ use std::{
 
 use actix::{Actor, Context, Handler};
 use common::*;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
     CacheMode, InformerConfig, KeyMapper, LazyObject, LeanConfig, ListenerConfig, NAMESPACE_INDEX,
-    Notification, Notify, ObjectKey, OverflowPolicy, SharedIndexInformer, SharedInformerFactory,
-    handler_fn, namespace_index_func,
+    Notification, Notify, ObjectKey, OverflowPolicy, SharedIndexInformer, handler_fn,
+    namespace_index_func,
 };
 use kube::{
     Api, ResourceExt,
-    api::{ApiResource, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
     core::{Expression, Selector},
 };
 
@@ -621,51 +621,6 @@ async fn i7_strip_managed_fields_removes_them_and_nothing_else() {
         "{stats:?}"
     );
     informer.shutdown().await;
-}
-
-/// R5 in the lean mode: a lean dynamic informer that expects Pods, pointed at configmaps, drops
-/// every object (two listed: the list's item type says ConfigMap; three watched: each event
-/// says so) and caches none, reporting each, as the typed mode does
-/// (`tests/informer.rs` `r5_objects_of_an_unexpected_kind_are_dropped_not_cached`).
-#[actix::test]
-async fn i7_r5_objects_of_an_unexpected_kind_are_dropped_in_the_lean_mode() {
-    let sim = sim().await;
-    let client = sim.client();
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "a");
-    for i in 0..2 {
-        let mut cm = ConfigMap::default();
-        cm.metadata.name = Some(format!("listed-{i}"));
-        cms.create(&PostParams::default(), &cm).await.unwrap();
-    }
-    let mut wrong = ApiResource::erase::<ConfigMap>(&());
-    wrong.kind = "Pod".into();
-    let factory = SharedInformerFactory::new(client.clone())
-        .with_config(fast_config().cache(CacheMode::lean()));
-    let informer = factory.for_resource(&wrong);
-    let errors = Arc::new(Mutex::new(Vec::new()));
-    let e = Arc::clone(&errors);
-    informer
-        .set_watch_error_handler(move |err| e.lock().unwrap().push(err.to_string()))
-        .unwrap();
-    factory.start().unwrap();
-    factory.wait_for_cache_sync(DEADLINE).await;
-    watching(&sim).await;
-    for i in 0..3 {
-        let mut cm = ConfigMap::default();
-        cm.metadata.name = Some(format!("cm-{i}"));
-        cms.create(&PostParams::default(), &cm).await.unwrap();
-    }
-    eventually("five drops", || informer.health().dropped_objects == 5).await;
-    assert_eq!(informer.lister().len(), 0, "R5: not cached");
-    let errors = errors.lock().unwrap().clone();
-    assert_eq!(errors.len(), 5, "each drop is reported: {errors:?}");
-    assert!(
-        errors.iter().all(|e| e.contains("ConfigMap")),
-        "the reports say what came: {errors:?}"
-    );
-    let stats = informer.lean_stats().expect("a lean informer");
-    assert_eq!((stats.objects, stats.encode_failures), (0, 0), "{stats:?}");
-    factory.shutdown().await;
 }
 
 /// A user's actor receiving `Notify<LazyObject<Pod>>`.
