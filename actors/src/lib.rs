@@ -81,61 +81,56 @@
 //! [`OverflowPolicy`], [`ResyncPeriod`], [`FifoMode`], [`TraceId`] and the
 //! `*Config` / `*Status` / `*Stats` types.
 
-mod assembly;
+// Imports run downward, never in a circle: the informer handle (`informer`) over the actors
+// (`pipeline`) over the list/watch seam (`listwatch`) and telemetry (`telemetry`); the
+// controller tools (`controller`) beside the pipeline; all of them over the shared vocabulary
+// (`config`, `error`, `handler`, `object`, `runtime`), which imports none of them.
 mod config;
-mod decode;
-mod endpoint;
+mod controller;
 mod error;
-mod factory;
-mod fifo;
 mod handler;
-mod health;
-mod indexer;
 mod informer;
-mod leader_election;
-mod list_decode;
-mod listener;
-pub mod lister_watcher;
-pub mod messages;
-mod metrics;
+mod listwatch;
 mod object;
-mod reflector;
-mod reflector_io;
+mod pipeline;
 pub mod runtime;
-mod sink;
-mod stats;
-mod supervisor;
-pub mod trace;
-mod waiters;
-pub mod workqueue;
+mod telemetry;
+
+// The public modules, at the paths they have always had.
+pub use controller::workqueue;
+pub use listwatch::lister_watcher;
+pub use pipeline::messages;
+pub use telemetry::trace;
 
 pub use config::{FifoConfig, InformerConfig, ListenerConfig, OverflowPolicy};
-pub use endpoint::EndpointHandle;
-pub use error::{InformerError, ReflectorError, WatchWarning};
-pub use factory::{InformerId, InformerOptions, ResyncConflict, SharedInformerFactory};
-pub use handler::{
-    EnqueueKeys, FnHandler, KeyMapper, ResourceEventHandler, ResourceEventHandlerFuncs, handler_fn,
-};
-pub use health::{EventsByType, ReflectorHealth, ReflectorPhase};
-pub use informer::{HandlerRegistration, SharedIndexInformer, ShutdownReport};
-pub use leader_election::{
+pub use controller::leader_election::{
     LeaderCallbacks, LeaderElectionError, LeaderElectionHealth, LeaderElectionStatus,
     LeaderElector, LeaderElectorActor, LeaderElectorHandle, StopElection,
 };
+pub use error::{InformerError, ReflectorError, WatchWarning};
+pub use handler::{
+    EnqueueKeys, FnHandler, KeyMapper, ResourceEventHandler, ResourceEventHandlerFuncs, handler_fn,
+};
+pub use informer::factory::{InformerId, InformerOptions, ResyncConflict, SharedInformerFactory};
+pub use informer::shared_informer::{HandlerRegistration, SharedIndexInformer, ShutdownReport};
+pub use telemetry::endpoint::EndpointHandle;
+pub use telemetry::health::{EventsByType, ReflectorHealth, ReflectorPhase};
 // The leader election machine's names a user configures or reads.
 pub use kinformer::leader_election::{ElectionPhase, LeaderElectionConfig, StopReason};
 pub use lister_watcher::{KubeListerWatcher, ListerWatcher, MetadataListerWatcher};
 pub use messages::Notify;
-pub use metrics::{
+pub use object::InformerObject;
+pub use telemetry::metrics::{
     ErrorReport, HealthReport, InformerReport, LeanReport, ListenerReport, ReadinessReport,
     ReflectorCountersReport, Telemetry, TelemetryError, TelemetryOptions,
 };
-pub use object::InformerObject;
 // The reflector's translation of kube's watch items, for the fuzz harness (not an API).
-pub use reflector::{Transform, Validate, WatchErrorHandler};
+pub use pipeline::reflector::{Transform, Validate, WatchErrorHandler};
 #[doc(hidden)]
-pub use reflector_io::{Translated, WatchFailure, translate};
-pub use stats::{FifoStatus, IndexerStatus, LATENCY_BUCKETS, LatencyHistogram, ListenerStats};
+pub use pipeline::reflector_io::{Translated, WatchFailure, translate};
+pub use telemetry::stats::{
+    FifoStatus, IndexerStatus, LATENCY_BUCKETS, LatencyHistogram, ListenerStats,
+};
 pub use trace::TRACE_TARGET;
 pub use workqueue::WorkQueue;
 

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use kube::Resource;
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::lister_watcher::ScopeApi;
+use crate::listwatch::lister_watcher::ScopeApi;
 
 /// What an informer can cache: any kube resource that decodes from JSON (every k8s-openapi
 /// type, `DynamicObject`, `PartialObjectMeta<K>`, custom resources). `Serialize` is for the

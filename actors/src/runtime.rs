@@ -169,7 +169,7 @@ fn wanted_decode_threads() -> usize {
 
 /// The process-wide decode pool; `None` when decoding stays on the reflectors' threads (one
 /// decode thread, or the pool could not be started).
-pub(crate) fn decode_pool() -> crate::decode::DecodePool {
+pub(crate) fn decode_pool() -> crate::listwatch::decode::DecodePool {
     let pool = DECODE_POOL.get_or_init(|| {
         let n = wanted_decode_threads();
         if n <= 1 {
@@ -185,5 +185,5 @@ pub(crate) fn decode_pool() -> crate::decode::DecodePool {
             .map_err(|e| tracing::error!(error = %e, "cannot start kinformer's decode pool"))
             .ok()
     });
-    crate::decode::DecodePool::new(pool.as_ref())
+    crate::listwatch::decode::DecodePool::new(pool.as_ref())
 }

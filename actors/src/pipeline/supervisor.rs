@@ -18,11 +18,11 @@ use kinformer::backoff::{Backoff, BackoffConfig};
 
 use crate::{
     error::ReflectorError,
-    health::ReflectorPhase,
-    messages::{ReflectorFailed, Stop},
     object::InformerObject,
-    reflector::{Machine, Reflector},
-    reflector_io::ReflectorContext,
+    pipeline::messages::{ReflectorFailed, Stop},
+    pipeline::reflector::{Machine, Reflector},
+    pipeline::reflector_io::ReflectorContext,
+    telemetry::health::ReflectorPhase,
 };
 
 /// Restarts a reflector when its machine's backoff is over (S1) and records restarts and errors

@@ -22,18 +22,18 @@ use kinformer::{
 use kube::{Api, Client, api::TypeMeta};
 
 use crate::{
-    assembly::{self, Idle, Inner, PendingHandler, State},
     config::{InformerConfig, ListenerConfig},
     error::InformerError,
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler},
-    health::{ReflectorHealth, ReflectorStatus},
-    listener::listener_name,
-    lister_watcher::{KubeListerWatcher, ListerWatcher},
-    messages::{AddIndexers, AddListener, Notify, RemoveListener, Stop},
-    metrics::{InformerProbe, Lifecycle},
+    informer::assembly::{self, Idle, Inner, PendingHandler, State},
+    listwatch::lister_watcher::{KubeListerWatcher, ListerWatcher},
     object::InformerObject,
-    sink::{HandlerKind, ThreadHandler},
-    stats::{FifoStatus, IndexerStatus, ListenerStats},
+    pipeline::listener::listener_name,
+    pipeline::messages::{AddIndexers, AddListener, Notify, RemoveListener, Stop},
+    pipeline::sink::{HandlerKind, ThreadHandler},
+    telemetry::health::{ReflectorHealth, ReflectorStatus},
+    telemetry::metrics::{InformerProbe, Lifecycle},
+    telemetry::stats::{FifoStatus, IndexerStatus, ListenerStats},
 };
 
 /// A shared informer: a local, indexed, always-current cache of one resource and the handlers
@@ -668,7 +668,7 @@ mod tests {
     use kube::api::{Api, PostParams};
 
     use super::*;
-    use crate::{assembly::FAIL_NEXT_START, handler::handler_fn};
+    use crate::{handler::handler_fn, informer::assembly::FAIL_NEXT_START};
 
     /// X3: a start that fails (here: its arbiters, through the test seam, after the handler
     /// threads were spawned) consumes nothing; the retry starts every handler registered

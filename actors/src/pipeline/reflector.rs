@@ -8,7 +8,7 @@
 //! answer (B4: while the FIFO is full the watch is not read and the socket pushes back).
 //!
 //! When the machine reports a failure it is backing off from, the actor ends and hands the
-//! machine back to its [`Supervisor`](crate::supervisor::Supervisor), which starts a fresh
+//! machine back to its [`Supervisor`](crate::pipeline::supervisor::Supervisor), which starts a fresh
 //! reflector with it once the backoff is over (S1).
 
 use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
@@ -19,16 +19,16 @@ use kinformer::reflector::{ListPage, ReflectorEvent, ReflectorMachine, Request};
 use kube::api::{WatchEvent as KubeWatchEvent, WatchParams};
 
 use crate::{
-    decode::encode_watch,
     error::{ReflectorError, WatchWarning},
-    health::ReflectorPhase,
-    lister_watcher::{Item, Listed, list_params, watch_params},
-    messages::ReflectorFailed,
+    listwatch::decode::encode_watch,
+    listwatch::lister_watcher::{Item, Listed, list_params, watch_params},
     object::InformerObject,
-    reflector_io::{ReflectorContext, admit_listed, classify, convert, failure_error},
+    pipeline::messages::ReflectorFailed,
+    pipeline::reflector_io::{ReflectorContext, admit_listed, classify, convert, failure_error},
+    telemetry::health::ReflectorPhase,
 };
 
-pub use crate::reflector_io::{Transform, Validate, WatchErrorHandler};
+pub use crate::pipeline::reflector_io::{Transform, Validate, WatchErrorHandler};
 
 /// The machine a reflector drives: its items are admitted objects with their trace ids.
 pub(crate) type Machine<K> = ReflectorMachine<Item<K>>;
@@ -69,7 +69,7 @@ fn typed_event<K>(ev: KubeWatchEvent<K>) -> KubeWatchEvent<Listed<K>> {
     }
 }
 
-/// The reflector actor. Start it through a [`Supervisor`](crate::supervisor::Supervisor).
+/// The reflector actor. Start it through a [`Supervisor`](crate::pipeline::supervisor::Supervisor).
 pub(crate) struct Reflector<K: InformerObject> {
     cx: Arc<ReflectorContext<K>>,
     machine: Option<Machine<K>>,
@@ -308,10 +308,10 @@ async fn flush<K: InformerObject>(
     Ok(failed)
 }
 
-impl<K: InformerObject> Handler<crate::messages::Stop> for Reflector<K> {
+impl<K: InformerObject> Handler<crate::pipeline::messages::Stop> for Reflector<K> {
     type Result = ();
 
-    fn handle(&mut self, _: crate::messages::Stop, ctx: &mut Context<Self>) {
+    fn handle(&mut self, _: crate::pipeline::messages::Stop, ctx: &mut Context<Self>) {
         // Dropping the spawned future closes the watch connection.
         ctx.stop();
     }

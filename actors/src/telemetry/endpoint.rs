@@ -18,7 +18,7 @@ use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinSet};
 
-use crate::metrics::{InformerReport, Telemetry, TelemetryError};
+use crate::telemetry::metrics::{InformerReport, Telemetry, TelemetryError};
 
 /// OpenMetrics' text content type, as Prometheus negotiates it.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -19,10 +19,10 @@ use kube::{
 use crate::{
     config::InformerConfig,
     error::InformerError,
-    informer::{SharedIndexInformer, ShutdownReport},
-    lister_watcher::{KubeListerWatcher, MetadataListerWatcher},
-    metrics::Telemetry,
+    informer::shared_informer::{SharedIndexInformer, ShutdownReport},
+    listwatch::lister_watcher::{KubeListerWatcher, MetadataListerWatcher},
     object::InformerObject,
+    telemetry::metrics::Telemetry,
 };
 
 /// Per-informer options that take part in sharing: two requests with equal options share one

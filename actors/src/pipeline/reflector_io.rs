@@ -18,11 +18,11 @@ use kube::api::{TypeMeta, WatchEvent as KubeWatchEvent};
 
 use crate::{
     error::{ReflectorError, WatchWarning},
-    health::ReflectorStatus,
-    lister_watcher::{Admit, Item, ItemCodec, Listed, ListerWatcher},
-    messages::FifoRecipients,
+    listwatch::lister_watcher::{Admit, Item, ItemCodec, Listed, ListerWatcher},
     object::InformerObject,
-    trace::{TraceIds, Tracer},
+    pipeline::messages::FifoRecipients,
+    telemetry::health::ReflectorStatus,
+    telemetry::trace::{TraceIds, Tracer},
 };
 
 /// A transform applied to every object before it is cached (P2), as it is decoded.

@@ -54,7 +54,7 @@ use kinformer::{
 };
 use tokio::sync::Notify;
 
-use crate::{handler::EnqueueKeys, metrics::WorkQueueProbe};
+use crate::{handler::EnqueueKeys, telemetry::metrics::WorkQueueProbe};
 
 /// client-go's rate-limiting workqueue for async workers (W1–W4).
 ///

@@ -20,11 +20,11 @@ use serde::Serialize;
 
 use crate::{
     config::OverflowPolicy,
-    health::{ReflectorPhase, ReflectorStatus},
-    informer::SharedIndexInformer,
+    controller::workqueue::WorkQueue,
+    informer::shared_informer::SharedIndexInformer,
     object::InformerObject,
-    stats::{FifoStatus, LATENCY_BUCKETS, LatencyHistogram, ListenerStats},
-    workqueue::WorkQueue,
+    telemetry::health::{ReflectorPhase, ReflectorStatus},
+    telemetry::stats::{FifoStatus, LATENCY_BUCKETS, LatencyHistogram, ListenerStats},
 };
 
 /// Where an informer is in its life.

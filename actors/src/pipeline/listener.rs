@@ -20,12 +20,12 @@ use kinformer::{
 
 use crate::{
     config::{ListenerConfig, OverflowPolicy},
-    messages::{Notifications, Stop},
     object::InformerObject,
-    sink::{HandlerKind, Offered, Sink},
-    stats::ListenerStats,
-    trace::{self, Hop, Tracer},
-    waiters::Waiters,
+    pipeline::messages::{Notifications, Stop},
+    pipeline::sink::{HandlerKind, Offered, Sink},
+    pipeline::waiters::Waiters,
+    telemetry::stats::ListenerStats,
+    telemetry::trace::{self, Hop, Tracer},
 };
 
 /// A listener's name: its config's, or `<kind>-handler-<id>`.

@@ -24,10 +24,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler, dispatch},
-    messages::Notify,
     object::InformerObject,
-    stats::ListenerStats,
-    trace::{self, Tracer},
+    pipeline::messages::Notify,
+    telemetry::stats::ListenerStats,
+    telemetry::trace::{self, Tracer},
 };
 
 /// Notifications that may wait between a listener and its handler thread, under every policy.

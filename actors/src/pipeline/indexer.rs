@@ -20,14 +20,14 @@ use futures::future::join_all;
 use kinformer::{processor::Processor, store::StoreError};
 
 use crate::{
-    messages::{
+    object::InformerObject,
+    pipeline::messages::{
         AddIndexers, AddListener, AttachFifo, ListenerRecipients, Notifications, ProcessDeltas,
         ProcessReport, RemoveListener, Resync, Stop,
     },
-    object::InformerObject,
-    stats::IndexerStatus,
-    trace::{TraceIds, Tracer},
-    waiters::Deadline,
+    pipeline::waiters::Deadline,
+    telemetry::stats::IndexerStatus,
+    telemetry::trace::{TraceIds, Tracer},
 };
 
 /// The Indexer actor.

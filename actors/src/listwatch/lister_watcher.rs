@@ -15,9 +15,9 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-pub use crate::decode::RawJson;
-pub use crate::list_decode::{Admit, DecodedList, Item, ItemCodec, Listed};
-use crate::{decode::decode_watch, list_decode::decode_list};
+pub use crate::listwatch::decode::RawJson;
+pub use crate::listwatch::list_decode::{Admit, DecodedList, Item, ItemCodec, Listed};
+use crate::{listwatch::decode::decode_watch, listwatch::list_decode::decode_list};
 
 /// A LIST in progress: resolves to the admitted items with the list's metadata.
 pub type ListItems<K> =
@@ -71,7 +71,7 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
         let list = self.list(params);
         Box::pin(async move {
             let l = list.await?;
-            let item_type = crate::list_decode::item_type(&l.types);
+            let item_type = crate::listwatch::list_decode::item_type(&l.types);
             let mut items = Vec::with_capacity(l.items.len());
             for o in l.items {
                 let listed = match &codec {

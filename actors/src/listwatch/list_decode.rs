@@ -16,8 +16,8 @@ use kube::api::{ListMeta, TypeMeta};
 use serde::de::{DeserializeOwned, Error as _, IgnoredAny};
 use tokio::sync::mpsc;
 
-use crate::decode::{Batch, DecodePool, WorkerLost};
-pub use crate::decode::{ItemCodec, Listed};
+use crate::listwatch::decode::{Batch, DecodePool, WorkerLost};
+pub use crate::listwatch::decode::{ItemCodec, Listed};
 
 /// An admitted object: as the pipeline carries it, with its trace id.
 pub type Item<K> = (Arc<LazyObject<K>>, TraceId);
@@ -603,7 +603,7 @@ mod tests {
 #[cfg(test)]
 mod parallel_tests {
     use super::*;
-    use crate::decode::{DecodePool, test_pool};
+    use crate::listwatch::decode::{DecodePool, test_pool};
     use k8s_openapi::api::core::v1::ConfigMap;
 
     /// A ConfigMapList of `n` items of varied sizes; item `bad` (if any) has `data` of the

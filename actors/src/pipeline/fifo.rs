@@ -21,11 +21,11 @@ use kinformer::{
 
 use crate::{
     config::FifoConfig,
-    messages::{Bookmark, EventKind, Events, ProcessDeltas, Replace, Resync, Stop},
     object::InformerObject,
-    stats::FifoStatus,
-    trace::Tracer,
-    waiters::Waiters,
+    pipeline::messages::{Bookmark, EventKind, Events, ProcessDeltas, Replace, Resync, Stop},
+    pipeline::waiters::Waiters,
+    telemetry::stats::FifoStatus,
+    telemetry::trace::Tracer,
 };
 
 /// The DeltaFifo actor.
@@ -206,7 +206,7 @@ mod tests {
     use kinformer::fifo::{DeltaFifoOptions, FifoMode};
 
     use super::*;
-    use crate::messages::ProcessReport;
+    use crate::pipeline::messages::ProcessReport;
 
     /// A stand-in indexer that reports the size of every `ProcessDeltas` it receives.
     struct Recorder(mpsc::UnboundedSender<usize>);
@@ -248,7 +248,7 @@ mod tests {
             status,
             "ConfigMap".into(),
             Tracer::new(
-                crate::trace::Hop::Fifo,
+                crate::telemetry::trace::Hop::Fifo,
                 "v1/ConfigMap".into(),
                 "ConfigMap".into(),
             ),

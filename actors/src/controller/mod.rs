@@ -1,0 +1,10 @@
+//! Controller tools: what a controller runs beside its informers.
+//!
+//! Owns: [`workqueue`] (the async front of client-go's rate-limiting workqueue) and
+//! [`leader_election`] (client-go's leader election over a Lease).
+//!
+//! Imports: `telemetry` (a workqueue's metrics) and the base files (`error`, `handler`,
+//! `runtime`). Never the actors (`pipeline`) or `informer`.
+
+pub(crate) mod leader_election;
+pub mod workqueue;

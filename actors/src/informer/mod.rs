@@ -1,0 +1,12 @@
+//! The informer: what a user holds, on top of everything else.
+//!
+//! Owns: [`shared_informer`] (`SharedIndexInformer`, the cheap handle), [`assembly`] (the state
+//! behind the handle: how its actors are started, wired and stopped) and [`factory`]
+//! (`SharedInformerFactory`).
+//!
+//! Imports: every other folder (`pipeline`, `listwatch`, `telemetry`) and the base files.
+//! Nothing imports `informer` but `lib.rs`.
+
+pub(crate) mod assembly;
+pub(crate) mod factory;
+pub(crate) mod shared_informer;

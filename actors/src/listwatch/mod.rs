@@ -1,0 +1,13 @@
+//! The list/watch seam: how the reflector's LIST and WATCH requests reach kube and how their
+//! answers are decoded.
+//!
+//! Owns: [`lister_watcher`] (client-go's `ListerWatcher`, over kube's `Api`), [`list_decode`]
+//! (a LIST response decoded as it streams in) and [`decode`] (the process-wide decode pool that
+//! decodes watch events and LIST items on several cores, in the server's order).
+//!
+//! Imports: only the base files (`error`, `object`, `runtime`). Never the actors (`pipeline`),
+//! `telemetry`, `controller` or `informer`.
+
+pub(crate) mod decode;
+pub(crate) mod list_decode;
+pub mod lister_watcher;
