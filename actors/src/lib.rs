@@ -111,8 +111,9 @@ pub use error::{InformerError, ReflectorError, WatchWarning};
 pub use handler::{
     EnqueueKeys, FnHandler, KeyMapper, ResourceEventHandler, ResourceEventHandlerFuncs, handler_fn,
 };
+pub use informer::assembly::ShutdownReport;
 pub use informer::factory::{InformerId, InformerOptions, ResyncConflict, SharedInformerFactory};
-pub use informer::shared_informer::{HandlerRegistration, SharedIndexInformer, ShutdownReport};
+pub use informer::shared_informer::{HandlerRegistration, SharedIndexInformer};
 pub use telemetry::endpoint::EndpointHandle;
 pub use telemetry::health::{EventsByType, ReflectorHealth, ReflectorPhase};
 // The leader election machine's names a user configures or reads.

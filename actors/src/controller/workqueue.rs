@@ -54,7 +54,13 @@ use kinformer::{
 };
 use tokio::sync::Notify;
 
-use crate::{handler::EnqueueKeys, telemetry::metrics::WorkQueueProbe};
+use crate::{
+    handler::EnqueueKeys,
+    telemetry::{
+        metrics::{Telemetry, TelemetryError},
+        probe::WorkQueueProbe,
+    },
+};
 
 /// client-go's rate-limiting workqueue for async workers (W1–W4).
 ///
@@ -434,6 +440,24 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueueProbe for Shared<T> 
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .metrics(now())
+    }
+}
+
+// Defined here rather than in `telemetry/metrics.rs`, so that telemetry never imports the
+// workqueue (it reads queues through their `WorkQueueProbe`).
+impl Telemetry {
+    /// Registers a workqueue under `name` (the `name` label of client-go's `workqueue_*`
+    /// series). Its series go away when the queue is dropped. Fails if a live queue already
+    /// has that name.
+    pub fn register_workqueue<T>(
+        &self,
+        name: &str,
+        queue: &WorkQueue<T>,
+    ) -> Result<(), TelemetryError>
+    where
+        T: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+    {
+        self.register_queue_probe(name, queue.probe())
     }
 }
 

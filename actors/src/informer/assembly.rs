@@ -30,7 +30,6 @@ use kube::api::TypeMeta;
 use crate::{
     config::{InformerConfig, ListenerConfig},
     error::InformerError,
-    informer::shared_informer::ShutdownReport,
     listwatch::lister_watcher::{ItemCodec, ListerWatcher},
     object::InformerObject,
     pipeline::fifo::DeltaFifo,
@@ -46,6 +45,16 @@ use crate::{
     telemetry::stats::{FifoStatus, IndexerStatus, ListenerStats},
     telemetry::trace::{self, Hop, TraceIds, Tracer},
 };
+
+/// What [`SharedIndexInformer::shutdown`](crate::SharedIndexInformer::shutdown) did to the handlers running at that moment (P9).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Handlers (by listener name) still inside a callback when the shutdown timeout ran
+    /// out; their threads finish that callback alone and run nothing more.
+    pub unfinished: Vec<String>,
+    /// Notifications accepted by the handlers' listeners but never delivered (their backlog).
+    pub dropped: u64,
+}
 
 /// The inputs of a started listener, as the indexer holds them.
 pub(crate) fn listener_recipients<K: InformerObject>(

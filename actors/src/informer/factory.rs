@@ -19,7 +19,7 @@ use kube::{
 use crate::{
     config::InformerConfig,
     error::InformerError,
-    informer::shared_informer::{SharedIndexInformer, ShutdownReport},
+    informer::{assembly::ShutdownReport, shared_informer::SharedIndexInformer},
     listwatch::lister_watcher::{KubeListerWatcher, MetadataListerWatcher},
     object::InformerObject,
     telemetry::metrics::Telemetry,

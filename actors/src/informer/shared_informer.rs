@@ -25,14 +25,15 @@ use crate::{
     config::{InformerConfig, ListenerConfig},
     error::InformerError,
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler},
-    informer::assembly::{self, Idle, Inner, PendingHandler, State},
+    informer::assembly::{self, Idle, Inner, PendingHandler, ShutdownReport, State},
     listwatch::lister_watcher::{KubeListerWatcher, ListerWatcher},
     object::InformerObject,
     pipeline::listener::listener_name,
     pipeline::messages::{AddIndexers, AddListener, Notify, RemoveListener, Stop},
     pipeline::sink::{HandlerKind, ThreadHandler},
     telemetry::health::{ReflectorHealth, ReflectorStatus},
-    telemetry::metrics::{InformerProbe, Lifecycle},
+    telemetry::metrics::{Telemetry, default_informer_name},
+    telemetry::probe::{InformerProbe, Lifecycle},
     telemetry::stats::{FifoStatus, IndexerStatus, ListenerStats},
 };
 
@@ -596,14 +597,34 @@ impl<K: InformerObject> InformerProbe for Inner<K> {
     }
 }
 
-/// What [`SharedIndexInformer::shutdown`] did to the handlers running at that moment (P9).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ShutdownReport {
-    /// Handlers (by listener name) still inside a callback when the shutdown timeout ran
-    /// out; their threads finish that callback alone and run nothing more.
-    pub unfinished: Vec<String>,
-    /// Notifications accepted by the handlers' listeners but never delivered (their backlog).
-    pub dropped: u64,
+// Defined here rather than in `telemetry/metrics.rs`, so that telemetry never imports the
+// informer (it reads informers through their `InformerProbe`).
+impl Telemetry {
+    /// Registers an informer under a name made of its scope (`pods`, `default/pods`, with its
+    /// selectors if any) and returns that name, the `informer` label of its series. The same
+    /// informer registered again keeps its first name; another informer with the same name
+    /// gets a `#2`, `#3`… suffix. Its series go away once it is shut down or dropped.
+    pub fn register_informer<K: InformerObject>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+    ) -> String {
+        let probe = informer.probe();
+        let name = match probe.upgrade() {
+            Some(p) => default_informer_name(&*p),
+            None => informer.resource().to_string(),
+        };
+        self.register_probe(&name, probe)
+    }
+
+    /// Registers an informer under `name` (made unique as in
+    /// [`register_informer`](Self::register_informer)); returns the name used.
+    pub fn register_informer_as<K: InformerObject>(
+        &self,
+        name: &str,
+        informer: &SharedIndexInformer<K>,
+    ) -> String {
+        self.register_probe(name, informer.probe())
+    }
 }
 
 /// One registered handler (P5): its own `has_synced`, its counters, and `remove`.

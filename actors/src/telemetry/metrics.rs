@@ -20,51 +20,12 @@ use serde::Serialize;
 
 use crate::{
     config::OverflowPolicy,
-    controller::workqueue::WorkQueue,
-    informer::shared_informer::SharedIndexInformer,
-    object::InformerObject,
-    telemetry::health::{ReflectorPhase, ReflectorStatus},
-    telemetry::stats::{FifoStatus, LATENCY_BUCKETS, LatencyHistogram, ListenerStats},
+    telemetry::{
+        health::ReflectorPhase,
+        probe::{InformerProbe, Lifecycle, WorkQueueProbe},
+        stats::{LATENCY_BUCKETS, LatencyHistogram, ListenerStats},
+    },
 };
-
-/// Where an informer is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lifecycle {
-    Idle,
-    Running,
-    Stopped,
-}
-
-impl Lifecycle {
-    fn as_str(self) -> &'static str {
-        match self {
-            Lifecycle::Idle => "idle",
-            Lifecycle::Running => "running",
-            Lifecycle::Stopped => "stopped",
-        }
-    }
-}
-
-/// What telemetry reads of an informer, type-erased (implemented by the informer's shared
-/// state; see `informer.rs`).
-pub(crate) trait InformerProbe: Send + Sync {
-    fn resource(&self) -> &str;
-    fn type_name(&self) -> &'static str;
-    fn label_selector(&self) -> Option<&str>;
-    fn field_selector(&self) -> Option<&str>;
-    fn reflector(&self) -> &ReflectorStatus;
-    fn fifo(&self) -> &FifoStatus;
-    fn store_objects(&self) -> usize;
-    /// The lean mode's counters (I7); None in the typed mode.
-    fn lean_stats(&self) -> Option<kinformer::lean::LeanStats>;
-    fn lifecycle(&self) -> Lifecycle;
-    fn listeners(&self) -> Vec<Arc<ListenerStats>>;
-}
-
-/// What telemetry reads of a workqueue, type-erased (see `workqueue.rs`).
-pub(crate) trait WorkQueueProbe: Send + Sync {
-    fn metrics(&self) -> WorkQueueMetrics;
-}
 
 /// Errors of [`Telemetry`] and its HTTP endpoint.
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +134,7 @@ struct TelemetryInner {
 /// A [`Telemetry`] is a registry of informers and workqueues. Nothing is counted for it on the
 /// hot path: at each scrape its collector reads the counters the actors already publish
 /// ([`ReflectorHealth`](crate::ReflectorHealth), [`FifoStatus`](crate::FifoStatus),
-/// [`ListenerStats`](crate::ListenerStats), [`WorkQueue::metrics`]) through `Weak` references.
+/// [`ListenerStats`](crate::ListenerStats), [`WorkQueue::metrics`](crate::WorkQueue::metrics)) through `Weak` references.
 /// An informer that was shut down or dropped yields no series from the next scrape on (and
 /// is forgotten): client-go's reflector metrics leaked such series forever
 /// (kubernetes#73587). A dropped workqueue's series go the same way.
@@ -292,32 +253,12 @@ impl Telemetry {
         &self.inner.options
     }
 
-    /// Registers an informer under a name made of its scope (`pods`, `default/pods`, with its
-    /// selectors if any) and returns that name, the `informer` label of its series. The same
-    /// informer registered again keeps its first name; another informer with the same name
-    /// gets a `#2`, `#3`… suffix. Its series go away once it is shut down or dropped.
-    pub fn register_informer<K: InformerObject>(
-        &self,
-        informer: &SharedIndexInformer<K>,
-    ) -> String {
-        let probe = informer.probe();
-        let name = match probe.upgrade() {
-            Some(p) => default_informer_name(&*p),
-            None => informer.resource().to_string(),
-        };
-        self.register_probe(&name, probe)
-    }
+    // The public registrations are defined beside what they register, so that telemetry
+    // imports neither the informer nor the workqueue: `register_informer` and
+    // `register_informer_as` in `informer/shared_informer.rs`, `register_workqueue` in
+    // `controller/workqueue.rs`. They come down to these two.
 
-    /// Registers an informer under `name` (made unique as in
-    /// [`register_informer`](Self::register_informer)); returns the name used.
-    pub fn register_informer_as<K: InformerObject>(
-        &self,
-        name: &str,
-        informer: &SharedIndexInformer<K>,
-    ) -> String {
-        self.register_probe(name, informer.probe())
-    }
-
+    /// Registers an informer's probe under `name`, made unique; returns the name used.
     pub(crate) fn register_probe(&self, name: &str, probe: Weak<dyn InformerProbe>) -> String {
         let mut informers = lock(&self.inner.sources.informers);
         informers.retain(|e| e.probe.strong_count() > 0);
@@ -338,18 +279,12 @@ impl Telemetry {
         unique
     }
 
-    /// Registers a workqueue under `name` (the `name` label of client-go's `workqueue_*`
-    /// series). Its series go away when the queue is dropped. Fails if a live queue already
-    /// has that name.
-    pub fn register_workqueue<T>(
+    /// Registers a workqueue's probe under `name`; fails if another live queue has that name.
+    pub(crate) fn register_queue_probe(
         &self,
         name: &str,
-        queue: &WorkQueue<T>,
-    ) -> Result<(), TelemetryError>
-    where
-        T: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
-    {
-        let probe = queue.probe();
+        probe: Weak<dyn WorkQueueProbe>,
+    ) -> Result<(), TelemetryError> {
         let mut queues = lock(&self.inner.sources.queues);
         queues.retain(|e| e.probe.strong_count() > 0);
         if let Some(e) = queues.iter().find(|e| &*e.name == name) {
@@ -429,7 +364,7 @@ impl Telemetry {
 
 /// The default `informer` label of an informer: `[namespace/]resource`, then its selectors
 /// when set (as the factory names its informers).
-fn default_informer_name(p: &dyn InformerProbe) -> String {
+pub(crate) fn default_informer_name(p: &dyn InformerProbe) -> String {
     let mut name = match p.reflector().namespace() {
         Some(ns) => format!("{ns}/{}", p.resource()),
         None => p.resource().to_string(),

@@ -11,5 +11,6 @@
 pub(crate) mod endpoint;
 pub(crate) mod health;
 pub(crate) mod metrics;
+pub(crate) mod probe;
 pub(crate) mod stats;
 pub mod trace;
