@@ -167,9 +167,10 @@ fn wanted_decode_threads() -> usize {
     }
 }
 
-/// The process-wide decode pool; `None` when decoding stays on the reflectors' threads (one
-/// decode thread, or the pool could not be started).
-pub(crate) fn decode_pool() -> crate::listwatch::decode::DecodePool {
+/// The process-wide decode threads (started on first use); `None` when decoding stays on the
+/// reflectors' threads (one decode thread, or the pool could not be started). The list/watch
+/// seam wraps them in its `DecodePool`.
+pub(crate) fn decode_thread_pool() -> Option<&'static rayon::ThreadPool> {
     let pool = DECODE_POOL.get_or_init(|| {
         let n = wanted_decode_threads();
         if n <= 1 {
@@ -185,5 +186,5 @@ pub(crate) fn decode_pool() -> crate::listwatch::decode::DecodePool {
             .map_err(|e| tracing::error!(error = %e, "cannot start kinformer's decode pool"))
             .ok()
     });
-    crate::listwatch::decode::DecodePool::new(pool.as_ref())
+    pool.as_ref()
 }

@@ -35,6 +35,8 @@ use serde::{
 };
 use serde_json::value::RawValue;
 
+use crate::runtime;
+
 /// How a LIST item or watch event becomes a pipeline object: decoded into `K` (the typed cache
 /// mode) or kept as the server's bytes, metadata parsed and compressed by the informer's
 /// [`LeanState`] (the lean mode, I7). Either runs on the decode pool.
@@ -97,6 +99,11 @@ impl DecodePool {
     /// Over `pool`; `None` decodes inline.
     pub(crate) fn new(pool: Option<&'static rayon::ThreadPool>) -> Self {
         DecodePool(pool)
+    }
+
+    /// Over the process-wide decode threads ([`runtime::decode_thread_pool`]).
+    pub(crate) fn shared() -> Self {
+        DecodePool::new(runtime::decode_thread_pool())
     }
 
     /// Decodes everything inline, on the caller's thread.

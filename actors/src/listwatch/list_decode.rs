@@ -68,7 +68,7 @@ pub(crate) async fn decode_list<K>(
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
-    decode_list_on(body, codec, admit, crate::runtime::decode_pool()).await
+    decode_list_on(body, codec, admit, DecodePool::shared()).await
 }
 
 /// [`decode_list`] on the given pool.

@@ -11,13 +11,16 @@ use futures::{StreamExt, stream::BoxStream};
 use kube::{
     Api, Client, Resource,
     api::{ListParams, ObjectList, PartialObjectMeta, WatchEvent, WatchParams},
-    core::{ClusterResourceScope, DynamicResourceScope, NamespaceResourceScope},
 };
 use serde::{Serialize, de::DeserializeOwned};
 
 pub use crate::listwatch::decode::RawJson;
 pub use crate::listwatch::list_decode::{Admit, DecodedList, Item, ItemCodec, Listed};
-use crate::{listwatch::decode::decode_watch, listwatch::list_decode::decode_list};
+use crate::listwatch::{
+    decode::{DecodePool, decode_watch},
+    list_decode::{self, decode_list},
+};
+pub use crate::object::ScopeApi;
 
 /// A LIST in progress: resolves to the admitted items with the list's metadata.
 pub type ListItems<K> =
@@ -71,7 +74,7 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
         let list = self.list(params);
         Box::pin(async move {
             let l = list.await?;
-            let item_type = crate::listwatch::list_decode::item_type(&l.types);
+            let item_type = list_decode::item_type(&l.types);
             let mut items = Vec::with_capacity(l.items.len());
             for o in l.items {
                 let listed = match &codec {
@@ -117,49 +120,6 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
                 })
                 .boxed())
         })
-    }
-}
-
-/// Builds an `Api<K>` for an optional namespace whatever the resource's scope: kube offers a
-/// namespaced constructor per scope type, and this picks the right one at compile time.
-pub trait ScopeApi {
-    /// `Api<K>` over `namespace` (ignored for cluster-scoped resources) or all namespaces.
-    fn api<K>(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
-    where
-        K: Resource<Scope = Self>;
-}
-
-impl ScopeApi for NamespaceResourceScope {
-    fn api<K>(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
-    where
-        K: Resource<Scope = Self>,
-    {
-        let api = Api::all_with(client, dyntype);
-        match namespace {
-            Some(ns) => api.constrain(ns),
-            None => api,
-        }
-    }
-}
-
-impl ScopeApi for ClusterResourceScope {
-    fn api<K>(client: Client, _namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
-    where
-        K: Resource<Scope = Self>,
-    {
-        Api::all_with(client, dyntype)
-    }
-}
-
-impl ScopeApi for DynamicResourceScope {
-    fn api<K>(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Api<K>
-    where
-        K: Resource<Scope = Self>,
-    {
-        match namespace {
-            Some(ns) => Api::namespaced_with(client, ns, dyntype),
-            None => Api::all_with(client, dyntype),
-        }
     }
 }
 
@@ -214,7 +174,7 @@ where
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
         let api = self.api.clone();
         Box::pin(crate::runtime::on_io(async move {
-            let pool = crate::runtime::decode_pool();
+            let pool = DecodePool::shared();
             // The same request as `Api::watch`, read by kube's watch decoder with the events'
             // objects left raw; the pool (or, with one decode thread, the reflector's thread)
             // decodes them into `K`, in order (P8), with exact-size vectors.

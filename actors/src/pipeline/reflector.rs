@@ -20,7 +20,7 @@ use kube::api::{WatchEvent as KubeWatchEvent, WatchParams};
 
 use crate::{
     error::{ReflectorError, WatchWarning},
-    listwatch::decode::encode_watch,
+    listwatch::decode::{DecodePool, encode_watch},
     listwatch::lister_watcher::{Item, Listed, list_params, watch_params},
     object::InformerObject,
     pipeline::messages::ReflectorFailed,
@@ -52,7 +52,7 @@ async fn open_watch<K: InformerObject>(
             let events = cx.lw.watch_raw(params, rv).await?;
             Ok(encode_watch(
                 events,
-                crate::runtime::decode_pool(),
+                DecodePool::shared(),
                 Arc::clone(state),
             ))
         }
