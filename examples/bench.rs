@@ -39,8 +39,8 @@ use clap::{Parser, ValueEnum};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
-    CacheMode, InformerConfig, LazyObject, LeanConfig, ListenerConfig, Lister, Notification,
-    ObjectKey, OverflowPolicy, SharedIndexInformer, WorkQueue, handler_fn,
+    AsyncWorkQueue, CacheMode, InformerConfig, LazyObject, LeanConfig, ListenerConfig, Lister,
+    Notification, ObjectKey, OverflowPolicy, SharedIndexInformer, handler_fn,
 };
 use kube::{
     Api, Client,
@@ -379,11 +379,11 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
     let handlers = args.handlers as usize;
     // Key sinks: one queue for all (one controller), or one each (K controllers); each queue's
     // progress slot follows the handlers'.
-    let queues: Vec<WorkQueue<ObjectKey>> = match args.handler {
+    let queues: Vec<AsyncWorkQueue<ObjectKey>> = match args.handler {
         HandlerKind::KeySink if args.queue_per_handler => {
-            (0..handlers).map(|_| WorkQueue::new()).collect()
+            (0..handlers).map(|_| AsyncWorkQueue::new()).collect()
         }
-        HandlerKind::KeySink => vec![WorkQueue::new()],
+        HandlerKind::KeySink => vec![AsyncWorkQueue::new()],
         _ => Vec::new(),
     };
     let progress = Progress::new(clock, handlers + queues.len());
@@ -524,7 +524,7 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
 /// `deployment-controller`'s workers do; the sentinel's key marks handler `h` done.
 fn spawn_worker(
     h: usize,
-    queue: WorkQueue<ObjectKey>,
+    queue: AsyncWorkQueue<ObjectKey>,
     lister: Lister<Pod>,
     progress: Progress,
 ) -> std::thread::JoinHandle<()> {

@@ -4,7 +4,7 @@
 //! read through a dynamic `SharedIndexInformer<DynamicObject>` from the factory's `for_resource`).
 //! Each informer has five registrations: one handler per `OverflowPolicy` (Block, Coalesce,
 //! Unbounded), a lazy handler (`add_lazy_event_handler`, reading metadata only) and a
-//! `WorkQueue` key sink.
+//! `AsyncWorkQueue` key sink.
 //!
 //! The lean cache mode (docs/semantics.md I7) runs alongside, from a second factory whose
 //! informers are lean: a lean Pod informer with the same five registrations (its hot cache
@@ -58,9 +58,9 @@ use common::DEADLINE;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::{DeltaObject, meta_namespace_key, notification::Notification};
 use kinformer_actors::{
-    CacheMode, HandlerRegistration, InformerConfig, InformerObject, LazyObject, LeanConfig,
-    LeanStats, ListenerConfig, OverflowPolicy, ReflectorHealth, SharedIndexInformer,
-    SharedInformerFactory, WorkQueue, handler_fn,
+    AsyncWorkQueue, CacheMode, HandlerRegistration, InformerConfig, InformerObject, LazyObject,
+    LeanConfig, LeanStats, ListenerConfig, OverflowPolicy, ReflectorHealth, SharedIndexInformer,
+    SharedInformerFactory, handler_fn,
 };
 use kinformer_sim::{CustomResource, ExpireMode, FaultCounters, Scope, Sim, SimConfig, Verb};
 use kube::{
@@ -362,7 +362,7 @@ struct Subject<K: InformerObject> {
     strip: bool,
     views: Vec<(OverflowPolicy, View<K>)>,
     lazy: LazyView,
-    queue: WorkQueue<kinformer_actors::ObjectKey>,
+    queue: AsyncWorkQueue<kinformer_actors::ObjectKey>,
     enqueued: Arc<Mutex<BTreeSet<String>>>,
     _registrations: Vec<HandlerRegistration<K>>,
 }
@@ -413,7 +413,7 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
                 .await
                 .expect("register lazy handler"),
         );
-        let queue = WorkQueue::new();
+        let queue = AsyncWorkQueue::new();
         regs.push(
             informer
                 .add_key_sink(

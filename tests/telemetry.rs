@@ -21,9 +21,9 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{
-    EndpointHandle, KeyMapper, LazyObject, ListenerConfig, ObjectKey, OverflowPolicy,
-    ReflectorPhase, SharedIndexInformer, SharedInformerFactory, Telemetry, TelemetryError,
-    TelemetryOptions, WorkQueue, handler_fn,
+    AsyncWorkQueue, EndpointHandle, KeyMapper, LazyObject, ListenerConfig, ObjectKey,
+    OverflowPolicy, ReflectorPhase, SharedIndexInformer, SharedInformerFactory, Telemetry,
+    TelemetryError, TelemetryOptions, handler_fn,
 };
 use kinformer_sim::Sim;
 use prometheus_parse::{Sample, Scrape, Value};
@@ -203,12 +203,12 @@ async fn metrics_parse_back_and_vanish_after_shutdown() {
 
     // A workqueue through client-go's cycle: 3 adds (one deduplicated), a rate-limited retry,
     // two items done and one still in progress.
-    let queue: WorkQueue<String> = WorkQueue::new();
+    let queue: AsyncWorkQueue<String> = AsyncWorkQueue::new();
     telemetry
         .register_workqueue("test-queue", &queue)
         .expect("register queue");
     assert!(matches!(
-        telemetry.register_workqueue("test-queue", &WorkQueue::<String>::new()),
+        telemetry.register_workqueue("test-queue", &AsyncWorkQueue::<String>::new()),
         Err(TelemetryError::DuplicateWorkQueue(_))
     ));
     queue.add("a".into());
@@ -524,7 +524,7 @@ async fn counters_move_with_the_faults_that_drive_them() {
         .add_event_handler_with(handler, ListenerConfig::default().name("callback"))
         .await
         .expect("handler");
-    let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+    let queue: AsyncWorkQueue<ObjectKey> = AsyncWorkQueue::new();
     let mapper: KeyMapper<Pod> = Arc::new(|key, n| {
         if is_boom_lazy(n) {
             panic!("test: the key mapper panics on boom");
@@ -623,7 +623,7 @@ async fn counters_move_with_the_faults_that_drive_them() {
 async fn key_sink_handler_latency_is_observed() {
     let sim = sim().await;
     let informer = started(&sim, "k", 3).await;
-    let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+    let queue: AsyncWorkQueue<ObjectKey> = AsyncWorkQueue::new();
     informer
         .add_key_sink(queue.clone(), None, ListenerConfig::default().name("keys"))
         .await

@@ -31,13 +31,13 @@
 //! use kinformer_actors::{
 //!     CacheMode, InformerConfig, ItemExponentialFailureRateLimiter, KeyMapper, LazyObject,
 //!     ListenerConfig, Indexers, Lister, NAMESPACE_INDEX, Notification, ObjectKey, ResyncPeriod,
-//!     SharedInformerFactory, WorkQueue, namespace_index_func,
+//!     SharedInformerFactory, AsyncWorkQueue, namespace_index_func,
 //! };
 //! # async fn demo(client: kube::Client) -> Result<(), kinformer_actors::InformerError> {
 //! let factory = SharedInformerFactory::new(client);
 //! let pods = factory.informer::<Pod>();
 //! let lister: Lister<Pod> = pods.lister();
-//! let queue: WorkQueue<ObjectKey> = WorkQueue::with_rate_limiter(Box::new(
+//! let queue: AsyncWorkQueue<ObjectKey> = AsyncWorkQueue::with_rate_limiter(Box::new(
 //!     ItemExponentialFailureRateLimiter::new(
 //!         std::time::Duration::from_millis(5),
 //!         std::time::Duration::from_secs(300),
@@ -64,22 +64,23 @@
 //! ## Names
 //!
 //! One name per concept. The informer's names are **client-go's**, since its behaviour is
-//! client-go's: [`SharedIndexInformer`], [`SharedInformerFactory`], [`ResourceEventHandler`]
-//! (and [`ResourceEventHandlerFuncs`]), [`HandlerRegistration`], [`Lister`], [`Indexers`],
-//! [`Notification`] (client-go's `notification`: Add, Update, Delete), [`DeletedFinalStateUnknown`],
-//! [`ObjectKey`] and [`meta_namespace_key`] (`MetaNamespaceKeyFunc`), [`ListerWatcher`],
-//! [`WorkQueue`] (client-go's `workqueue.TypedRateLimitingInterface`) and its rate limiters
-//! ([`ItemExponentialFailureRateLimiter`], [`BucketRateLimiter`], …), the actor names
-//! (Reflector, DeltaFifo, Indexer, ProcessorListener) and the delta types. Where the user is
-//! handed Rust types, the names are **kube-rs's**: `Api`, `Client`, `Resource`, `DynamicObject`,
-//! `PartialObjectMeta`, `ListParams` come from kube unchanged, and [`InitialList`] /
-//! [`ReflectorConfig`] speak in kube's list/watch parameters. Names of our own, for what neither
-//! has: [`Notify`] (the message a user's actor receives: one [`Notification`] with its key and
-//! trace id), [`LazyObject`] (an object with its metadata at hand and its typed form decoded
-//! on first use: what the lean cache mode, [`CacheMode::Lean`], carries; kube-rs has
-//! `PartialObjectMeta` for metadata-only watches, nothing for a body kept as bytes),
-//! [`OverflowPolicy`], [`ResyncPeriod`], [`FifoMode`], [`TraceId`] and the
-//! `*Config` / `*Status` / `*Stats` types.
+//! client-go's: [`SharedIndexInformer`], [`SharedInformerFactory`], [`ResourceEventHandler`] (and
+//! [`ResourceEventHandlerFuncs`]), [`HandlerRegistration`], [`Lister`], [`Indexers`],
+//! [`Notification`] (client-go's `notification`: Add, Update, Delete),
+//! [`DeletedFinalStateUnknown`], [`ObjectKey`] and [`meta_namespace_key`] (`MetaNamespaceKeyFunc`),
+//! [`ListerWatcher`], the rate limiters ([`ItemExponentialFailureRateLimiter`],
+//! [`BucketRateLimiter`], …), the actor names (Reflector, DeltaFifo, Indexer, ProcessorListener)
+//! and the delta types. Where the user is handed Rust types, the names are **kube-rs's**: `Api`,
+//! `Client`, `Resource`, `DynamicObject`, `PartialObjectMeta`, `ListParams` come from kube
+//! unchanged, and [`InitialList`] / [`ReflectorConfig`] speak in kube's list/watch parameters.
+//! Names of our own, for what neither has: [`Notify`] (the message a user's actor receives: one
+//! [`Notification`] with its key and trace id), [`LazyObject`] (an object with its metadata at hand
+//! and its typed form decoded on first use: what the lean cache mode, [`CacheMode::Lean`], carries;
+//! kube-rs has `PartialObjectMeta` for metadata-only watches, nothing for a body kept as bytes),
+//! [`AsyncWorkQueue`] (client-go's `workqueue.TypedRateLimitingInterface` for async workers:
+//! cloneable, awaited, on tokio's clock; the core's `kinformer::workqueue::WorkQueue` is the
+//! clock-injected machine it drives), [`OverflowPolicy`], [`ResyncPeriod`], [`FifoMode`],
+//! [`TraceId`] and the `*Config` / `*Status` / `*Stats` types.
 
 // Imports run downward, never in a circle: the informer handle (`informer`) over the actors
 // (`pipeline`) over the list/watch seam (`listwatch`) and telemetry (`telemetry`); the
@@ -133,7 +134,7 @@ pub use telemetry::stats::{
     FifoStatus, IndexerStatus, LATENCY_BUCKETS, LatencyHistogram, ListenerStats,
 };
 pub use trace::TRACE_TARGET;
-pub use workqueue::WorkQueue;
+pub use workqueue::AsyncWorkQueue;
 
 // The core's types a user names, so that this crate is the only one a user depends on.
 pub use kinformer::{

@@ -23,7 +23,7 @@ use kinformer::{
     ObjectKey,
     workqueue::{ItemExponentialFailureRateLimiter, RateLimiter},
 };
-use kinformer_actors::{EnqueueKeys, WorkQueue};
+use kinformer_actors::{AsyncWorkQueue, EnqueueKeys};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tokio::time::advance;
@@ -61,7 +61,7 @@ fn poll_with<F: Future>(fut: Pin<&mut F>, probe: &Arc<Probe>) -> Poll<F::Output>
 
 /// What a fresh `get` returns without waiting: `None` if it would block.
 fn try_get<T: Clone + Eq + std::hash::Hash + Send + Sync + 'static>(
-    q: &WorkQueue<T>,
+    q: &AsyncWorkQueue<T>,
 ) -> Option<Option<T>> {
     q.get().now_or_never()
 }
@@ -71,8 +71,8 @@ fn assert_send<F: Send>(_: &F) {}
 #[test]
 fn futures_and_queue_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync + Clone + Default>() {}
-    assert_send_sync::<WorkQueue<String>>();
-    let q: WorkQueue<String> = WorkQueue::new();
+    assert_send_sync::<AsyncWorkQueue<String>>();
+    let q: AsyncWorkQueue<String> = AsyncWorkQueue::new();
     assert_send(&q.get());
     assert_send(&q.shut_down_with_drain());
 }
@@ -83,7 +83,7 @@ fn futures_and_queue_are_send_and_sync() {
 
 #[tokio::test]
 async fn w1_add_deduplicates_while_queued() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add("a");
     q.add("b");
     q.add("a");
@@ -96,7 +96,7 @@ async fn w1_add_deduplicates_while_queued() {
 
 #[tokio::test]
 async fn w1_add_during_processing_is_delivered_again_after_done() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add("a");
     let a = q.get().await.expect("queued");
     q.add("a");
@@ -115,7 +115,7 @@ async fn w1_add_during_processing_is_delivered_again_after_done() {
 
 #[tokio::test]
 async fn w1_done_without_readd_does_not_requeue() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add(1);
     let one = q.get().await.expect("queued");
     q.done(&one);
@@ -126,7 +126,7 @@ async fn w1_done_without_readd_does_not_requeue() {
 
 #[tokio::test]
 async fn w1_add_wakes_a_blocked_getter() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     let probe = Probe::new();
     let mut get = pin!(q.get());
     assert!(poll_with(get.as_mut(), &probe).is_pending());
@@ -138,7 +138,7 @@ async fn w1_add_wakes_a_blocked_getter() {
 
 #[tokio::test]
 async fn w1_done_requeue_wakes_a_blocked_getter() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add("a");
     let a = q.get().await.expect("queued");
     q.add("a"); // deferred
@@ -153,7 +153,7 @@ async fn w1_done_requeue_wakes_a_blocked_getter() {
 
 #[tokio::test]
 async fn w1_each_add_wakes_its_own_getter() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     let (p1, p2) = (Probe::new(), Probe::new());
     let mut g1 = pin!(q.get());
     let mut g2 = pin!(q.get());
@@ -172,7 +172,7 @@ async fn w1_each_add_wakes_its_own_getter() {
 
 #[tokio::test]
 async fn w1_cancelled_getter_takes_nothing_and_passes_its_wakeup_on() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     let (p1, p2) = (Probe::new(), Probe::new());
     let mut g1 = Box::pin(q.get());
     let mut g2 = Box::pin(q.get());
@@ -201,7 +201,7 @@ async fn w1_enqueue_keys_feeds_the_queue() {
     fn sink(s: impl EnqueueKeys) -> impl EnqueueKeys {
         s
     }
-    let q: WorkQueue<ObjectKey> = WorkQueue::new();
+    let q: AsyncWorkQueue<ObjectKey> = AsyncWorkQueue::new();
     let s = sink(q.clone());
     let key = ObjectKey::new(Some("default"), "web");
     s.enqueue(key.clone());
@@ -230,7 +230,7 @@ async fn w1_concurrent_workers_never_share_a_key_and_see_every_add() {
     const ADDS: usize = 20_000;
 
     for seed in [1u64, 2, 3] {
-        let q: WorkQueue<u32> = WorkQueue::new();
+        let q: AsyncWorkQueue<u32> = AsyncWorkQueue::new();
         let ledger = Arc::new(Mutex::new(Ledger::default()));
 
         let workers: Vec<_> = (0..WORKERS)
@@ -337,7 +337,7 @@ proptest! {
 
     #[test]
     fn w1_random_ops_match_the_model(ops in proptest::collection::vec(op(), 1..80)) {
-        let q: WorkQueue<u8> = WorkQueue::new();
+        let q: AsyncWorkQueue<u8> = AsyncWorkQueue::new();
         let mut m = Model::default();
         for op in ops {
             match op {
@@ -391,7 +391,7 @@ proptest! {
 
 #[tokio::test(start_paused = true)]
 async fn w2_add_after_delivers_after_the_delay() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add_after("a", Duration::from_secs(1));
     assert_eq!(q.len(), 0);
     assert_eq!(q.metrics().waiting, 1);
@@ -404,7 +404,7 @@ async fn w2_add_after_delivers_after_the_delay() {
 
 #[tokio::test(start_paused = true)]
 async fn w2_zero_delay_is_an_immediate_add() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add_after("a", Duration::ZERO);
     assert_eq!(q.len(), 1);
     assert_eq!(try_get(&q), Some(Some("a")));
@@ -412,7 +412,7 @@ async fn w2_zero_delay_is_an_immediate_add() {
 
 #[tokio::test(start_paused = true)]
 async fn w2_blocked_getter_wakes_at_the_deadline() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     let start = tokio::time::Instant::now();
     q.add_after("a", Duration::from_secs(3));
     // Paused time auto-advances to the getter's timer: no real waiting.
@@ -423,7 +423,7 @@ async fn w2_blocked_getter_wakes_at_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn w2_blocked_getter_rearms_for_an_earlier_deadline() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     let probe = Probe::new();
     let mut get = pin!(q.get());
     // Nothing delayed: the getter waits for a notification only.
@@ -452,7 +452,7 @@ async fn w2_blocked_getter_rearms_for_an_earlier_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn w2_all_blocked_getters_cover_every_deadline() {
-    let q: WorkQueue<u32> = WorkQueue::new();
+    let q: AsyncWorkQueue<u32> = AsyncWorkQueue::new();
     let getters: Vec<_> = (0..3)
         .map(|_| {
             let q = q.clone();
@@ -480,7 +480,7 @@ async fn w2_all_blocked_getters_cover_every_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn w2_earliest_deadline_wins() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add_after("a", Duration::from_secs(10));
     q.add_after("a", Duration::from_secs(1));
     q.add_after("a", Duration::from_secs(5));
@@ -497,7 +497,7 @@ async fn w2_earliest_deadline_wins() {
 }
 
 /// Advances paused time until `item` can be taken, returning how long that took.
-async fn time_until_ready(q: &WorkQueue<&'static str>, item: &'static str) -> Duration {
+async fn time_until_ready(q: &AsyncWorkQueue<&'static str>, item: &'static str) -> Duration {
     let start = tokio::time::Instant::now();
     for _ in 0..100_000 {
         if let Some(got) = try_get(q) {
@@ -511,7 +511,7 @@ async fn time_until_ready(q: &WorkQueue<&'static str>, item: &'static str) -> Du
 
 #[tokio::test(start_paused = true)]
 async fn w2_add_rate_limited_backs_off_exponentially_and_forget_resets() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add("a");
     assert_eq!(try_get(&q), Some(Some("a")));
     for (attempt, expected_ms) in [5u32, 10, 20, 40, 80].into_iter().enumerate() {
@@ -529,7 +529,7 @@ async fn w2_add_rate_limited_backs_off_exponentially_and_forget_resets() {
 
 #[tokio::test(start_paused = true)]
 async fn w2_default_limiter_is_the_max_of_backoff_and_token_bucket() {
-    let q: WorkQueue<u32> = WorkQueue::new();
+    let q: AsyncWorkQueue<u32> = AsyncWorkQueue::new();
     // Burst 100: the first 100 failures only wait their own 5 ms backoff...
     for i in 0..101 {
         q.add_rate_limited(i);
@@ -548,7 +548,7 @@ async fn w2_default_limiter_is_the_max_of_backoff_and_token_bucket() {
 #[tokio::test(start_paused = true)]
 async fn w2_with_rate_limiter_uses_the_given_limiter() {
     let rl = ItemExponentialFailureRateLimiter::new(100 * MS, Duration::from_secs(1));
-    let q = WorkQueue::with_rate_limiter(Box::new(rl));
+    let q = AsyncWorkQueue::with_rate_limiter(Box::new(rl));
     q.add_rate_limited("a");
     assert_eq!(time_until_ready(&q, "a").await, 100 * MS);
     q.done(&"a");
@@ -572,7 +572,7 @@ impl RateLimiter<&'static str> for Exploding {
 
 #[tokio::test(start_paused = true)]
 async fn w2_a_panicking_rate_limiter_does_not_poison_the_queue() {
-    let q = WorkQueue::with_rate_limiter(Box::new(Exploding));
+    let q = AsyncWorkQueue::with_rate_limiter(Box::new(Exploding));
     let r = std::panic::catch_unwind(AssertUnwindSafe(|| q.add_rate_limited("boom")));
     assert!(r.is_err());
     q.add("a");
@@ -589,7 +589,7 @@ async fn w2_a_panicking_rate_limiter_does_not_poison_the_queue() {
 
 #[tokio::test]
 async fn w3_shut_down_wakes_blocked_getters() {
-    let q: WorkQueue<u32> = WorkQueue::new();
+    let q: AsyncWorkQueue<u32> = AsyncWorkQueue::new();
     let probes: Vec<_> = (0..3).map(|_| Probe::new()).collect();
     let mut getters: Vec<_> = (0..3).map(|_| Box::pin(q.get())).collect();
     for (g, p) in getters.iter_mut().zip(&probes) {
@@ -605,7 +605,7 @@ async fn w3_shut_down_wakes_blocked_getters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn w3_shut_down_stops_workers_on_other_threads() {
-    let q: WorkQueue<u32> = WorkQueue::new();
+    let q: AsyncWorkQueue<u32> = AsyncWorkQueue::new();
     let started = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..4)
         .map(|_| {
@@ -638,7 +638,7 @@ async fn w3_shut_down_stops_workers_on_other_threads() {
 
 #[tokio::test]
 async fn w3_queued_items_are_still_handed_out_after_shut_down() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add("a");
     q.add("b");
     q.add("c");
@@ -655,7 +655,7 @@ async fn w3_queued_items_are_still_handed_out_after_shut_down() {
 
 #[tokio::test(start_paused = true)]
 async fn w3_adds_after_shut_down_are_ignored() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add_after("delayed", Duration::from_secs(1));
     q.shut_down();
     q.add("a");
@@ -676,7 +676,7 @@ async fn w3_adds_after_shut_down_are_ignored() {
 
 #[tokio::test]
 async fn w3_shut_down_with_drain_waits_for_in_flight_items() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add("a");
     q.add("b");
     let a = q.get().await.expect("a");
@@ -702,7 +702,7 @@ async fn w3_shut_down_with_drain_waits_for_in_flight_items() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn w3_shut_down_with_drain_resolves_only_after_done_on_another_task() {
-    let q: WorkQueue<u32> = WorkQueue::new();
+    let q: AsyncWorkQueue<u32> = AsyncWorkQueue::new();
     q.add(7);
     let item = q.get().await.expect("queued");
     let done_called = Arc::new(AtomicBool::new(false));
@@ -746,7 +746,7 @@ async fn w3_shut_down_with_drain_resolves_only_after_done_on_another_task() {
 
 #[tokio::test]
 async fn w3_shut_down_with_drain_resolves_at_once_when_nothing_is_in_flight() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add("queued");
     let probe = Probe::new();
     let mut drain = pin!(q.shut_down_with_drain());
@@ -757,7 +757,7 @@ async fn w3_shut_down_with_drain_resolves_at_once_when_nothing_is_in_flight() {
 
 #[tokio::test]
 async fn w3_shut_down_ends_a_pending_drain() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     q.add("a");
     let _a = q.get().await.expect("a");
     let probe = Probe::new();
@@ -770,7 +770,7 @@ async fn w3_shut_down_ends_a_pending_drain() {
 
 #[tokio::test]
 async fn w3_drain_also_wakes_blocked_getters() {
-    let q: WorkQueue<u32> = WorkQueue::new();
+    let q: AsyncWorkQueue<u32> = AsyncWorkQueue::new();
     let probe = Probe::new();
     let mut get = pin!(q.get());
     assert!(poll_with(get.as_mut(), &probe).is_pending());
@@ -785,7 +785,7 @@ async fn w3_drain_also_wakes_blocked_getters() {
 
 #[tokio::test(start_paused = true)]
 async fn w4_metrics_reflect_operations() {
-    let q = WorkQueue::new();
+    let q = AsyncWorkQueue::new();
     assert_eq!(q.metrics(), Default::default());
 
     q.add("a");

@@ -1,21 +1,25 @@
-//! The async front of client-go's workqueue (docs/semantics.md W1–W4).
+//! The async front of client-go's workqueue (docs/semantics.md W1–W4): [`AsyncWorkQueue`].
 //!
-//! [`WorkQueue`] wraps the clock-injected core ([`kinformer::workqueue::WorkQueue`]) in a
-//! `std::sync::Mutex` and wakes waiting workers with [`tokio::sync::Notify`]. There is no
-//! background task: a worker blocked in [`WorkQueue::get`] sleeps until an add, a `done` that
-//! re-queues, a shutdown, or the deadline of the earliest delayed item, whichever comes first.
-//! The lock is held only for one call into the core, never across an `.await`.
+//! The name says what sets it apart from the core's [`kinformer::workqueue::WorkQueue`], the
+//! clock-injected machine (`&mut self`, time passed in) that it drives: workers `await` it, its
+//! clones share one queue, and its time is tokio's.
+//!
+//! [`AsyncWorkQueue`] wraps the clock-injected core in a `std::sync::Mutex` and wakes waiting
+//! workers with [`tokio::sync::Notify`]. There is no background task: a worker blocked in
+//! [`AsyncWorkQueue::get`] sleeps until an add, a `done` that re-queues, a shutdown, or the
+//! deadline of the earliest delayed item, whichever comes first. The lock is held only for one call
+//! into the core, never across an `.await`.
 //!
 //! Time is tokio's clock ([`tokio::time::Instant::now`]), so tests can pause and advance it.
 //!
 //! The controller pattern:
 //!
 //! ```
-//! use kinformer_actors::workqueue::WorkQueue;
+//! use kinformer_actors::workqueue::AsyncWorkQueue;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! let queue: WorkQueue<String> = WorkQueue::new();
+//! let queue: AsyncWorkQueue<String> = AsyncWorkQueue::new();
 //! let worker = tokio::spawn({
 //!     let queue = queue.clone();
 //!     async move {
@@ -78,11 +82,11 @@ use crate::{
 /// - W4: [`metrics`](Self::metrics).
 ///
 /// ```
-/// use kinformer_actors::workqueue::WorkQueue;
+/// use kinformer_actors::workqueue::AsyncWorkQueue;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let q = WorkQueue::new();
+/// let q = AsyncWorkQueue::new();
 /// q.add("a");
 /// q.add("a");
 /// assert_eq!(q.len(), 1);
@@ -93,7 +97,7 @@ use crate::{
 /// assert_eq!(q.get().await, None);
 /// # }
 /// ```
-pub struct WorkQueue<T> {
+pub struct AsyncWorkQueue<T> {
     shared: Arc<Shared<T>>,
 }
 
@@ -110,13 +114,13 @@ fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
 
-impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// A queue with client-go's default controller rate limiter: the max of a per-item
     /// exponential backoff (5 ms doubling to 1000 s) and a 10 qps / burst 100 token bucket.
     ///
     /// ```
-    /// use kinformer_actors::workqueue::WorkQueue;
-    /// let q: WorkQueue<String> = WorkQueue::new();
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
+    /// let q: AsyncWorkQueue<String> = AsyncWorkQueue::new();
     /// assert!(q.is_empty());
     /// ```
     pub fn new() -> Self {
@@ -128,13 +132,13 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     /// ```
     /// use std::time::Duration;
     /// use kinformer::workqueue::ItemExponentialFailureRateLimiter;
-    /// use kinformer_actors::workqueue::WorkQueue;
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
     ///
     /// let rl = ItemExponentialFailureRateLimiter::new(
     ///     Duration::from_millis(100),
     ///     Duration::from_secs(60),
     /// );
-    /// let q: WorkQueue<String> = WorkQueue::with_rate_limiter(Box::new(rl));
+    /// let q: AsyncWorkQueue<String> = AsyncWorkQueue::with_rate_limiter(Box::new(rl));
     /// # let _ = q;
     /// ```
     pub fn with_rate_limiter(rl: Box<dyn RateLimiter<T> + Send>) -> Self {
@@ -178,10 +182,10 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     /// that worker calls [`done`](Self::done). Ignored after a shutdown.
     ///
     /// ```
-    /// use kinformer_actors::workqueue::WorkQueue;
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let q = WorkQueue::new();
+    /// let q = AsyncWorkQueue::new();
     /// q.add("a");
     /// let a = q.get().await.unwrap();
     /// q.add("a"); // being processed: deferred
@@ -201,10 +205,10 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kinformer_actors::workqueue::WorkQueue;
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let q = WorkQueue::new();
+    /// let q = AsyncWorkQueue::new();
     /// q.add_after("a", Duration::from_millis(10));
     /// assert_eq!(q.len(), 0); // not ready yet
     /// assert_eq!(q.get().await, Some("a")); // wakes up after 10 ms
@@ -224,8 +228,8 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     /// up to 1000 s per item, and at most 10 qps (burst 100) overall. Ignored after a shutdown.
     ///
     /// ```
-    /// use kinformer_actors::workqueue::WorkQueue;
-    /// let q = WorkQueue::new();
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
+    /// let q = AsyncWorkQueue::new();
     /// q.add_rate_limited("a");
     /// q.add_rate_limited("a");
     /// assert_eq!(q.num_requeues(&"a"), 2);
@@ -261,10 +265,10 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     /// Cancel-safe: dropping the future before it completes takes no item.
     ///
     /// ```
-    /// use kinformer_actors::workqueue::WorkQueue;
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let q = WorkQueue::new();
+    /// let q = AsyncWorkQueue::new();
     /// q.add(1);
     /// q.shut_down();
     /// assert_eq!(q.get().await, Some(1)); // queued before the shutdown
@@ -335,10 +339,10 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     /// [`shut_down_with_drain`](Self::shut_down_with_drain).
     ///
     /// ```
-    /// use kinformer_actors::workqueue::WorkQueue;
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let q: WorkQueue<u32> = WorkQueue::new();
+    /// let q: AsyncWorkQueue<u32> = AsyncWorkQueue::new();
     /// let worker = tokio::spawn({
     ///     let q = q.clone();
     ///     async move { q.get().await }
@@ -362,10 +366,10 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     /// [`shut_down`](Self::shut_down) ends the wait early.
     ///
     /// ```
-    /// use kinformer_actors::workqueue::WorkQueue;
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let q = WorkQueue::new();
+    /// let q = AsyncWorkQueue::new();
     /// q.add("a");
     /// let a = q.get().await.unwrap();
     /// let worker = tokio::spawn({
@@ -412,8 +416,8 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     /// unfinished work, items processing and waiting.
     ///
     /// ```
-    /// use kinformer_actors::workqueue::WorkQueue;
-    /// let q = WorkQueue::new();
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
+    /// let q = AsyncWorkQueue::new();
     /// q.add("a");
     /// q.add("a");
     /// q.add("b");
@@ -425,7 +429,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     }
 }
 
-impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// The type-erased, weak view of this queue that [`Telemetry`](crate::Telemetry) reads at
     /// scrape time (a dropped queue yields no series).
     pub(crate) fn probe(&self) -> Weak<dyn WorkQueueProbe> {
@@ -452,7 +456,7 @@ impl Telemetry {
     pub fn register_workqueue<T>(
         &self,
         name: &str,
-        queue: &WorkQueue<T>,
+        queue: &AsyncWorkQueue<T>,
     ) -> Result<(), TelemetryError>
     where
         T: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
@@ -469,14 +473,14 @@ fn is_new_earliest<T: Clone + Eq + Hash>(core: &core::WorkQueue<T>, outcome: Add
     }
 }
 
-impl<T: Clone + Eq + Hash + Send + Sync + 'static> Default for WorkQueue<T> {
-    /// Same as [`WorkQueue::new`].
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> Default for AsyncWorkQueue<T> {
+    /// Same as [`AsyncWorkQueue::new`].
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<T> Clone for WorkQueue<T> {
+impl<T> Clone for AsyncWorkQueue<T> {
     /// Another handle on the same queue.
     fn clone(&self) -> Self {
         Self {
@@ -485,30 +489,30 @@ impl<T> Clone for WorkQueue<T> {
     }
 }
 
-impl<T: Clone + Eq + Hash> fmt::Debug for WorkQueue<T> {
+impl<T: Clone + Eq + Hash> fmt::Debug for AsyncWorkQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.shared.core.try_lock() {
             Ok(core) => fmt::Debug::fmt(&*core, f),
             Err(std::sync::TryLockError::Poisoned(p)) => fmt::Debug::fmt(&*p.into_inner(), f),
             Err(std::sync::TryLockError::WouldBlock) => {
-                f.debug_struct("WorkQueue").finish_non_exhaustive()
+                f.debug_struct("AsyncWorkQueue").finish_non_exhaustive()
             }
         }
     }
 }
 
 /// Lets an informer feed the queue: `informer.add_key_sink(queue.clone(), mapper, config)`
-/// [`add`](WorkQueue::add)s the key of every notified object.
+/// [`add`](AsyncWorkQueue::add)s the key of every notified object.
 ///
 /// ```
 /// use kinformer::ObjectKey;
-/// use kinformer_actors::{EnqueueKeys, workqueue::WorkQueue};
+/// use kinformer_actors::{EnqueueKeys, workqueue::AsyncWorkQueue};
 ///
-/// let q: WorkQueue<ObjectKey> = WorkQueue::new();
+/// let q: AsyncWorkQueue<ObjectKey> = AsyncWorkQueue::new();
 /// q.enqueue(ObjectKey::new(Some("default"), "web"));
 /// assert_eq!(q.len(), 1);
 /// ```
-impl EnqueueKeys for WorkQueue<ObjectKey> {
+impl EnqueueKeys for AsyncWorkQueue<ObjectKey> {
     fn enqueue(&self, key: ObjectKey) {
         self.add(key);
     }

@@ -717,7 +717,7 @@ mod tests {
             }))
             .await
             .expect("handler");
-        let queue = crate::WorkQueue::<kinformer::ObjectKey>::new();
+        let queue = crate::AsyncWorkQueue::<kinformer::ObjectKey>::new();
         let sink_reg = informer
             .add_key_sink(queue.clone(), None, ListenerConfig::default())
             .await

@@ -134,19 +134,19 @@ struct TelemetryInner {
 /// A [`Telemetry`] is a registry of informers and workqueues. Nothing is counted for it on the
 /// hot path: at each scrape its collector reads the counters the actors already publish
 /// ([`ReflectorHealth`](crate::ReflectorHealth), [`FifoStatus`](crate::FifoStatus),
-/// [`ListenerStats`](crate::ListenerStats), [`WorkQueue::metrics`](crate::WorkQueue::metrics)) through `Weak` references.
+/// [`ListenerStats`](crate::ListenerStats), [`AsyncWorkQueue::metrics`](crate::AsyncWorkQueue::metrics)) through `Weak` references.
 /// An informer that was shut down or dropped yields no series from the next scrape on (and
 /// is forgotten): client-go's reflector metrics leaked such series forever
 /// (kubernetes#73587). A dropped workqueue's series go the same way.
 ///
 /// ```no_run
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_actors::{SharedInformerFactory, Telemetry, WorkQueue, ObjectKey};
+/// use kinformer_actors::{SharedInformerFactory, Telemetry, AsyncWorkQueue, ObjectKey};
 /// # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 /// let telemetry = Telemetry::new();
 /// let factory = SharedInformerFactory::new(client).with_telemetry(telemetry.clone());
 /// let pods = factory.informer::<Pod>(); // registered by the factory
-/// let queue: WorkQueue<ObjectKey> = WorkQueue::new();
+/// let queue: AsyncWorkQueue<ObjectKey> = AsyncWorkQueue::new();
 /// telemetry.register_workqueue("pods", &queue)?;
 /// let endpoint = telemetry.serve("127.0.0.1:9090".parse()?).await?;
 /// println!("metrics on http://{}/metrics", endpoint.local_addr());

@@ -2,7 +2,7 @@
 //! [`SharedInformerFactory`] with informers for Deployments, ReplicaSets and Pods (one watch
 //! each), key sinks that turn every event into the key of the Deployment it concerns (a
 //! ReplicaSet through its controller ownerReference, a Pod through its ReplicaSet, both looked
-//! up in the listers), a rate-limited [`WorkQueue`], and N workers that reconcile one Deployment
+//! up in the listers), a rate-limited [`AsyncWorkQueue`], and N workers that reconcile one Deployment
 //! key at a time: read the listers, claim the ReplicaSets (adopt matching orphans, release
 //! owned ones that no longer match: [`sync::claim_replica_sets`]), [`sync::plan`], execute the
 //! plan through the API. A ReplicaSet event maps to its controller's key, or for an orphan to
@@ -32,9 +32,9 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kinformer_actors::{
-    InformerConfig, InformerError, InformerOptions, KeyMapper, LazyObject, ListenerConfig, Lister,
-    Notification, ObjectKey, OwnerRef, ResourceEventHandlerFuncs, SharedIndexInformer,
-    SharedInformerFactory, Telemetry, TelemetryError, WorkQueue,
+    AsyncWorkQueue, InformerConfig, InformerError, InformerOptions, KeyMapper, LazyObject,
+    ListenerConfig, Lister, Notification, ObjectKey, OwnerRef, ResourceEventHandlerFuncs,
+    SharedIndexInformer, SharedInformerFactory, Telemetry, TelemetryError,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -225,7 +225,7 @@ struct Inner {
     deployments: SharedIndexInformer<Deployment>,
     replica_sets: SharedIndexInformer<ReplicaSet>,
     pods: SharedIndexInformer<Pod>,
-    queue: WorkQueue<ObjectKey>,
+    queue: AsyncWorkQueue<ObjectKey>,
     counters: Counters,
     options: ControllerOptions,
     workers: Mutex<Vec<JoinHandle<()>>>,
@@ -394,7 +394,7 @@ impl DeploymentController {
             pods.set_transform(strip_managed_fields)?;
         }
 
-        let queue = WorkQueue::<ObjectKey>::new();
+        let queue = AsyncWorkQueue::<ObjectKey>::new();
         if let Some(t) = &options.telemetry {
             // kube-controller-manager's deployment controller names its queue "deployment".
             t.register_workqueue("deployment", &queue)?;
@@ -547,7 +547,7 @@ impl DeploymentController {
     }
 
     /// The workqueue of Deployment keys.
-    pub fn queue(&self) -> &WorkQueue<ObjectKey> {
+    pub fn queue(&self) -> &AsyncWorkQueue<ObjectKey> {
         &self.inner.queue
     }
 

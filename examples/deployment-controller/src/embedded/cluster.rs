@@ -32,8 +32,8 @@ use k8s_openapi::{
     jiff::{self, Timestamp},
 };
 use kinformer_actors::{
-    InformerConfig, KeyMapper, LazyObject, ListenerConfig, Notification, ObjectKey,
-    SharedIndexInformer, SharedInformerFactory, WorkQueue,
+    AsyncWorkQueue, InformerConfig, KeyMapper, LazyObject, ListenerConfig, Notification, ObjectKey,
+    SharedIndexInformer, SharedInformerFactory,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -101,7 +101,7 @@ struct Inner {
     replica_sets: SharedIndexInformer<ReplicaSet>,
     pods: SharedIndexInformer<Pod>,
     deployments: SharedIndexInformer<Deployment>,
-    queue: WorkQueue<ObjectKey>,
+    queue: AsyncWorkQueue<ObjectKey>,
     first_seen: Mutex<HashMap<String, Instant>>,
     expectations: Mutex<HashMap<ObjectKey, Expectation>>,
     counters: Counters,
@@ -168,7 +168,7 @@ impl ClusterSim {
         let replica_sets = factory.informer::<ReplicaSet>();
         let pods = factory.informer::<Pod>();
         let deployments = factory.informer::<Deployment>();
-        let queue = WorkQueue::<ObjectKey>::new();
+        let queue = AsyncWorkQueue::<ObjectKey>::new();
 
         replica_sets
             .add_key_sink(
