@@ -5,7 +5,7 @@
 //! the actor owns the buffer, the core's [`ListenerBuffer`] (a queue; under
 //! [`OverflowPolicy::Coalesce`] merged per key once [`ListenerConfig::capacity`] notifications
 //! wait, and a queue again when drained), which also keeps the registration's `HasSynced`
-//! bookkeeping exact (P5), and offers the buffered notifications one at a time to its [`Sink`].
+//! bookkeeping exact (P5), and offers the buffered notifications one at a time to its [`Destination`].
 //! Under [`OverflowPolicy::Block`] the indexer's message is answered only once the buffer has
 //! room. After each batch a coalescing listener publishes how many notifications its buffer
 //! merged away ([`ListenerStats::coalesced`]).
@@ -21,8 +21,8 @@ use kinformer::{
 use crate::{
     config::{ListenerConfig, OverflowPolicy},
     object::InformerObject,
+    pipeline::destination::{Destination, HandlerKind, Offered},
     pipeline::messages::{Notifications, Stop},
-    pipeline::sink::{HandlerKind, Offered, Sink},
     pipeline::waiters::Waiters,
     telemetry::stats::ListenerStats,
     telemetry::trace::{self, Hop, Tracer},
@@ -42,8 +42,8 @@ pub(crate) struct ProcessorListener<K: InformerObject> {
     name: Arc<str>,
     config: ListenerConfig,
     buffer: ListenerBuffer<LazyObject<K>>,
-    sink: Sink<K>,
-    /// A notification is on its way to the sink: offer nothing more until it arrived.
+    destination: Destination<K>,
+    /// A notification is on its way to the destination: offer nothing more until it arrived.
     delivering: bool,
     /// The indexer, waiting for room under `Block` (B3).
     blocked_indexer: Waiters,
@@ -52,7 +52,7 @@ pub(crate) struct ProcessorListener<K: InformerObject> {
     stats: Arc<ListenerStats>,
     /// The `listener` hop of this listener (T1): accepted notifications, buffer depth.
     tracer: Tracer,
-    /// The `handler` hop of this listener, for sinks delivered from the actor.
+    /// The `handler` hop of this listener, for destinations delivered from the actor.
     handler_tracer: Tracer,
 }
 
@@ -73,7 +73,7 @@ impl<K: InformerObject> ProcessorListener<K> {
             trace::object_kind::<K>(&kind),
         );
         let handler_tracer = tracer.at(Hop::Handler);
-        let sink = Sink::new(handler, &stats, &name, &handler_tracer)?;
+        let destination = Destination::new(handler, &stats, &name, &handler_tracer)?;
         let tracker = Arc::clone(&stats.sync);
         let buffer = match config.policy {
             // B3: merging starts once `capacity` notifications wait; a handler that keeps up
@@ -85,7 +85,7 @@ impl<K: InformerObject> ProcessorListener<K> {
             name,
             config,
             buffer,
-            sink,
+            destination,
             delivering: false,
             blocked_indexer: Waiters::default(),
             stop_waiters: Waiters::default(),
@@ -98,7 +98,7 @@ impl<K: InformerObject> ProcessorListener<K> {
     /// The handler of a listener never started (a start that failed), with its options.
     pub(crate) fn into_handler(self) -> Option<(HandlerKind<K>, ListenerConfig)> {
         let config = self.config;
-        self.sink.take_back().map(|h| (h, config))
+        self.destination.take_back().map(|h| (h, config))
     }
 
     /// Buffers one notification (already counted as received by the caller, per batch).
@@ -108,19 +108,19 @@ impl<K: InformerObject> ProcessorListener<K> {
         self.buffer.push(p);
     }
 
-    /// Moves buffered notifications to the sink as far as it accepts them without waiting.
+    /// Moves buffered notifications to the destination as far as it accepts them without waiting.
     fn pump(&mut self, ctx: &mut Context<Self>) {
         while !self.delivering {
             let Some(p) = self.buffer.pop() else { break };
-            match self.sink.offer(p, &self.stats, &self.handler_tracer) {
+            match self.destination.offer(p, &self.stats, &self.handler_tracer) {
                 Offered::Taken => {}
-                Offered::Gone => self.sink_gone(),
+                Offered::Gone => self.destination_gone(),
                 Offered::Later(delivery) => {
                     self.delivering = true;
                     ctx.spawn(delivery.into_actor(self).map(|ok, act, ctx| {
                         act.delivering = false;
                         if !ok {
-                            act.sink_gone();
+                            act.destination_gone();
                         }
                         act.pump(ctx);
                     }));
@@ -136,7 +136,7 @@ impl<K: InformerObject> ProcessorListener<K> {
         }
     }
 
-    fn sink_gone(&mut self) {
+    fn destination_gone(&mut self) {
         tracing::warn!(handler = %self.name, "handler sink closed; dropping its buffered notifications");
         self.clear_buffer();
     }
@@ -147,9 +147,9 @@ impl<K: InformerObject> ProcessorListener<K> {
         self.tracer.depth(0);
     }
 
-    /// Closes the sink, waits for the handler thread to finish its current notification, stops.
+    /// Closes the destination, waits for the handler thread to finish its current notification, stops.
     fn finish(&mut self, ctx: &mut Context<Self>) {
-        let exited = self.sink.close();
+        let exited = self.destination.close();
         let exited = async move {
             if let Some(e) = exited {
                 let _ = e.await;
@@ -168,7 +168,7 @@ impl<K: InformerObject> Actor for ProcessorListener<K> {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(16);
-        self.sink.arm();
+        self.destination.arm();
     }
 }
 
@@ -201,7 +201,7 @@ impl<K: InformerObject> Handler<Stop> for ProcessorListener<K> {
     /// Removal (P5) and shutdown (P9): drops what is buffered, lets the handler finish its
     /// current notification, stops; answers once the handler's thread has exited.
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) -> Self::Result {
-        self.sink.abort();
+        self.destination.abort();
         self.clear_buffer();
         self.blocked_indexer.release();
         let stopped = self.stop_waiters.wait();

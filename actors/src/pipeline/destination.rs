@@ -1,6 +1,6 @@
-//! Where a ProcessorListener delivers: a handler on a thread of its own, a user's actor, or a
-//! key sink (workqueue). The listener actor offers one notification at a time; the sink takes
-//! it at once, asks the listener to wait for it, or is gone.
+//! Where a ProcessorListener delivers, its [`Destination`]: a handler on a thread of its own, a
+//! user's actor, or a key sink (workqueue). The listener actor offers one notification at a
+//! time; the destination takes it at once, asks the listener to wait for it, or is gone.
 //!
 //! Closure and trait handlers run on their own thread, fed through a small bounded channel (a
 //! blocking handler blocks only itself); a panic is caught, counted and logged (P7), and a panic
@@ -54,18 +54,18 @@ pub(crate) enum ThreadHandler<K> {
     Lazy(Box<dyn ResourceEventHandler<LazyObject<K>>>),
 }
 
-/// A handler not yet handed to its (already spawned) thread: see [`Sink::arm`].
+/// A handler not yet handed to its (already spawned) thread: see [`Destination::arm`].
 type Pending<K> = (oneshot::Sender<ThreadHandler<K>>, ThreadHandler<K>);
 
 /// Where a listener delivers.
-pub(crate) enum Sink<K: InformerObject> {
+pub(crate) enum Destination<K: InformerObject> {
     /// A handler on its own thread.
     Thread {
         tx: Option<mpsc::Sender<Delivery<LazyObject<K>>>>,
         abort: Arc<AtomicBool>,
         exited: Option<oneshot::Receiver<()>>,
-        /// The handler, until [`Sink::arm`] hands it to the thread: a start that fails after
-        /// this thread was spawned takes it back ([`Sink::take_back`]), so nothing is lost.
+        /// The handler, until [`Destination::arm`] hands it to the thread: a start that fails after
+        /// this thread was spawned takes it back ([`Destination::take_back`]), so nothing is lost.
         pending: Option<Pending<K>>,
     },
     /// A user's actor (typed notifications).
@@ -84,14 +84,14 @@ pub(crate) enum Offered {
     /// Taken (handed to the thread, or delivered inline).
     Taken,
     /// Being delivered: the listener offers nothing more until this resolves; false means the
-    /// sink is gone.
+    /// destination is gone.
     Later(BoxFuture<'static, bool>),
-    /// The sink is gone (the handler thread ended).
+    /// The destination is gone (the handler thread ended).
     Gone,
 }
 
-impl<K: InformerObject> Sink<K> {
-    /// The sink for `handler`; spawns the handler's thread when there is one (the handler
+impl<K: InformerObject> Destination<K> {
+    /// The destination for `handler`; spawns the handler's thread when there is one (the handler
     /// itself reaches the thread only at [`arm`](Self::arm)). On failure the handler is
     /// handed back with the error.
     pub(crate) fn new(
@@ -128,22 +128,22 @@ impl<K: InformerObject> Sink<K> {
                 if let Err(e) = spawned {
                     return Err((e, HandlerKind::Handler(h)));
                 }
-                Sink::Thread {
+                Destination::Thread {
                     tx: Some(tx),
                     abort,
                     exited: Some(exit_rx),
                     pending: Some((handler_tx, h)),
                 }
             }
-            HandlerKind::Recipient(r) => Sink::Recipient(r),
-            HandlerKind::LazyRecipient(r) => Sink::LazyRecipient(r),
-            HandlerKind::Keys(sink, mapper) => Sink::Keys { sink, mapper },
+            HandlerKind::Recipient(r) => Destination::Recipient(r),
+            HandlerKind::LazyRecipient(r) => Destination::LazyRecipient(r),
+            HandlerKind::Keys(sink, mapper) => Destination::Keys { sink, mapper },
         })
     }
 
     /// Hands the handler to its thread (once the listener runs).
     pub(crate) fn arm(&mut self) {
-        if let Sink::Thread { pending, .. } = self
+        if let Destination::Thread { pending, .. } = self
             && let Some((to_thread, h)) = pending.take()
         {
             // The thread waits for it until this sender is dropped; it cannot have exited.
@@ -151,13 +151,13 @@ impl<K: InformerObject> Sink<K> {
         }
     }
 
-    /// The handler of a sink never armed (a start that failed); its thread exits on its own.
+    /// The handler of a destination never armed (a start that failed); its thread exits on its own.
     pub(crate) fn take_back(self) -> Option<HandlerKind<K>> {
         match self {
-            Sink::Thread { pending, .. } => pending.map(|(_, h)| HandlerKind::Handler(h)),
-            Sink::Recipient(r) => Some(HandlerKind::Recipient(r)),
-            Sink::LazyRecipient(r) => Some(HandlerKind::LazyRecipient(r)),
-            Sink::Keys { sink, mapper } => Some(HandlerKind::Keys(sink, mapper)),
+            Destination::Thread { pending, .. } => pending.map(|(_, h)| HandlerKind::Handler(h)),
+            Destination::Recipient(r) => Some(HandlerKind::Recipient(r)),
+            Destination::LazyRecipient(r) => Some(HandlerKind::LazyRecipient(r)),
+            Destination::Keys { sink, mapper } => Some(HandlerKind::Keys(sink, mapper)),
         }
     }
 
@@ -170,7 +170,7 @@ impl<K: InformerObject> Sink<K> {
         tracer: &Tracer,
     ) -> Offered {
         match self {
-            Sink::Keys { sink, mapper } => {
+            Destination::Keys { sink, mapper } => {
                 // Timed always: the handler latency histogram (M1) counts key sinks too.
                 let started = Instant::now();
                 // P7: a panic in the mapper or the sink is caught here, on the listener's
@@ -199,7 +199,7 @@ impl<K: InformerObject> Sink<K> {
                 }
                 Offered::Taken
             }
-            Sink::Thread { tx: Some(tx), .. } => match tx.try_send(p) {
+            Destination::Thread { tx: Some(tx), .. } => match tx.try_send(p) {
                 Ok(()) => Offered::Taken,
                 Err(mpsc::error::TrySendError::Full(p)) => {
                     let tx = tx.clone();
@@ -207,8 +207,8 @@ impl<K: InformerObject> Sink<K> {
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => Offered::Gone,
             },
-            Sink::Thread { tx: None, .. } => Offered::Gone,
-            Sink::Recipient(r) => {
+            Destination::Thread { tx: None, .. } => Offered::Gone,
+            Destination::Recipient(r) => {
                 // A typed actor is told typed objects: decoded here, once (lean mode, I7).
                 match p.notification.decode() {
                     Ok(event) => {
@@ -227,7 +227,7 @@ impl<K: InformerObject> Sink<K> {
                     }
                 }
             }
-            Sink::LazyRecipient(r) => {
+            Destination::LazyRecipient(r) => {
                 let obj = Arc::clone(p.notification.object());
                 let (key, trace, initial) = (p.key.clone(), p.trace, p.initial);
                 let send = r.send(Notify {
@@ -242,16 +242,16 @@ impl<K: InformerObject> Sink<K> {
 
     /// Tells the handler thread to skip whatever reaches it from now on (removal, shutdown).
     pub(crate) fn abort(&self) {
-        if let Sink::Thread { abort, .. } = self {
+        if let Destination::Thread { abort, .. } = self {
             abort.store(true, Ordering::Release);
         }
     }
 
-    /// Closes the sink; for a handler thread, returns what resolves once the thread exited
+    /// Closes the destination; for a handler thread, returns what resolves once the thread exited
     /// (after its current notification).
     pub(crate) fn close(&mut self) -> Option<oneshot::Receiver<()>> {
         match self {
-            Sink::Thread { tx, exited, .. } => {
+            Destination::Thread { tx, exited, .. } => {
                 tx.take();
                 exited.take()
             }
