@@ -22,7 +22,7 @@
 //! KINFORMER_FUZZ_CASES=200000 cargo test -p kinformer-actors --test fuzz_decode
 //! ```
 //!
-//! The LIST decoder's fuzz targets are unit tests in `actors/src/list_decode.rs`
+//! The LIST decoder's fuzz targets are unit tests in `actors/src/listwatch/list_decode.rs`
 //! (`list_decode::fuzz_tests`), the machines' in `src/fuzz_tests.rs`.
 
 use std::{

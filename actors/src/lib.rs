@@ -82,10 +82,15 @@
 //! clock-injected machine it drives), [`OverflowPolicy`], [`ResyncPeriod`], [`FifoMode`],
 //! [`TraceId`] and the `*Config` / `*Status` / `*Stats` types.
 
-// Imports run downward, never in a circle: the informer handle (`informer`) over the actors
-// (`pipeline`) over the list/watch seam (`listwatch`) and telemetry (`telemetry`); the
-// controller tools (`controller`) beside the pipeline; all of them over the shared vocabulary
-// (`config`, `error`, `handler`, `object`, `runtime`), which imports none of them.
+// The folders, by concern; imports run downward, never in a circle (each folder's `mod.rs`
+// says what it owns and may import):
+//
+//   informer     the handle, its assembly and the factory     -> pipeline, listwatch, telemetry
+//   controller   workqueue front, leader election             -> telemetry
+//   pipeline     the actors, their messages and destinations  -> listwatch, telemetry
+//   listwatch    the kube seam: list/watch and decoding       -> base files only
+//   telemetry    counters, health, traces, metrics, endpoint  -> base files only
+//   base files   config, error, handler, object, runtime      -> none of the folders
 mod config;
 mod controller;
 mod error;

@@ -3,8 +3,9 @@
 //! Owns: [`workqueue`] (the async front of client-go's rate-limiting workqueue) and
 //! [`leader_election`] (client-go's leader election over a Lease).
 //!
-//! Imports: `telemetry` (a workqueue's metrics) and the base files (`error`, `handler`,
-//! `runtime`). Never the actors (`pipeline`) or `informer`.
+//! Imports: `telemetry` (a workqueue's probe and its registration) and the base files
+//! (`error`, `handler`, `runtime`). Never the actors (`pipeline`), `listwatch` or `informer`:
+//! a workqueue is fed by an informer only through `handler::EnqueueKeys`.
 
 pub(crate) mod leader_election;
 pub mod workqueue;

@@ -430,7 +430,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
 }
 
 impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
-    /// The type-erased, weak view of this queue that [`Telemetry`](crate::Telemetry) reads at
+    /// The type-erased, weak view of this queue that [`Telemetry`] reads at
     /// scrape time (a dropped queue yields no series).
     pub(crate) fn probe(&self) -> Weak<dyn WorkQueueProbe> {
         let weak: Weak<Shared<T>> = Arc::downgrade(&self.shared);

@@ -4,8 +4,9 @@
 //! behind the handle: how its actors are started, wired and stopped) and [`factory`]
 //! (`SharedInformerFactory`).
 //!
-//! Imports: every other folder (`pipeline`, `listwatch`, `telemetry`) and the base files.
-//! Nothing imports `informer` but `lib.rs`.
+//! Imports: `pipeline`, `listwatch`, `telemetry` and the base files (not `controller`, which
+//! it does not need). Nothing imports `informer` but `lib.rs`. Inside: `factory` over
+//! `shared_informer` over `assembly`.
 
 pub(crate) mod assembly;
 pub(crate) mod factory;

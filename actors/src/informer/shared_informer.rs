@@ -201,7 +201,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         self.inner.reflector.namespace()
     }
 
-    /// The type-erased, weak view of this informer that [`Telemetry`](crate::Telemetry)
+    /// The type-erased, weak view of this informer that [`Telemetry`]
     /// reads at scrape time.
     pub(crate) fn probe(&self) -> std::sync::Weak<dyn InformerProbe> {
         let weak: std::sync::Weak<Inner<K>> = Arc::downgrade(&self.inner);

@@ -5,8 +5,9 @@
 //! (a LIST response decoded as it streams in) and [`decode`] (the process-wide decode pool that
 //! decodes watch events and LIST items on several cores, in the server's order).
 //!
-//! Imports: only the base files (`error`, `object`, `runtime`). Never the actors (`pipeline`),
-//! `telemetry`, `controller` or `informer`.
+//! Imports: only the base files (`object`: `InformerObject`, `ScopeApi`; `runtime`: the decode
+//! threads and the I/O runtime). Never `telemetry`, the actors (`pipeline`), `controller` or
+//! `informer`.
 
 pub(crate) mod decode;
 pub(crate) mod list_decode;

@@ -14,7 +14,8 @@
 //!
 //! Imports: `listwatch` (the kube seam the reflector calls), `telemetry` (the counters, health
 //! and trace hops the actors record) and the base files (`config`, `error`, `handler`,
-//! `object`, `runtime`). Never `informer` or `controller`, which sit above.
+//! `object`, `runtime`). Never `informer` or `controller`, which sit above: the pipeline does
+//! not know what starts it, and a workqueue reaches it only as a key sink (`EnqueueKeys`).
 
 pub(crate) mod destination;
 pub(crate) mod fifo;

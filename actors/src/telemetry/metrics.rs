@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::{
     config::OverflowPolicy,
     telemetry::{
-        health::ReflectorPhase,
+        health::{ReflectorHealth, ReflectorPhase},
         probe::{InformerProbe, Lifecycle, WorkQueueProbe},
         stats::{LATENCY_BUCKETS, LatencyHistogram, ListenerStats},
     },
@@ -133,8 +133,8 @@ struct TelemetryInner {
 ///
 /// A [`Telemetry`] is a registry of informers and workqueues. Nothing is counted for it on the
 /// hot path: at each scrape its collector reads the counters the actors already publish
-/// ([`ReflectorHealth`](crate::ReflectorHealth), [`FifoStatus`](crate::FifoStatus),
-/// [`ListenerStats`](crate::ListenerStats), [`AsyncWorkQueue::metrics`](crate::AsyncWorkQueue::metrics)) through `Weak` references.
+/// ([`ReflectorHealth`], [`FifoStatus`](crate::FifoStatus), [`ListenerStats`],
+/// [`AsyncWorkQueue::metrics`](crate::AsyncWorkQueue::metrics)) through `Weak` references.
 /// An informer that was shut down or dropped yields no series from the next scrape on (and
 /// is forgotten): client-go's reflector metrics leaked such series forever
 /// (kubernetes#73587). A dropped workqueue's series go the same way.
@@ -712,7 +712,7 @@ struct InformerSample {
     name: Arc<str>,
     resource: String,
     namespace: String,
-    health: crate::ReflectorHealth,
+    health: ReflectorHealth,
     up: bool,
     synced: bool,
     failing_seconds: f64,
