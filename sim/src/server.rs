@@ -122,7 +122,7 @@ fn parse_path(shared: &Shared, path: &str) -> Route {
     let segs: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
-        .map(|s| crate::util::percent_decode(s, false))
+        .map(crate::util::percent_decode)
         .collect();
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     match s.as_slice() {
