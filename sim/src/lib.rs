@@ -80,32 +80,12 @@
 
 #![warn(missing_docs)]
 
-mod apply;
-mod churn;
+mod apimachinery;
 mod config;
-mod counters;
-mod defaults;
-mod demo;
-mod faults;
-mod http;
-mod kubeconfig;
-mod kubelet;
-mod object;
-mod openapi;
-mod ops;
-mod protobuf;
-mod resources;
-mod selector;
+mod harness;
+mod registry;
 mod server;
-mod shared;
-mod smp;
-mod status;
-mod store;
-mod strategy;
-mod table;
-mod util;
-mod validation;
-mod watch;
+mod storage;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -118,17 +98,17 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
-pub use churn::{ChurnConfig, ChurnCounts, ChurnHandle, ChurnKind, parse_rate};
 pub use config::{CustomResource, Scope, SimConfig};
-pub use counters::{MAX_ARRIVALS, RequestCounters, Verb};
-pub use faults::{ExpireMode, FaultCounters, Faults};
+pub use harness::churn::{ChurnConfig, ChurnCounts, ChurnHandle, ChurnKind, parse_rate};
+pub use server::counters::{MAX_ARRIVALS, RequestCounters, Verb};
+pub use server::faults::{ExpireMode, FaultCounters, Faults};
 
-use kubeconfig::KubeconfigFile;
-use ops::{DeleteOptions, Part, PatchKind};
-use resources::{Registry, ResourceDef};
-use shared::Shared;
-use status::ApiError;
-use store::{Outcome, Store};
+use apimachinery::errors::ApiError;
+use apimachinery::schema::{Registry, ResourceDef};
+use harness::kubeconfig::KubeconfigFile;
+use registry::generic::{self as ops, DeleteOptions, Part, PatchKind};
+use server::shared::Shared;
+use storage::store::{Outcome, Store};
 
 /// Errors of the sim's own API (not HTTP responses, which are `Status` objects).
 #[derive(Debug, thiserror::Error)]
@@ -193,13 +173,13 @@ impl Sim {
         let registry = Registry::new(&cfg.custom_resources).map_err(SimError::Config)?;
         let store = Arc::new(Store::new(registry, cfg.watch_cache_size));
         if let Some(cap) = cfg.pod_termination {
-            kubelet::start(&store, cap);
+            harness::kubelet::start(&store, cap);
         }
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             ops::ensure_namespace(&store, ns, true)?;
         }
         if cfg.seed_demo {
-            demo::seed(&store)?;
+            harness::demo::seed(&store)?;
         }
         let listener = TcpListener::bind((cfg.bind, cfg.port)).await?;
         let addr = listener.local_addr()?;
@@ -211,7 +191,7 @@ impl Sim {
         let (shutdown_tx, shutdown_rx) = tokio_watch::channel(false);
         let shared = Arc::new(Shared {
             store,
-            faults: Arc::new(faults::FaultState::new()),
+            faults: Arc::new(server::faults::FaultState::new()),
             requests: RequestCounters::default(),
             bookmark_interval: cfg.bookmark_interval.max(Duration::from_millis(1)),
             auto_namespaces: cfg.auto_create_namespaces,
@@ -323,13 +303,13 @@ impl Sim {
 
     /// Starts a churn generator on the sim's runtime; dropping the handle stops it.
     pub fn start_churn(&self, cfg: ChurnConfig) -> ChurnHandle {
-        churn::start_on(&self.runtime, self.shared.store.clone(), cfg)
+        harness::churn::start_on(&self.runtime, self.shared.store.clone(), cfg)
     }
 
     /// Starts churn owned by the sim: it is the churn `/sim/churn` reports and
     /// `/sim/churn/stop` stops (replacing any churn started there), and it stops at shutdown.
     pub fn start_managed_churn(&self, cfg: ChurnConfig) {
-        let handle = churn::start_on(&self.runtime, self.shared.store.clone(), cfg);
+        let handle = harness::churn::start_on(&self.runtime, self.shared.store.clone(), cfg);
         let mut slot = self.shared.churn.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = slot.replace(handle) {
             old.stop();

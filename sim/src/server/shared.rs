@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::churn::ChurnHandle;
-use crate::counters::RequestCounters;
-use crate::faults::{FaultState, Faults};
-use crate::object::StoredObject;
-use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::Store;
-use crate::table::IncludeObject;
+use crate::apimachinery::selector::{FieldSelector, LabelSelector};
+use crate::harness::churn::ChurnHandle;
+use crate::server::counters::RequestCounters;
+use crate::server::faults::{FaultState, Faults};
+use crate::server::table::IncludeObject;
+use crate::storage::object::StoredObject;
+use crate::storage::store::Store;
 
 /// State shared by every connection.
 #[derive(Debug)]

@@ -4,9 +4,9 @@
 
 use serde_json::{Value, json};
 
-use crate::object::meta_mut;
-use crate::resources::ResourceDef;
-use crate::util::{format_rfc3339, parse_rfc3339};
+use crate::apimachinery::schema::ResourceDef;
+use crate::apimachinery::util::{format_rfc3339, parse_rfc3339};
+use crate::storage::object::meta_mut;
 
 /// What changes bump `metadata.generation` on an update of a kind (its strategy's
 /// `PrepareForUpdate`); status updates never do (the status strategies copy the old spec).
@@ -317,7 +317,7 @@ pub(crate) fn deletes_during_update(old: &Value, new: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::apimachinery::schema::Registry;
 
     fn def(reg: &Registry, plural: &str) -> std::sync::Arc<ResourceDef> {
         reg.by_plural(plural).unwrap().clone()

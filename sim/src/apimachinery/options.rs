@@ -11,8 +11,8 @@
 //! answered as `ListResource` answers it: `errors.NewInvalid(schema.GroupKind{Group:
 //! "meta.k8s.io", Kind: "ListOptions"}, "", errs)`, a `422 Invalid` listing every error.
 
-use crate::status::{ApiError, FieldError};
-use crate::util::Query;
+use crate::apimachinery::errors::{ApiError, FieldError};
+use crate::apimachinery::util::Query;
 
 /// The list/watch options of one request (`metainternalversion.ListOptions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

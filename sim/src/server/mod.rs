@@ -1,5 +1,14 @@
 //! The HTTP server: accept loop, routing, and the handlers for discovery and resources.
 
+pub(crate) mod counters;
+pub(crate) mod faults;
+pub(crate) mod openapi;
+pub(crate) mod protobuf;
+pub(crate) mod response;
+pub(crate) mod shared;
+pub(crate) mod table;
+pub(crate) mod watch;
+
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::ops::Bound;
@@ -16,30 +25,30 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+
 use tokio::task::JoinSet;
 
-use crate::churn::{ChurnConfig, ChurnHandle};
-use crate::counters::Verb;
-use crate::faults::{Count, ExpireMode, WatchFault};
-use crate::http::{self as resp, Body, BodyError};
-use crate::object::{StoredObject, strip_rv};
-use crate::ops::{self, DeleteOptions, Part, PatchKind};
-use crate::resources::ResourceDef;
-use crate::selector::{FieldSelector, LabelSelector};
-use crate::shared::{Repr, Shared, matches};
-use crate::status::{ApiError, FieldError};
-use crate::store::{ObjectMap, Outcome};
-use crate::table::{self, IncludeObject};
-use crate::util::Query;
-use crate::validation::{ListOptions, parse_bool};
-use crate::watch::{self as watchstream, Start, WatchParams};
+use crate::apimachinery::errors::{ApiError, FieldError};
+use crate::apimachinery::options::{ListOptions, parse_bool};
+use crate::apimachinery::schema::ResourceDef;
+use crate::apimachinery::selector::{FieldSelector, LabelSelector};
+use crate::apimachinery::util::Query;
+use crate::harness::churn::{ChurnConfig, ChurnHandle};
+use crate::registry::generic::{self as ops, DeleteOptions, Part, PatchKind};
+use crate::server::counters::Verb;
+use crate::server::faults::{Count, ExpireMode, WatchFault};
+use crate::server::response::{self as resp, Body, BodyError};
+use crate::server::shared::{Repr, Shared, matches};
+use crate::server::table::IncludeObject;
+use crate::server::watch::{self as watchstream, Start, WatchParams};
+use crate::storage::object::{StoredObject, strip_rv};
+use crate::storage::store::{ObjectMap, Outcome};
 
 /// Accepts connections until `shutdown` fires (or its sender is dropped), then aborts them all.
 pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut conns = JoinSet::new();
     loop {
@@ -122,7 +131,7 @@ fn parse_path(shared: &Shared, path: &str) -> Route {
     let segs: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
-        .map(crate::util::percent_decode)
+        .map(crate::apimachinery::util::percent_decode)
         .collect();
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     match s.as_slice() {
@@ -222,7 +231,7 @@ fn parse_json_body(b: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// The body of a create or update as JSON: JSON as is, or kube's protobuf decoded for the
-/// built-in kinds kubectl sends that way (`crate::protobuf`). Follows
+/// built-in kinds kubectl sends that way (`crate::server::protobuf`). Follows
 /// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/create.go` (`createHandler`):
 /// `negotiation.NegotiateInputSerializer` answers an unknown content type with
 /// `NewUnsupportedMediaTypeError` (415), a body that does not decode is a 400 worded by
@@ -241,13 +250,13 @@ async fn body_value(
     if base.is_empty() || base == "application/json" || base == "*/*" {
         return parse_json_body(&read_body(shared, headers, body).await?);
     }
-    let decodes = crate::protobuf::decodes(&def.api_version, &def.kind);
-    if !crate::protobuf::is_protobuf(base) || !decodes {
+    let decodes = crate::server::protobuf::decodes(&def.api_version, &def.kind);
+    if !crate::server::protobuf::is_protobuf(base) || !decodes {
         return Err(unsupported_body(decodes, None));
     }
     let b = read_body(shared, headers, body).await?;
-    crate::protobuf::decode(&b).map_err(|f| {
-        use crate::protobuf::ProtobufError as P;
+    crate::server::protobuf::decode(&b).map_err(|f| {
+        use crate::server::protobuf::ProtobufError as P;
         match (f.gvk, f.error) {
             (_, e @ (P::UnsupportedField { .. } | P::UnsupportedKind(_))) => {
                 unsupported_body(true, Some(&e.to_string()))
@@ -378,8 +387,8 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         Route::GroupVersion(g, v) => reg
             .api_resource_list(&g, &v)
             .map_or_else(|| Err(ApiError::unknown_path()), get_only),
-        Route::OpenApiV3 => get_only(crate::openapi::root(reg)),
-        Route::OpenApiV3Gv(g, v) => crate::openapi::group_version(reg, &g, &v)
+        Route::OpenApiV3 => get_only(crate::server::openapi::root(reg)),
+        Route::OpenApiV3Gv(g, v) => crate::server::openapi::group_version(reg, &g, &v)
             .map_or_else(|| Err(ApiError::unknown_path()), get_only),
         Route::Sim(rest) => control(shared, &method, &rest, &query),
         Route::Unknown => Err(ApiError::unknown_path()),
@@ -461,7 +470,7 @@ fn field_manager_errors(manager: &str) -> Vec<FieldError> {
         errs.push(FieldError::too_long("fieldManager", 128));
     }
     for (i, c) in manager.char_indices() {
-        if !crate::status::go_is_print(c) {
+        if !crate::apimachinery::errors::go_is_print(c) {
             // `%#U` adds the quoted character only when it is printable, never here.
             let why = format!("invalid character U+{:04X} (at position {i})", c as u32);
             errs.push(FieldError::invalid("fieldManager", manager, why));
@@ -735,7 +744,7 @@ fn parse_uint(s: &str) -> Result<u64, String> {
         Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => "value out of range",
         Err(_) => "invalid syntax",
     };
-    let q = crate::status::go_quote(s);
+    let q = crate::apimachinery::errors::go_quote(s);
     Err(format!(
         "resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {why}"
     ))
@@ -752,7 +761,7 @@ async fn wait_until_fresh(shared: &Shared, target: u64) -> Result<(), ApiError> 
         return Ok(());
     }
     // Subscribe before re-reading the RV, so that no write between the two is missed.
-    let mut rxs: Vec<watch::Receiver<u64>> = (0..store.registry.all().len())
+    let mut rxs: Vec<tokio::sync::watch::Receiver<u64>> = (0..store.registry.all().len())
         .filter_map(|i| store.subscribe(i))
         .collect();
     let deadline = tokio::time::Instant::now() + shared.rv_wait;
@@ -1314,7 +1323,8 @@ fn control(
         }
         ["churn", "start"] if post => {
             let cfg = ChurnConfig::from_query(query)?;
-            let handle = crate::churn::start(shared.store.clone(), shared.auto_namespaces, cfg);
+            let handle =
+                crate::harness::churn::start(shared.store.clone(), shared.auto_namespaces, cfg);
             let mut slot = shared.churn.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(old) = slot.replace(handle) {
                 old.stop();

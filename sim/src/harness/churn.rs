@@ -11,10 +11,10 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::ops::{self, DeleteOptions, Part, PatchKind};
-use crate::status::ApiError;
-use crate::store::Store;
-use crate::util::Query;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::util::Query;
+use crate::registry::generic::{self as ops, DeleteOptions, Part, PatchKind};
+use crate::storage::store::Store;
 
 /// A kind the churn generator works on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,7 +353,7 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::apimachinery::schema::Registry;
 
     fn run_ops(seed: u64, n: u64) -> (Vec<String>, ChurnCounts) {
         let store = Store::new(Registry::new(&[]).unwrap(), 1000);

@@ -10,10 +10,10 @@ use imbl::OrdMap;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::kubelet::Termination;
-use crate::object::{Key, StoredObject, meta_mut};
-use crate::resources::{Registry, ResourceDef};
-use crate::status::ApiError;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::schema::{Registry, ResourceDef};
+use crate::harness::kubelet::Termination;
+use crate::storage::object::{Key, StoredObject, meta_mut};
 
 /// A persistent map of one resource's objects.
 pub(crate) type ObjectMap = OrdMap<Key, Arc<StoredObject>>;

@@ -8,9 +8,9 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::counters::Verb;
-use crate::status::ApiError;
-use crate::store::Store;
+use crate::apimachinery::errors::ApiError;
+use crate::server::counters::Verb;
+use crate::storage::store::Store;
 
 /// How many times each fault took effect (not how often it was requested).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

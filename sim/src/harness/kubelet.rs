@@ -14,10 +14,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::object::Key;
-use crate::ops::{self, DeleteOptions};
-use crate::resources::ResourceDef;
-use crate::store::Store;
+use crate::apimachinery::schema::ResourceDef;
+use crate::registry::generic::{self as ops, DeleteOptions};
+use crate::storage::object::Key;
+use crate::storage::store::Store;
 
 /// A pod the kubelet stand-in is to delete.
 #[derive(Debug)]

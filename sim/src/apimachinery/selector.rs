@@ -118,7 +118,7 @@ fn validate_key(key: &str) -> Result<(), String> {
         None => (None, key),
     };
     if let Some(p) = prefix
-        && crate::util::validate_subdomain(p).is_err()
+        && crate::apimachinery::util::validate_subdomain(p).is_err()
     {
         return Err(format!(
             "invalid label key {key:?}: prefix part must be a DNS-1123 subdomain"

@@ -10,16 +10,16 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::counters::OpenWatchGuard;
-use crate::faults::{Count, StreamFault};
-use crate::http::BodyError;
-use crate::object::{StoredObject, meta_mut, strip_rv};
-use crate::resources::ResourceDef;
-use crate::selector::{FieldSelector, LabelSelector};
-use crate::shared::{Repr, Shared, matches};
-use crate::status::ApiError;
-use crate::store::{Event, EventType, write_event_line};
-use crate::table;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::schema::ResourceDef;
+use crate::apimachinery::selector::{FieldSelector, LabelSelector};
+use crate::server::counters::OpenWatchGuard;
+use crate::server::faults::{Count, StreamFault};
+use crate::server::response::BodyError;
+use crate::server::shared::{Repr, Shared, matches};
+use crate::server::table;
+use crate::storage::object::{StoredObject, meta_mut, strip_rv};
+use crate::storage::store::{Event, EventType, write_event_line};
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy)]

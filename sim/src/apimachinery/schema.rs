@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::config::{CustomResource, Scope};
-use crate::strategy::GenerationRule;
+use crate::registry::strategy::GenerationRule;
 
 /// How names of a kind are validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,19 +5,19 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::apply;
-use crate::defaults;
-use crate::kubelet::Termination;
-use crate::object::{Key, StoredObject, meta_mut, meta_str};
-use crate::resources::{CreateStatus, NameRule, ResourceDef};
-use crate::status::{ApiError, FieldError, go_string_slice};
-use crate::store::{Outcome, Store, Write};
-use crate::strategy::{self, DeletePlan};
-use crate::util::Query;
-use crate::util::{
+use crate::apimachinery::errors::{ApiError, FieldError, go_string_slice};
+use crate::apimachinery::options::{parse_bool, parse_int64};
+use crate::apimachinery::schema::{CreateStatus, NameRule, ResourceDef};
+use crate::apimachinery::util::Query;
+use crate::apimachinery::util::{
     new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
 };
-use crate::validation::{parse_bool, parse_int64};
+use crate::harness::kubelet::Termination;
+use crate::registry::apply;
+use crate::registry::defaults;
+use crate::registry::strategy::{self, DeletePlan};
+use crate::storage::object::{Key, StoredObject, meta_mut, meta_str};
+use crate::storage::store::{Outcome, Store, Write};
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -802,7 +802,8 @@ pub(crate) fn patch(
                 json_patch::patch(base, p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))
             }
             None if kind == PatchKind::Strategic => {
-                crate::smp::apply(&def.kind, base, &patch_value).map_err(ApiError::bad_request)
+                crate::registry::smp::apply(&def.kind, base, &patch_value)
+                    .map_err(ApiError::bad_request)
             }
             None => {
                 json_patch::merge(base, &patch_value);
@@ -1013,7 +1014,7 @@ pub(crate) fn key_of(def: &ResourceDef, ns: Option<&str>, name: &str) -> Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::apimachinery::schema::Registry;
 
     fn store() -> Store {
         Store::new(Registry::new(&[]).unwrap(), 100)

@@ -1,0 +1,6 @@
+//! The test harness (placeholder, described in a later commit).
+
+pub(crate) mod churn;
+pub(crate) mod demo;
+pub(crate) mod kubeconfig;
+pub(crate) mod kubelet;
