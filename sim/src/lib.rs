@@ -90,7 +90,7 @@ mod storage;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -104,9 +104,11 @@ pub use server::counters::{MAX_ARRIVALS, RequestCounters, Verb};
 pub use server::faults::{ExpireMode, FaultCounters, Faults};
 
 use apimachinery::errors::ApiError;
+use apimachinery::options::{DeleteOptions, PatchKind};
 use apimachinery::schema::{Registry, ResourceDef};
+use harness::control::Control;
 use harness::kubeconfig::KubeconfigFile;
-use registry::generic::{self as ops, DeleteOptions, Part, PatchKind};
+use registry::generic::{self as ops, Part};
 use server::shared::Shared;
 use storage::store::{Outcome, Store};
 
@@ -156,6 +158,8 @@ impl From<ApiError> for SimError {
 /// A running simulated API server. Dropping it (or [`Sim::shutdown`]) stops it.
 pub struct Sim {
     shared: Arc<Shared>,
+    /// The `/sim/` control endpoint, which owns the managed churn.
+    control: Arc<Control>,
     url: String,
     addr: SocketAddr,
     uri: ::http::Uri,
@@ -189,23 +193,34 @@ impl Sim {
             .map_err(|e| SimError::Config(format!("bad URL {url}: {e}")))?;
         let kubeconfig = KubeconfigFile::write(&url, cfg.write_kubeconfig.as_deref())?;
         let (shutdown_tx, shutdown_rx) = tokio_watch::channel(false);
+        let faults = Arc::new(server::faults::FaultState::new());
+        let requests = RequestCounters::default();
+        let control = Arc::new(Control::new(
+            Faults {
+                state: faults.clone(),
+                store: store.clone(),
+            },
+            requests.clone(),
+            store.clone(),
+        ));
         let shared = Arc::new(Shared {
             store,
-            faults: Arc::new(server::faults::FaultState::new()),
-            requests: RequestCounters::default(),
+            faults,
+            requests,
             bookmark_interval: cfg.bookmark_interval.max(Duration::from_millis(1)),
             auto_namespaces: cfg.auto_create_namespaces,
             max_body: cfg.max_request_body_bytes,
             server_address: addr.to_string(),
             shutdown: shutdown_rx.clone(),
-            churn: Mutex::new(None),
             rv_wait: cfg.resource_version_wait,
+            mount: Some(control.clone()),
         });
         let server = tokio::spawn(server::serve(listener, shared.clone(), shutdown_rx));
         let client = kube::Client::try_from(Self::config_for(&uri))?;
         tracing::info!(%url, "kinformer-sim listening");
         Ok(Sim {
             shared,
+            control,
             url,
             addr,
             uri,
@@ -288,7 +303,7 @@ impl Sim {
 
     /// The fault injector.
     pub fn faults(&self) -> Faults {
-        self.shared.faults_handle()
+        self.control.faults.clone()
     }
 
     /// Request counters by (resource, verb), and open watches.
@@ -310,16 +325,12 @@ impl Sim {
     /// `/sim/churn/stop` stops (replacing any churn started there), and it stops at shutdown.
     pub fn start_managed_churn(&self, cfg: ChurnConfig) {
         let handle = harness::churn::start_on(&self.runtime, self.shared.store.clone(), cfg);
-        let mut slot = self.shared.churn.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = slot.replace(handle) {
-            old.stop();
-        }
+        self.control.replace_churn(handle);
     }
 
     /// Counts of the sim-owned churn (see [`Sim::start_managed_churn`]), if one runs.
     pub fn managed_churn_counts(&self) -> Option<ChurnCounts> {
-        let slot = self.shared.churn.lock().unwrap_or_else(|e| e.into_inner());
-        slot.as_ref().map(ChurnHandle::counts)
+        self.control.churn_counts()
     }
 
     fn def(&self, resource: &str) -> Result<Arc<ResourceDef>, SimError> {
@@ -464,15 +475,7 @@ impl Sim {
 
     fn signal_shutdown(&self) {
         self.shutdown_tx.send_replace(true);
-        if let Some(h) = self
-            .shared
-            .churn
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            h.stop();
-        }
+        self.control.stop_churn();
     }
 
     /// Stops the server and waits until it has closed every connection.

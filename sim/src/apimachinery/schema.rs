@@ -348,7 +348,7 @@ fn prefix(api_version: &str, kind: &str) -> Bytes {
     Bytes::from(format!("{{\"apiVersion\":{av},\"kind\":{k}"))
 }
 
-fn api_version_of(group: &str, version: &str) -> String {
+pub(crate) fn api_version_of(group: &str, version: &str) -> String {
     if group.is_empty() {
         version.to_string()
     } else {
@@ -481,7 +481,7 @@ impl Registry {
     }
 
     /// Groups other than core, with their versions, in registration order.
-    fn groups(&self) -> Vec<(String, Vec<String>)> {
+    pub(crate) fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for d in self.defs.iter().filter(|d| !d.group.is_empty()) {
             match groups.iter_mut().find(|(g, _)| *g == d.group) {
@@ -502,118 +502,6 @@ impl Registry {
             .iter()
             .any(|d| d.group == group && d.version == version)
     }
-
-    /// `/api`.
-    pub(crate) fn api_versions(&self, server_address: &str) -> Value {
-        json!({
-            "kind": "APIVersions",
-            "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]
-        })
-    }
-
-    fn group_json(group: &str, versions: &[String]) -> Value {
-        let vs: Vec<Value> = versions
-            .iter()
-            .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
-            .collect();
-        let preferred = vs.first().cloned().unwrap_or(Value::Null);
-        json!({"name": group, "versions": vs, "preferredVersion": preferred})
-    }
-
-    /// `/apis`.
-    pub(crate) fn api_group_list(&self) -> Value {
-        let groups: Vec<Value> = self
-            .groups()
-            .iter()
-            .map(|(g, vs)| Self::group_json(g, vs))
-            .collect();
-        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
-    }
-
-    /// `/apis/{group}`.
-    pub(crate) fn api_group(&self, group: &str) -> Option<Value> {
-        self.groups()
-            .iter()
-            .find(|(g, _)| g == group)
-            .map(|(g, vs)| {
-                let mut v = Self::group_json(g, vs);
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("kind".into(), json!("APIGroup"));
-                    o.insert("apiVersion".into(), json!("v1"));
-                }
-                v
-            })
-    }
-
-    /// `/api/v1` or `/apis/{group}/{version}`: an APIResourceList with subresources.
-    pub(crate) fn api_resource_list(&self, group: &str, version: &str) -> Option<Value> {
-        if !self.has_group_version(group, version) {
-            return None;
-        }
-        let mut resources = Vec::new();
-        for d in self
-            .defs
-            .iter()
-            .filter(|d| d.group == group && d.version == version)
-        {
-            let mut r = json!({
-                "name": d.plural,
-                "singularName": d.singular,
-                "namespaced": d.namespaced,
-                "kind": d.kind,
-                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-                "storageVersionHash": storage_hash(&d.api_version, &d.kind),
-            });
-            if let Some(o) = r.as_object_mut() {
-                if !d.short_names.is_empty() {
-                    o.insert("shortNames".into(), json!(d.short_names));
-                }
-                if !d.categories.is_empty() {
-                    o.insert("categories".into(), json!(d.categories));
-                }
-            }
-            resources.push(r);
-            if d.status {
-                resources.push(json!({
-                    "name": format!("{}/status", d.plural),
-                    "singularName": "",
-                    "namespaced": d.namespaced,
-                    "kind": d.kind,
-                    "verbs": ["get", "patch", "update"],
-                }));
-            }
-            if d.scale {
-                resources.push(json!({
-                    "name": format!("{}/scale", d.plural),
-                    "singularName": "",
-                    "namespaced": d.namespaced,
-                    "group": "autoscaling",
-                    "version": "v1",
-                    "kind": "Scale",
-                    "verbs": ["get", "patch", "update"],
-                }));
-            }
-        }
-        Some(json!({
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": api_version_of(group, version),
-            "resources": resources,
-        }))
-    }
-}
-
-/// A stable, opaque hash like kube-apiserver's storageVersionHash (8 bytes, base64).
-fn storage_hash(api_version: &str, kind: &str) -> String {
-    use base64::Engine as _;
-    // FNV-1a: stable across runs and platforms.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in api_version.bytes().chain([b'/']).chain(kind.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    base64::engine::general_purpose::STANDARD.encode(h.to_be_bytes())
 }
 
 #[cfg(test)]
@@ -621,45 +509,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn discovery_shapes() {
-        let r = Registry::new(&[CustomResource::new(
-            "example.com",
-            "v1",
-            "Widget",
-            "widgets",
-            Scope::Namespaced,
-        )])
-        .unwrap();
-        let core = r.api_resource_list("", "v1").unwrap();
-        assert_eq!(core["groupVersion"], "v1");
-        let names: Vec<&str> = core["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|x| x["name"].as_str())
-            .collect();
-        assert!(
-            names.contains(&"pods")
-                && names.contains(&"pods/status")
-                && names.contains(&"namespaces")
-        );
-        let apps = r.api_resource_list("apps", "v1").unwrap();
-        assert!(
-            apps["resources"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|x| x["name"] == "deployments/scale")
-        );
-        let groups = r.api_group_list();
-        assert!(
-            groups["groups"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|g| g["name"] == "example.com")
-        );
-        assert!(r.api_resource_list("nope", "v1").is_none());
+    fn custom_kinds_may_not_collide() {
         assert!(
             Registry::new(&[CustomResource::new(
                 "apps",

@@ -12,8 +12,9 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::options::{DeleteOptions, PatchKind};
 use crate::apimachinery::util::Query;
-use crate::registry::generic::{self as ops, DeleteOptions, Part, PatchKind};
+use crate::registry::generic::{self as ops, Part};
 use crate::storage::store::Store;
 
 /// A kind the churn generator works on.
@@ -179,7 +180,7 @@ struct Slot {
 }
 
 /// Starts churn on the current tokio runtime.
-pub(crate) fn start(store: Arc<Store>, _auto_namespaces: bool, cfg: ChurnConfig) -> ChurnHandle {
+pub(crate) fn start(store: Arc<Store>, cfg: ChurnConfig) -> ChurnHandle {
     start_on(&tokio::runtime::Handle::current(), store, cfg)
 }
 

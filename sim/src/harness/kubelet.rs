@@ -14,8 +14,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::apimachinery::options::DeleteOptions;
 use crate::apimachinery::schema::ResourceDef;
-use crate::registry::generic::{self as ops, DeleteOptions};
+use crate::registry::generic as ops;
 use crate::storage::object::Key;
 use crate::storage::store::Store;
 

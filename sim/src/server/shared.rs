@@ -1,19 +1,17 @@
-//! What the HTTP routing (`server`) and the watch streams (`watch`) both use: the state shared
-//! by every connection, the negotiated representation of objects, and the scope/selector filter.
-//!
-//! It sits below both so that `server` depends on `watch` and never the other way round.
+//! What every connection of the server shares: the storage and registry it serves, the request
+//! counters and fault injection points, its settings, and what is mounted under `/sim/`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use http::{Method, Response};
 use tokio::sync::watch;
 
-use crate::apimachinery::selector::{FieldSelector, LabelSelector};
-use crate::harness::churn::ChurnHandle;
-use crate::server::counters::RequestCounters;
-use crate::server::faults::{FaultState, Faults};
-use crate::server::table::IncludeObject;
-use crate::storage::object::StoredObject;
+use super::counters::RequestCounters;
+use super::faults::FaultState;
+use super::response::Body;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::util::Query;
 use crate::storage::store::Store;
 
 /// State shared by every connection.
@@ -27,40 +25,21 @@ pub(crate) struct Shared {
     pub max_body: usize,
     pub server_address: String,
     pub shutdown: watch::Receiver<bool>,
-    pub churn: Mutex<Option<ChurnHandle>>,
     /// How long a read at a future resourceVersion waits ([`crate::SimConfig::resource_version_wait`]).
     pub rv_wait: Duration,
+    /// What answers `/sim/...` (the test harness's control endpoint), if anything.
+    pub mount: Option<Arc<dyn Mount>>,
 }
 
-impl Shared {
-    /// The public fault-injection handle over this server's fault state and store.
-    pub(crate) fn faults_handle(&self) -> Faults {
-        Faults {
-            state: self.faults.clone(),
-            store: self.store.clone(),
-        }
-    }
-}
-
-/// How objects are rendered, negotiated from `Accept`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Repr {
-    /// The full object (`application/json`).
-    Object,
-    /// `PartialObjectMetadata` / `PartialObjectMetadataList`.
-    Metadata,
-    /// A `meta.k8s.io/v1` Table, with `includeObject`.
-    Table(IncludeObject),
-}
-
-/// Whether `obj` is in scope and matches both selectors.
-pub(crate) fn matches(
-    obj: &StoredObject,
-    ns: Option<&str>,
-    labels: &LabelSelector,
-    fields: &FieldSelector,
-) -> bool {
-    ns.is_none_or(|n| obj.namespace == n)
-        && (labels.is_empty() || labels.matches(&obj.labels))
-        && (fields.is_empty() || fields.matches(|f| obj.field(f)))
+/// A handler mounted under `/sim/`, as kube-apiserver mounts handlers that are not REST
+/// resources on its `NonGoRestfulMux`: the server routes to it without knowing what it does,
+/// so that the test harness stays above the server.
+pub(crate) trait Mount: Send + Sync + std::fmt::Debug {
+    /// Answers `method` on `/sim/<path...>` (the segments after `sim`, percent-decoded).
+    fn handle(
+        &self,
+        method: &Method,
+        path: &[String],
+        query: &Query,
+    ) -> Result<Response<Body>, ApiError>;
 }
