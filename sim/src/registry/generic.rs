@@ -11,7 +11,6 @@ use crate::apimachinery::schema::{CreateStatus, NameRule, ResourceDef};
 use crate::apimachinery::util::{
     new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
 };
-use crate::harness::kubelet::Termination;
 use crate::registry::apply;
 use crate::registry::defaults;
 use crate::registry::strategy::{self, DeletePlan};
@@ -721,9 +720,7 @@ pub(crate) fn delete(
     {
         delete_namespace_contents(store, name);
     }
-    // (uid, grace) of a pod left for the kubelet; the uid when a grace-0 mark is to be followed
-    // by the removal.
-    let mut terminate: Option<(String, i64)> = None;
+    // The uid when a grace-0 mark is to be followed by the removal.
     let mut then_delete: Option<String> = None;
     let outcome = store.write(def, &key, opts.is_dry_run(), |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
@@ -752,13 +749,11 @@ pub(crate) fn delete(
             DeletePlan::Pending => Ok(Write::Noop),
             DeletePlan::Mark {
                 mut object,
-                grace,
                 then_delete: delete_now,
+                ..
             } => {
                 if delete_now {
                     then_delete = Some(cur.uid.clone());
-                } else if grace > 0 {
-                    terminate = Some((cur.uid.clone(), grace));
                 }
                 if let Some(meta) = meta_mut(&mut object) {
                     // The store sets the new resourceVersion; compare without it.
@@ -779,16 +774,6 @@ pub(crate) fn delete(
         return Ok(match (outcome, then_delete) {
             (Outcome::Updated(o), Some(_)) => Outcome::Deleted(o),
             (o, _) => o,
-        });
-    }
-    if let Some((uid, grace)) = terminate
-        && let Some(def) = store.registry.all().get(def.idx).cloned()
-    {
-        store.schedule_termination(Termination {
-            def,
-            key: key.clone(),
-            uid,
-            grace,
         });
     }
     if let Some(uid) = then_delete {
