@@ -1,12 +1,78 @@
-//! The kinds the server knows: built-ins plus registered custom resources, and discovery documents.
+//! The kinds the server knows (`k8s.io/apimachinery/pkg/runtime/schema` and the REST mapping):
+//! each served resource's group, version, kind, plural, scope and subresources, for the
+//! built-ins and the custom resources registered at start.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::config::{CustomResource, Scope};
-use crate::registry::strategy::GenerationRule;
+/// Whether objects of a kind live in a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Objects live in a namespace (`/namespaces/{ns}/{plural}`).
+    Namespaced,
+    /// Objects are cluster-wide (`/{plural}`).
+    Cluster,
+}
+
+/// A custom kind served at `/apis/{group}/{version}/...`, registered at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomResource {
+    /// API group, e.g. `example.com`.
+    pub group: String,
+    /// Version, e.g. `v1`.
+    pub version: String,
+    /// Kind, e.g. `Widget`.
+    pub kind: String,
+    /// Plural resource name used in paths, e.g. `widgets`.
+    pub plural: String,
+    /// Namespaced or cluster-scoped.
+    pub scope: Scope,
+    /// Short names for discovery (`kubectl get wd`).
+    pub short_names: Vec<String>,
+    /// Categories for discovery (e.g. `all`).
+    pub categories: Vec<String>,
+    /// Whether the kind has a `status` subresource (then the main resource ignores status).
+    pub status_subresource: bool,
+}
+
+impl CustomResource {
+    /// A custom kind without short names, categories or status subresource.
+    pub fn new(
+        group: impl Into<String>,
+        version: impl Into<String>,
+        kind: impl Into<String>,
+        plural: impl Into<String>,
+        scope: Scope,
+    ) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            scope,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            status_subresource: false,
+        }
+    }
+
+    /// Enables the `status` subresource.
+    pub fn with_status_subresource(mut self) -> Self {
+        self.status_subresource = true;
+        self
+    }
+
+    /// Sets the short names.
+    pub fn with_short_names<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        names: I,
+    ) -> Self {
+        self.short_names = names.into_iter().map(Into::into).collect();
+        self
+    }
+}
 
 /// How names of a kind are validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,17 +81,6 @@ pub(crate) enum NameRule {
     Subdomain,
     /// DNS-1123 label (namespaces, services).
     Label,
-}
-
-/// What happens to `status` when an object is created through the API.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum CreateStatus {
-    /// Status is kept as sent.
-    Keep,
-    /// Status is replaced by this value (e.g. a Pod starts `Pending`).
-    Reset(Value),
-    /// Status is removed.
-    Remove,
 }
 
 /// Which Table columns `kubectl get` shows.
@@ -65,12 +120,9 @@ pub(crate) struct ResourceDef {
     pub builtin: bool,
     /// `metadata.generation` is maintained (set to 1 on create).
     pub tracks_generation: bool,
-    /// What bumps `metadata.generation` on update (see [`GenerationRule`]).
-    pub generation: GenerationRule,
     /// Field paths selectable besides metadata.name/namespace.
     pub field_labels: Vec<&'static str>,
     pub name_rule: NameRule,
-    pub create_status: CreateStatus,
     pub table: TableKind,
     /// `{"apiVersion":"...","kind":"..."` (no closing brace): the start of every full object.
     pub typemeta_prefix: Bytes,
@@ -107,7 +159,7 @@ struct Builtin {
     table: TableKind,
 }
 
-fn builtins() -> Vec<(Builtin, CreateStatus)> {
+fn builtins() -> Vec<Builtin> {
     let b = |group,
              kind,
              plural,
@@ -135,208 +187,175 @@ fn builtins() -> Vec<(Builtin, CreateStatus)> {
     };
     use NameRule::{Label, Subdomain};
     vec![
-        (
-            b(
-                "",
-                "Pod",
-                "pods",
-                true,
-                &["po"],
-                true,
-                true,
-                false,
-                true,
-                &[
-                    "spec.nodeName",
-                    "spec.restartPolicy",
-                    "spec.schedulerName",
-                    "spec.serviceAccountName",
-                    "spec.hostNetwork",
-                    "status.phase",
-                    "status.podIP",
-                    "status.nominatedNodeName",
-                ],
-                Subdomain,
-                TableKind::Pod,
-            ),
-            CreateStatus::Reset(json!({"phase": "Pending"})),
+        b(
+            "",
+            "Pod",
+            "pods",
+            true,
+            &["po"],
+            true,
+            true,
+            false,
+            true,
+            &[
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            ],
+            Subdomain,
+            TableKind::Pod,
         ),
-        (
-            b(
-                "",
-                "ConfigMap",
-                "configmaps",
-                true,
-                &["cm"],
-                false,
-                false,
-                false,
-                false,
-                &[],
-                Subdomain,
-                TableKind::ConfigMap,
-            ),
-            CreateStatus::Keep,
+        b(
+            "",
+            "ConfigMap",
+            "configmaps",
+            true,
+            &["cm"],
+            false,
+            false,
+            false,
+            false,
+            &[],
+            Subdomain,
+            TableKind::ConfigMap,
         ),
-        (
-            b(
-                "",
-                "Secret",
-                "secrets",
-                true,
-                &[],
-                false,
-                false,
-                false,
-                false,
-                &["type"],
-                Subdomain,
-                TableKind::Secret,
-            ),
-            CreateStatus::Keep,
+        b(
+            "",
+            "Secret",
+            "secrets",
+            true,
+            &[],
+            false,
+            false,
+            false,
+            false,
+            &["type"],
+            Subdomain,
+            TableKind::Secret,
         ),
-        (
-            b(
-                "",
-                "Service",
-                "services",
-                true,
-                &["svc"],
-                true,
-                true,
-                false,
-                false,
-                &[],
-                Label,
-                TableKind::Service,
-            ),
-            CreateStatus::Reset(json!({"loadBalancer": {}})),
+        b(
+            "",
+            "Service",
+            "services",
+            true,
+            &["svc"],
+            true,
+            true,
+            false,
+            false,
+            &[],
+            Label,
+            TableKind::Service,
         ),
-        (
-            b(
-                "",
-                "Namespace",
-                "namespaces",
-                false,
-                &["ns"],
-                false,
-                true,
-                false,
-                false,
-                &["status.phase"],
-                Label,
-                TableKind::Namespace,
-            ),
-            CreateStatus::Reset(json!({"phase": "Active"})),
+        b(
+            "",
+            "Namespace",
+            "namespaces",
+            false,
+            &["ns"],
+            false,
+            true,
+            false,
+            false,
+            &["status.phase"],
+            Label,
+            TableKind::Namespace,
         ),
-        (
-            b(
-                "",
-                "Node",
-                "nodes",
-                false,
-                &["no"],
-                false,
-                true,
-                false,
-                false,
-                &["spec.unschedulable"],
-                Subdomain,
-                TableKind::Node,
-            ),
-            CreateStatus::Keep,
+        b(
+            "",
+            "Node",
+            "nodes",
+            false,
+            &["no"],
+            false,
+            true,
+            false,
+            false,
+            &["spec.unschedulable"],
+            Subdomain,
+            TableKind::Node,
         ),
-        (
-            b(
-                "",
-                "Event",
-                "events",
-                true,
-                &["ev"],
-                false,
-                false,
-                false,
-                false,
-                &[
-                    "involvedObject.kind",
-                    "involvedObject.name",
-                    "involvedObject.namespace",
-                    "involvedObject.uid",
-                    "reason",
-                    "type",
-                ],
-                Subdomain,
-                TableKind::Generic,
-            ),
-            CreateStatus::Keep,
+        b(
+            "",
+            "Event",
+            "events",
+            true,
+            &["ev"],
+            false,
+            false,
+            false,
+            false,
+            &[
+                "involvedObject.kind",
+                "involvedObject.name",
+                "involvedObject.namespace",
+                "involvedObject.uid",
+                "reason",
+                "type",
+            ],
+            Subdomain,
+            TableKind::Generic,
         ),
-        (
-            b(
-                "",
-                "ServiceAccount",
-                "serviceaccounts",
-                true,
-                &["sa"],
-                false,
-                false,
-                false,
-                false,
-                &[],
-                Subdomain,
-                TableKind::Generic,
-            ),
-            CreateStatus::Keep,
+        b(
+            "",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            &["sa"],
+            false,
+            false,
+            false,
+            false,
+            &[],
+            Subdomain,
+            TableKind::Generic,
         ),
-        (
-            b(
-                "apps",
-                "Deployment",
-                "deployments",
-                true,
-                &["deploy"],
-                true,
-                true,
-                true,
-                true,
-                &[],
-                Subdomain,
-                TableKind::Deployment,
-            ),
-            CreateStatus::Reset(json!({})),
+        b(
+            "apps",
+            "Deployment",
+            "deployments",
+            true,
+            &["deploy"],
+            true,
+            true,
+            true,
+            true,
+            &[],
+            Subdomain,
+            TableKind::Deployment,
         ),
-        (
-            b(
-                "apps",
-                "ReplicaSet",
-                "replicasets",
-                true,
-                &["rs"],
-                true,
-                true,
-                true,
-                true,
-                &["status.replicas"],
-                Subdomain,
-                TableKind::ReplicaSet,
-            ),
-            CreateStatus::Reset(json!({"replicas": 0})),
+        b(
+            "apps",
+            "ReplicaSet",
+            "replicasets",
+            true,
+            &["rs"],
+            true,
+            true,
+            true,
+            true,
+            &["status.replicas"],
+            Subdomain,
+            TableKind::ReplicaSet,
         ),
-        (
-            b(
-                "coordination.k8s.io",
-                "Lease",
-                "leases",
-                true,
-                &[],
-                false,
-                false,
-                false,
-                false,
-                &[],
-                Subdomain,
-                TableKind::Generic,
-            ),
-            CreateStatus::Keep,
+        b(
+            "coordination.k8s.io",
+            "Lease",
+            "leases",
+            true,
+            &[],
+            false,
+            false,
+            false,
+            false,
+            &[],
+            Subdomain,
+            TableKind::Generic,
         ),
     ]
 }
@@ -367,7 +386,7 @@ impl Registry {
     /// plural) is an error.
     pub(crate) fn new(custom: &[CustomResource]) -> Result<Self, String> {
         let mut defs: Vec<Arc<ResourceDef>> = Vec::new();
-        for (b, create_status) in builtins() {
+        for b in builtins() {
             let version = "v1";
             let api_version = api_version_of(b.group, version);
             defs.push(Arc::new(ResourceDef {
@@ -386,14 +405,8 @@ impl Registry {
                 scale: b.scale,
                 builtin: true,
                 tracks_generation: b.generation,
-                generation: if b.generation {
-                    GenerationRule::builtin(b.group, b.kind)
-                } else {
-                    GenerationRule::None
-                },
                 field_labels: b.fields.to_vec(),
                 name_rule: b.name_rule,
-                create_status,
                 table: b.table,
             }));
         }
@@ -436,14 +449,8 @@ impl Registry {
                 scale: false,
                 builtin: false,
                 tracks_generation: true,
-                generation: GenerationRule::NonMetadata,
                 field_labels: vec![],
                 name_rule: NameRule::Subdomain,
-                create_status: if c.status_subresource {
-                    CreateStatus::Remove
-                } else {
-                    CreateStatus::Keep
-                },
                 table: TableKind::Generic,
             }));
         }

@@ -7,13 +7,13 @@ use serde_json::{Map, Value, json};
 
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::options::{DeleteOptions, PatchKind};
-use crate::apimachinery::schema::{CreateStatus, NameRule, ResourceDef};
+use crate::apimachinery::schema::{NameRule, ResourceDef};
 use crate::apimachinery::util::{
     new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
 };
 use crate::registry::apply;
 use crate::registry::defaults;
-use crate::registry::strategy::{self, DeletePlan};
+use crate::registry::strategy::{self, CreateStatus, DeletePlan};
 use crate::storage::object::{Key, StoredObject, meta_mut, meta_str};
 use crate::storage::store::{Outcome, Store, Write};
 
@@ -204,16 +204,16 @@ fn create_inner(
     }
     if let Some(obj) = body.as_object_mut() {
         match if keep_status {
-            &CreateStatus::Keep
+            CreateStatus::Keep
         } else {
-            &def.create_status
+            strategy::create_status(def)
         } {
             CreateStatus::Keep => {}
             CreateStatus::Remove => {
                 obj.remove("status");
             }
             CreateStatus::Reset(v) => {
-                obj.insert("status".into(), v.clone());
+                obj.insert("status".into(), v);
             }
         }
     }

@@ -142,7 +142,7 @@ fn storage_hash(api_version: &str, kind: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{CustomResource, Scope};
+    use crate::apimachinery::schema::{CustomResource, Scope};
 
     #[test]
     fn discovery_shapes() {
