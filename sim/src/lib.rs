@@ -100,8 +100,9 @@ use tokio::task::JoinHandle;
 
 pub use config::{CustomResource, Scope, SimConfig};
 pub use harness::churn::{ChurnConfig, ChurnCounts, ChurnHandle, ChurnKind, parse_rate};
+pub use harness::faults::Faults;
 pub use server::counters::{MAX_ARRIVALS, RequestCounters, Verb};
-pub use server::faults::{ExpireMode, FaultCounters, Faults};
+pub use server::faults::{ExpireMode, FaultCounters};
 
 use apimachinery::errors::ApiError;
 use apimachinery::options::{DeleteOptions, PatchKind};

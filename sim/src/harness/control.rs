@@ -10,10 +10,11 @@ use http::{Method, Response};
 use serde_json::{Value, json};
 
 use super::churn::{self, ChurnConfig, ChurnCounts, ChurnHandle};
+use super::faults::Faults;
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::util::Query;
 use crate::server::counters::{RequestCounters, Verb};
-use crate::server::faults::{ExpireMode, Faults};
+use crate::server::faults::ExpireMode;
 use crate::server::response::{self as resp, Body};
 use crate::server::shared::Mount;
 use crate::storage::store::Store;

@@ -3,5 +3,6 @@
 pub(crate) mod churn;
 pub(crate) mod control;
 pub(crate) mod demo;
+pub(crate) mod faults;
 pub(crate) mod kubeconfig;
 pub(crate) mod kubelet;

@@ -1,40 +1,42 @@
-//! Fault injection: failed requests, dropped/expired/corrupted/slow watch streams, compaction.
-//! Every fault that takes effect is counted, so tests can assert it really happened.
+//! The fault injection points of the server: what the handlers and the watch streams consult
+//! (failed requests, watch faults, dropped, expired, corrupted, slow or stalled streams,
+//! stripped resourceVersions) and the counters of every fault that took effect, so tests can
+//! assert it really happened. The test harness arms them through [`crate::Faults`]; the server
+//! only reads them.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::watch;
 
+use super::counters::Verb;
 use crate::apimachinery::errors::ApiError;
-use crate::server::counters::Verb;
-use crate::storage::store::Store;
 
 /// How many times each fault took effect (not how often it was requested).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FaultCounters {
-    /// Watch streams aborted by [`Faults::drop_watches`].
+    /// Watch streams aborted by [`crate::Faults::drop_watches`].
     pub watches_dropped: u64,
-    /// List requests failed by [`Faults::fail_next_lists`] / [`Faults::fail_next`].
+    /// List requests failed by [`crate::Faults::fail_next_lists`] / [`crate::Faults::fail_next`].
     pub lists_failed: u64,
-    /// Watch requests failed by [`Faults::fail_next_watches`] / [`Faults::fail_next`].
+    /// Watch requests failed by [`crate::Faults::fail_next_watches`] / [`crate::Faults::fail_next`].
     pub watches_failed: u64,
-    /// Other requests failed by [`Faults::fail_next`].
+    /// Other requests failed by [`crate::Faults::fail_next`].
     pub others_failed: u64,
-    /// Watch streams ended with ERROR 410 by [`Faults::expire_watches`].
+    /// Watch streams ended with ERROR 410 by [`crate::Faults::expire_watches`].
     pub watches_expired: u64,
-    /// Calls to [`Faults::compact`].
+    /// Calls to [`crate::Faults::compact`].
     pub compactions: u64,
-    /// Malformed lines written by [`Faults::malformed_next_event`].
+    /// Malformed lines written by [`crate::Faults::malformed_next_event`].
     pub malformed_events: u64,
-    /// Streams cut mid-object by [`Faults::close_mid_object_next`].
+    /// Streams cut mid-object by [`crate::Faults::close_mid_object_next`].
     pub closed_mid_object: u64,
-    /// Events delayed by [`Faults::slow_watches`].
+    /// Events delayed by [`crate::Faults::slow_watches`].
     pub slowed_events: u64,
-    /// Watch streams that went silent under [`Faults::stall_watches`] (once per stall).
+    /// Watch streams that went silent under [`crate::Faults::stall_watches`] (once per stall).
     pub stalled_watches: u64,
     /// Watches that got ERROR 410 because their resourceVersion was older than the window
     /// (at start, or by falling behind); not an injected fault, counted for convenience.
@@ -42,19 +44,19 @@ pub struct FaultCounters {
     /// Lists that got 410 for a continue token older than the window.
     pub expired_continues: u64,
     /// Watch requests answered 200 with a stream that ended at once, by
-    /// [`Faults::end_watches_at_once`].
+    /// [`crate::Faults::end_watches_at_once`].
     pub watches_ended_at_once: u64,
     /// Watch requests answered with 410 (HTTP status or first ERROR event), by
-    /// [`Faults::expire_every_watch`].
+    /// [`crate::Faults::expire_every_watch`].
     pub watches_refused_expired: u64,
-    /// Watch-list requests answered 422, by [`Faults::reject_watch_list`].
+    /// Watch-list requests answered 422, by [`crate::Faults::reject_watch_list`].
     pub watch_lists_rejected: u64,
-    /// Watch-list requests served as plain watches, by [`Faults::ignore_watch_list`].
+    /// Watch-list requests served as plain watches, by [`crate::Faults::ignore_watch_list`].
     pub watch_lists_ignored: u64,
     /// Objects served (list items, watch events) without `metadata.resourceVersion`, by
-    /// [`Faults::strip_resource_versions`].
+    /// [`crate::Faults::strip_resource_versions`].
     pub objects_without_resource_version: u64,
-    /// Requests answered `429 TooManyRequests` by [`Faults::throttle`] or a 429 [`Faults::fail_next`].
+    /// Requests answered `429 TooManyRequests` by [`crate::Faults::throttle`] or a 429 [`crate::Faults::fail_next`].
     pub throttled: u64,
 }
 
@@ -84,6 +86,7 @@ struct Counts {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Count {
     WatchesDropped,
+    Compactions,
     WatchesExpired,
     MalformedEvents,
     ClosedMidObject,
@@ -97,7 +100,7 @@ pub(crate) enum Count {
     WatchListsIgnored,
 }
 
-/// How [`Faults::expire_every_watch`] answers a watch request.
+/// How [`crate::Faults::expire_every_watch`] answers a watch request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExpireMode {
     /// An HTTP `410 Gone` response with an `Expired` Status body (no stream).
@@ -132,8 +135,8 @@ impl ExpireMode {
     }
 }
 
-/// A switchable fault on every watch request (see [`Faults::end_watches_at_once`],
-/// [`Faults::expire_every_watch`]).
+/// A switchable fault on every watch request (see [`crate::Faults::end_watches_at_once`],
+/// [`crate::Faults::expire_every_watch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WatchFault {
     /// Answer 200 and end the stream with no event.
@@ -142,18 +145,37 @@ pub(crate) enum WatchFault {
     Expire(ExpireMode),
 }
 
+/// A rule failing the requests it matches.
 #[derive(Debug, Clone)]
-struct FailRule {
+pub(crate) struct FailRule {
     resource: Option<String>,
     /// The verbs it applies to; empty means every verb.
     verbs: Vec<Verb>,
-    /// Requests left to fail; `None` fails every matching request until [`Faults::clear`].
+    /// Requests left to fail; `None` fails every matching request until [`crate::Faults::clear`].
     remaining: Option<u32>,
     code: u16,
     retry_after: u64,
 }
 
 impl FailRule {
+    /// Fails requests of `verbs` (every verb when empty) on `resource` (any when `None`): the
+    /// next `remaining` of them, or every one when `None`, with `code` and `Retry-After`.
+    pub(crate) fn new(
+        resource: Option<&str>,
+        verbs: Vec<Verb>,
+        remaining: Option<u32>,
+        code: u16,
+        retry_after: u64,
+    ) -> Self {
+        Self {
+            resource: resource.map(str::to_string),
+            verbs,
+            remaining,
+            code,
+            retry_after,
+        }
+    }
+
     fn matches(&self, resource: &str, verb: Verb) -> bool {
         (self.verbs.is_empty() || self.verbs.contains(&verb))
             && self.remaining != Some(0)
@@ -170,6 +192,7 @@ pub(crate) enum StreamFault {
     CloseMidObject,
 }
 
+/// The armed faults and the counters, shared by every connection.
 #[derive(Debug)]
 pub(crate) struct FaultState {
     rules: Mutex<Vec<FailRule>>,
@@ -208,6 +231,7 @@ impl FaultState {
     pub(crate) fn bump(&self, c: Count) {
         let a = match c {
             Count::WatchesDropped => &self.counts.watches_dropped,
+            Count::Compactions => &self.counts.compactions,
             Count::WatchesExpired => &self.counts.watches_expired,
             Count::MalformedEvents => &self.counts.malformed_events,
             Count::ClosedMidObject => &self.counts.closed_mid_object,
@@ -300,7 +324,86 @@ impl FaultState {
         }
     }
 
-    fn snapshot(&self) -> FaultCounters {
+    /// Aborts every open watch stream.
+    pub(crate) fn drop_watches(&self) {
+        self.drop_tx.send_modify(|n| *n += 1);
+    }
+
+    /// Ends every open watch stream with an ERROR 410.
+    pub(crate) fn expire_watches(&self) {
+        self.expire_tx.send_modify(|n| *n += 1);
+    }
+
+    /// Silences (or resumes) every watch stream.
+    pub(crate) fn set_stalled(&self, stalled: bool) {
+        self.stall_tx.send_replace(stalled);
+    }
+
+    /// Adds a failure rule (after the ones already armed).
+    pub(crate) fn add_rule(&self, rule: FailRule) {
+        self.rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(rule);
+    }
+
+    /// Sets the fault every watch request gets (`None`: none).
+    pub(crate) fn set_watch_fault(&self, fault: Option<WatchFault>) {
+        let c = match fault {
+            None => 0,
+            Some(WatchFault::EndAtOnce) => 1,
+            Some(WatchFault::Expire(mode)) => mode.code() + 1,
+        };
+        self.watch_fault.store(c, Ordering::Relaxed);
+    }
+
+    /// Answers watch-list requests 422 while on.
+    pub(crate) fn set_reject_watch_list(&self, on: bool) {
+        self.reject_watch_list.store(on, Ordering::Relaxed);
+    }
+
+    /// Serves watch-list requests as plain watches while on.
+    pub(crate) fn set_ignore_watch_list(&self, on: bool) {
+        self.ignore_watch_list.store(on, Ordering::Relaxed);
+    }
+
+    /// Serves objects without `metadata.resourceVersion` while on.
+    pub(crate) fn set_strip_resource_versions(&self, on: bool) {
+        self.strip_rv.store(on, Ordering::Relaxed);
+    }
+
+    /// Arms a one-shot stream fault for the next event of a watch of `resource` (any when
+    /// `None`).
+    pub(crate) fn arm(&self, f: StreamFault, resource: Option<&str>) {
+        let mut pending = self.stream_faults.lock().unwrap_or_else(|e| e.into_inner());
+        pending.push((f, resource.map(str::to_string)));
+        self.armed.store(pending.len(), Ordering::Release);
+    }
+
+    /// Sets the per-event delay of every watch stream (`None`: full speed).
+    pub(crate) fn set_slow(&self, per_event: Option<Duration>) {
+        let n = per_event.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
+        self.slow_nanos.store(n, Ordering::Relaxed);
+    }
+
+    /// Disarms everything (counters stay).
+    pub(crate) fn clear(&self) {
+        self.stall_tx.send_replace(false);
+        self.watch_fault.store(0, Ordering::Relaxed);
+        self.reject_watch_list.store(false, Ordering::Relaxed);
+        self.ignore_watch_list.store(false, Ordering::Relaxed);
+        self.strip_rv.store(false, Ordering::Relaxed);
+        self.rules.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let mut pending = self.stream_faults.lock().unwrap_or_else(|e| e.into_inner());
+        pending.clear();
+        self.armed.store(0, Ordering::Release);
+        self.slow_nanos.store(0, Ordering::Relaxed);
+    }
+
+    /// How many times each fault took effect so far.
+    pub(crate) fn counters(&self) -> FaultCounters {
         let c = &self.counts;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         FaultCounters {
@@ -323,232 +426,5 @@ impl FaultState {
             objects_without_resource_version: l(&c.objects_without_resource_version),
             throttled: l(&c.throttled),
         }
-    }
-}
-
-/// Injects faults into a running sim. Cheap to clone; all clones act on the same server.
-#[derive(Clone)]
-pub struct Faults {
-    pub(crate) state: Arc<FaultState>,
-    pub(crate) store: Arc<Store>,
-}
-
-impl std::fmt::Debug for Faults {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Faults")
-            .field("counters", &self.counters())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Faults {
-    /// Aborts every open watch stream now (the connection closes without the final chunk, as
-    /// when a proxy or the network drops it). Counted per stream in `watches_dropped`.
-    pub fn drop_watches(&self) {
-        self.state.drop_tx.send_modify(|n| *n += 1);
-    }
-
-    /// Fails the next `n` list requests (any resource) with `code` (500, 429 with
-    /// `Retry-After: 1`, 503, ...).
-    pub fn fail_next_lists(&self, n: u32, code: u16) {
-        self.fail_next(None, Verb::List, n, code, 1);
-    }
-
-    /// Fails the next `n` watch requests (any resource) with `code`, before the stream starts.
-    pub fn fail_next_watches(&self, n: u32, code: u16) {
-        self.fail_next(None, Verb::Watch, n, code, 1);
-    }
-
-    /// Fails the next `n` requests of `verb` on `resource` (any resource when `None`) with an
-    /// HTTP `code`; a 429 or 503 carries `Retry-After: retry_after_secs`.
-    pub fn fail_next(
-        &self,
-        resource: Option<&str>,
-        verb: Verb,
-        n: u32,
-        code: u16,
-        retry_after_secs: u64,
-    ) {
-        if n == 0 {
-            return;
-        }
-        self.push_rule(FailRule {
-            resource: resource.map(str::to_string),
-            verbs: vec![verb],
-            remaining: Some(n),
-            code,
-            retry_after: retry_after_secs,
-        });
-    }
-
-    fn push_rule(&self, rule: FailRule) {
-        self.state
-            .rules
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(rule);
-    }
-
-    /// Answers requests `429 TooManyRequests` with `Retry-After: retry_after_secs` and a
-    /// `TooManyRequests` Status (details `retryAfterSeconds`), as kube-apiserver's priority and
-    /// fairness does: requests of any of `verbs` (every verb when empty) on `resource` (any when
-    /// `None`); the next `n` of them, or every one until [`Faults::clear`] when `n` is `None`.
-    /// Counted in `throttled` (and in `lists_failed` / `watches_failed` / `others_failed`).
-    pub fn throttle(
-        &self,
-        resource: Option<&str>,
-        verbs: &[Verb],
-        n: Option<u32>,
-        retry_after_secs: u64,
-    ) {
-        if n == Some(0) {
-            return;
-        }
-        self.push_rule(FailRule {
-            resource: resource.map(str::to_string),
-            verbs: verbs.to_vec(),
-            remaining: n,
-            code: 429,
-            retry_after: retry_after_secs,
-        });
-    }
-
-    /// While on, every watch request (any resource) is answered `200` with a stream that ends at
-    /// once, without any event: a server (or proxy) that ends every watch immediately. Checked
-    /// after request validation; injected failures ([`Faults::fail_next`],
-    /// [`Faults::throttle`]) come first. Such watches never count as started or open.
-    /// Counted in `watches_ended_at_once`. Replaces [`Faults::expire_every_watch`].
-    pub fn end_watches_at_once(&self, on: bool) {
-        self.state
-            .watch_fault
-            .store(if on { 1 } else { 0 }, Ordering::Relaxed);
-    }
-
-    /// While `Some`, every watch request is answered with `410 Expired` (a watch RV that is
-    /// always too old): an HTTP 410 response ([`ExpireMode::Http`]) or a 200 stream whose only
-    /// event is an ERROR with a 410 Status ([`ExpireMode::ErrorEvent`]). Lists keep working.
-    /// Counted in `watches_refused_expired`. `None` turns it off; replaces
-    /// [`Faults::end_watches_at_once`].
-    pub fn expire_every_watch(&self, mode: Option<ExpireMode>) {
-        let c = mode.map_or(0, |m| m.code() + 1);
-        self.state.watch_fault.store(c, Ordering::Relaxed);
-    }
-
-    /// While on, a watch with `sendInitialEvents=true` (watch-list) is answered `422 Invalid`
-    /// with the Status a server without the WatchList feature sends (a `FieldValueForbidden`
-    /// cause on `sendInitialEvents`); other watches work. Counted in `watch_lists_rejected`.
-    pub fn reject_watch_list(&self, on: bool) {
-        self.state.reject_watch_list.store(on, Ordering::Relaxed);
-    }
-
-    /// While on, `sendInitialEvents` and `resourceVersionMatch` of a watch are ignored, like a
-    /// server that predates watch-list: the watch is served as if they were absent (a watch from
-    /// RV unset or `0` starts with synthetic ADDED events for every object, as for any watch),
-    /// and no BOOKMARK annotated `k8s.io/initial-events-end` is ever sent. Counted in
-    /// `watch_lists_ignored`.
-    pub fn ignore_watch_list(&self, on: bool) {
-        self.state.ignore_watch_list.store(on, Ordering::Relaxed);
-    }
-
-    /// While on, objects in list responses and watch events (ADDED, MODIFIED, DELETED) carry no
-    /// `metadata.resourceVersion` (the field is removed from the JSON); the list's own
-    /// `metadata.resourceVersion` and BOOKMARKs keep theirs. Stored objects are unchanged. Table
-    /// output is not affected. Counted per object in `objects_without_resource_version`.
-    pub fn strip_resource_versions(&self, on: bool) {
-        self.state.strip_rv.store(on, Ordering::Relaxed);
-    }
-
-    /// Ends every open watch stream with an ERROR event carrying a `410 Expired` Status (as
-    /// kube-apiserver does when a watcher falls out of the watch cache). Counted per stream.
-    pub fn expire_watches(&self) {
-        self.state.expire_tx.send_modify(|n| *n += 1);
-    }
-
-    /// Compacts: every resourceVersion older than the current one leaves the watch-cache window,
-    /// so watches from it and continue tokens at it get 410. Returns the current RV.
-    pub fn compact(&self) -> u64 {
-        let rv = self.store.compact();
-        self.state
-            .counts
-            .compactions
-            .fetch_add(1, Ordering::Relaxed);
-        rv
-    }
-
-    fn arm(&self, f: StreamFault, resource: Option<&str>) {
-        let mut pending = self
-            .state
-            .stream_faults
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        pending.push((f, resource.map(str::to_string)));
-        self.state.armed.store(pending.len(), Ordering::Release);
-    }
-
-    /// The next event written by any watch stream (open now or opened later) is preceded by a
-    /// line that is not valid JSON; the stream then goes on normally.
-    pub fn malformed_next_event(&self) {
-        self.arm(StreamFault::Malformed, None);
-    }
-
-    /// Like [`Faults::malformed_next_event`], only on a watch of `resource` (plural).
-    pub fn malformed_next_event_of(&self, resource: &str) {
-        self.arm(StreamFault::Malformed, Some(resource));
-    }
-
-    /// The next event written by any watch stream is cut in half and the connection aborted
-    /// (the event was not delivered, so a client resuming from its last RV gets it again).
-    pub fn close_mid_object_next(&self) {
-        self.arm(StreamFault::CloseMidObject, None);
-    }
-
-    /// Like [`Faults::close_mid_object_next`], only on a watch of `resource` (plural).
-    pub fn close_mid_object_next_of(&self, resource: &str) {
-        self.arm(StreamFault::CloseMidObject, Some(resource));
-    }
-
-    /// Delays every watch event by `per_event` (`None` restores full speed).
-    pub fn slow_watches(&self, per_event: Option<Duration>) {
-        let n = per_event.map_or(0, |d| {
-            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
-        });
-        self.state.slow_nanos.store(n, Ordering::Relaxed);
-    }
-
-    /// Every watch stream (open or new) goes silent: no events, no bookmarks, and no clean end
-    /// at `timeoutSeconds`, like a hung server or a half-open connection; `false` resumes them
-    /// (nothing is lost). [`Faults::drop_watches`] still cuts them. For client-side
-    /// silent-watch detection.
-    pub fn stall_watches(&self, stalled: bool) {
-        self.state.stall_tx.send_replace(stalled);
-    }
-
-    /// Disarms every pending failure (throttling included) and stream fault, the slowdown, the
-    /// stall and every switch (watch faults, watch-list faults, stripped resourceVersions);
-    /// counters stay.
-    pub fn clear(&self) {
-        self.state.stall_tx.send_replace(false);
-        self.state.watch_fault.store(0, Ordering::Relaxed);
-        self.state.reject_watch_list.store(false, Ordering::Relaxed);
-        self.state.ignore_watch_list.store(false, Ordering::Relaxed);
-        self.state.strip_rv.store(false, Ordering::Relaxed);
-        self.state
-            .rules
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        let mut pending = self
-            .state
-            .stream_faults
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        pending.clear();
-        self.state.armed.store(0, Ordering::Release);
-        self.state.slow_nanos.store(0, Ordering::Relaxed);
-    }
-
-    /// How many times each fault took effect so far.
-    pub fn counters(&self) -> FaultCounters {
-        self.state.snapshot()
     }
 }
