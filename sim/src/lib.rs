@@ -80,6 +80,10 @@
 
 #![warn(missing_docs)]
 
+// The layers, as kube-apiserver lays them out; imports run down this list, never up (each
+// folder's mod.rs says what it owns): harness (faults, control endpoint, churn, kubelet) ->
+// server (request handling) -> registry (API semantics, per-kind strategies) -> storage
+// (versioned store, watch cache) -> apimachinery (shared types). This file assembles them.
 mod apimachinery;
 mod config;
 mod harness;

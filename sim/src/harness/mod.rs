@@ -1,4 +1,13 @@
-//! The test harness (placeholder, described in a later commit).
+//! The test harness, apart from the server and driving it as a client would: the fault
+//! injector tests hold (`faults::Faults`, arming the server's injection points), the `/sim/`
+//! control endpoint mounted on the server (`control`), seeded churn (`churn`), the demo
+//! objects (`demo`), the kubelet stand-in that finishes graceful pod deletion (`kubelet`:
+//! it watches pods and deletes them through the registry) and the kubeconfig file
+//! (`kubeconfig`).
+//!
+//! The top layer: it may import `crate::server`, `crate::registry`, `crate::storage` and
+//! `crate::apimachinery`; nothing imports it but the crate root (`lib.rs`), which assembles a
+//! [`crate::Sim`].
 
 pub(crate) mod churn;
 pub(crate) mod control;

@@ -1,16 +1,19 @@
-//! Request handling, as kube-apiserver's generic API server does it: the accept loop and the
-//! top-level mux (`k8s.io/apiserver/pkg/server`: `GenericAPIServer`, `APIServerHandler`), the
-//! REST endpoints of `k8s.io/apiserver/pkg/endpoints` (`request`: what a path addresses;
-//! `handlers`: get, list, watch, create, update, patch, delete; `handlers/negotiation` and the
-//! serializers: JSON, protobuf bodies, Table and PartialObjectMetadata output; `discovery`),
-//! the OpenAPI documents (`k8s.io/kube-openapi/pkg/handler3`) and the Table printers
-//! (`pkg/printers/internalversion`). Request counters and the fault injection points sit at the
-//! handlers' entry and in the watch streams.
+//! Request handling, laid out by the path a request takes through kube-apiserver's generic API
+//! server: the accept loop and the top-level mux here (`k8s.io/apiserver/pkg/server`:
+//! `GenericAPIServer`, `APIServerHandler`); what a path addresses (`request_info`:
+//! `endpoints/request`'s `RequestInfoFactory`); the negotiated representation and the decoded
+//! body (`negotiation`, with `protobuf` for kube's protobuf bodies); the REST handlers
+//! (`handlers`: get, create, update, patch, delete, deletecollection; `list`; `watch`: the
+//! watch handler and its streams); `discovery`, the OpenAPI documents (`openapi`, as
+//! `kube-openapi`'s `handler3`) and the Table printers (`table`, as
+//! `pkg/printers/internalversion`); response rendering and `Status` bodies (`response`).
+//! Request counters (`counters`) and the fault injection points (`faults`) sit at the
+//! handlers' entry and in the watch streams; `shared` is what every connection shares.
 //!
-//! Imports run downward: writes go through the registry's operations (`crate::registry`),
-//! reads (snapshots, the watch-cache window) to `crate::storage`, as the generic registry
-//! passes them through. The server never imports the test harness: the harness mounts its
-//! control endpoint under `/sim/` ([`shared::Mount`]) and drives the fault injection points
+//! Imports run downward: writes go through the registry (`crate::registry`), reads
+//! (snapshots, the watch-cache window) to `crate::storage`, and the shared types come from
+//! `crate::apimachinery`. The server never imports the test harness: the harness mounts its
+//! control endpoint under `/sim/` ([`shared::Mount`]) and arms the fault injection points
 //! ([`faults::FaultState`]) from above.
 
 pub(crate) mod counters;
