@@ -4,72 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Whether objects of a kind live in a namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Objects live in a namespace (`/namespaces/{ns}/{plural}`).
-    Namespaced,
-    /// Objects are cluster-wide (`/{plural}`).
-    Cluster,
-}
-
-/// A custom kind served at `/apis/{group}/{version}/...`, registered at start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomResource {
-    /// API group, e.g. `example.com`.
-    pub group: String,
-    /// Version, e.g. `v1`.
-    pub version: String,
-    /// Kind, e.g. `Widget`.
-    pub kind: String,
-    /// Plural resource name used in paths, e.g. `widgets`.
-    pub plural: String,
-    /// Namespaced or cluster-scoped.
-    pub scope: Scope,
-    /// Short names for discovery (`kubectl get wd`).
-    pub short_names: Vec<String>,
-    /// Categories for discovery (e.g. `all`).
-    pub categories: Vec<String>,
-    /// Whether the kind has a `status` subresource (then the main resource ignores status).
-    pub status_subresource: bool,
-}
-
-impl CustomResource {
-    /// A custom kind without short names, categories or status subresource.
-    pub fn new(
-        group: impl Into<String>,
-        version: impl Into<String>,
-        kind: impl Into<String>,
-        plural: impl Into<String>,
-        scope: Scope,
-    ) -> Self {
-        Self {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-            scope,
-            short_names: Vec::new(),
-            categories: Vec::new(),
-            status_subresource: false,
-        }
-    }
-
-    /// Enables the `status` subresource.
-    pub fn with_status_subresource(mut self) -> Self {
-        self.status_subresource = true;
-        self
-    }
-
-    /// Sets the short names.
-    pub fn with_short_names<I: IntoIterator<Item = S>, S: Into<String>>(
-        mut self,
-        names: I,
-    ) -> Self {
-        self.short_names = names.into_iter().map(Into::into).collect();
-        self
-    }
-}
+pub use crate::apimachinery::schema::{CustomResource, Scope};
 
 /// Configuration of [`crate::Sim`]. Start from [`SimConfig::default`] and override fields.
 #[derive(Debug, Clone)]

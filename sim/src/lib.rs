@@ -80,37 +80,21 @@
 
 #![warn(missing_docs)]
 
-mod apply;
-mod churn;
+// The layers, as kube-apiserver lays them out; imports run down this list, never up (each
+// folder's mod.rs says what it owns): harness (faults, control endpoint, churn, kubelet) ->
+// server (request handling) -> registry (API semantics, per-kind strategies) -> storage
+// (versioned store, watch cache) -> apimachinery (shared types). This file assembles them.
+mod apimachinery;
 mod config;
-mod counters;
-mod defaults;
-mod demo;
-mod faults;
-mod http;
-mod kubeconfig;
-mod kubelet;
-mod object;
-mod openapi;
-mod ops;
-mod protobuf;
-mod resources;
-mod selector;
+mod harness;
+mod registry;
 mod server;
-mod shared;
-mod smp;
-mod status;
-mod store;
-mod strategy;
-mod table;
-mod util;
-mod validation;
-mod watch;
+mod storage;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -118,17 +102,20 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
-pub use churn::{ChurnConfig, ChurnCounts, ChurnHandle, ChurnKind, parse_rate};
 pub use config::{CustomResource, Scope, SimConfig};
-pub use counters::{MAX_ARRIVALS, RequestCounters, Verb};
-pub use faults::{ExpireMode, FaultCounters, Faults};
+pub use harness::churn::{ChurnConfig, ChurnCounts, ChurnHandle, ChurnKind, parse_rate};
+pub use harness::faults::Faults;
+pub use server::counters::{MAX_ARRIVALS, RequestCounters, Verb};
+pub use server::faults::{ExpireMode, FaultCounters};
 
-use kubeconfig::KubeconfigFile;
-use ops::{DeleteOptions, Part, PatchKind};
-use resources::{Registry, ResourceDef};
-use shared::Shared;
-use status::ApiError;
-use store::{Outcome, Store};
+use apimachinery::errors::ApiError;
+use apimachinery::options::{DeleteOptions, PatchKind};
+use apimachinery::schema::{Registry, ResourceDef};
+use harness::control::Control;
+use harness::kubeconfig::KubeconfigFile;
+use registry::generic::{self as ops, Part};
+use server::shared::Shared;
+use storage::store::{Outcome, Store};
 
 /// Errors of the sim's own API (not HTTP responses, which are `Status` objects).
 #[derive(Debug, thiserror::Error)]
@@ -176,6 +163,8 @@ impl From<ApiError> for SimError {
 /// A running simulated API server. Dropping it (or [`Sim::shutdown`]) stops it.
 pub struct Sim {
     shared: Arc<Shared>,
+    /// The `/sim/` control endpoint, which owns the managed churn.
+    control: Arc<Control>,
     url: String,
     addr: SocketAddr,
     uri: ::http::Uri,
@@ -193,13 +182,13 @@ impl Sim {
         let registry = Registry::new(&cfg.custom_resources).map_err(SimError::Config)?;
         let store = Arc::new(Store::new(registry, cfg.watch_cache_size));
         if let Some(cap) = cfg.pod_termination {
-            kubelet::start(&store, cap);
+            harness::kubelet::start(&store, cap);
         }
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             ops::ensure_namespace(&store, ns, true)?;
         }
         if cfg.seed_demo {
-            demo::seed(&store)?;
+            harness::demo::seed(&store)?;
         }
         let listener = TcpListener::bind((cfg.bind, cfg.port)).await?;
         let addr = listener.local_addr()?;
@@ -209,23 +198,34 @@ impl Sim {
             .map_err(|e| SimError::Config(format!("bad URL {url}: {e}")))?;
         let kubeconfig = KubeconfigFile::write(&url, cfg.write_kubeconfig.as_deref())?;
         let (shutdown_tx, shutdown_rx) = tokio_watch::channel(false);
+        let faults = Arc::new(server::faults::FaultState::new());
+        let requests = RequestCounters::default();
+        let control = Arc::new(Control::new(
+            Faults {
+                state: faults.clone(),
+                store: store.clone(),
+            },
+            requests.clone(),
+            store.clone(),
+        ));
         let shared = Arc::new(Shared {
             store,
-            faults: Arc::new(faults::FaultState::new()),
-            requests: RequestCounters::default(),
+            faults,
+            requests,
             bookmark_interval: cfg.bookmark_interval.max(Duration::from_millis(1)),
             auto_namespaces: cfg.auto_create_namespaces,
             max_body: cfg.max_request_body_bytes,
             server_address: addr.to_string(),
             shutdown: shutdown_rx.clone(),
-            churn: Mutex::new(None),
             rv_wait: cfg.resource_version_wait,
+            mount: Some(control.clone()),
         });
         let server = tokio::spawn(server::serve(listener, shared.clone(), shutdown_rx));
         let client = kube::Client::try_from(Self::config_for(&uri))?;
         tracing::info!(%url, "kinformer-sim listening");
         Ok(Sim {
             shared,
+            control,
             url,
             addr,
             uri,
@@ -308,7 +308,7 @@ impl Sim {
 
     /// The fault injector.
     pub fn faults(&self) -> Faults {
-        self.shared.faults_handle()
+        self.control.faults.clone()
     }
 
     /// Request counters by (resource, verb), and open watches.
@@ -323,23 +323,19 @@ impl Sim {
 
     /// Starts a churn generator on the sim's runtime; dropping the handle stops it.
     pub fn start_churn(&self, cfg: ChurnConfig) -> ChurnHandle {
-        churn::start_on(&self.runtime, self.shared.store.clone(), cfg)
+        harness::churn::start_on(&self.runtime, self.shared.store.clone(), cfg)
     }
 
     /// Starts churn owned by the sim: it is the churn `/sim/churn` reports and
     /// `/sim/churn/stop` stops (replacing any churn started there), and it stops at shutdown.
     pub fn start_managed_churn(&self, cfg: ChurnConfig) {
-        let handle = churn::start_on(&self.runtime, self.shared.store.clone(), cfg);
-        let mut slot = self.shared.churn.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = slot.replace(handle) {
-            old.stop();
-        }
+        let handle = harness::churn::start_on(&self.runtime, self.shared.store.clone(), cfg);
+        self.control.replace_churn(handle);
     }
 
     /// Counts of the sim-owned churn (see [`Sim::start_managed_churn`]), if one runs.
     pub fn managed_churn_counts(&self) -> Option<ChurnCounts> {
-        let slot = self.shared.churn.lock().unwrap_or_else(|e| e.into_inner());
-        slot.as_ref().map(ChurnHandle::counts)
+        self.control.churn_counts()
     }
 
     fn def(&self, resource: &str) -> Result<Arc<ResourceDef>, SimError> {
@@ -484,15 +480,7 @@ impl Sim {
 
     fn signal_shutdown(&self) {
         self.shutdown_tx.send_replace(true);
-        if let Some(h) = self
-            .shared
-            .churn
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            h.stop();
-        }
+        self.control.stop_churn();
     }
 
     /// Stops the server and waits until it has closed every connection.

@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use crate::ops::{self, Part};
-use crate::status::ApiError;
-use crate::store::Store;
+use crate::apimachinery::errors::ApiError;
+use crate::registry::generic::{self as ops, Part};
+use crate::storage::store::Store;
 
 fn create_with_status(
     store: &Store,

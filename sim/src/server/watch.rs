@@ -6,20 +6,29 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
+use http::Response;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::counters::OpenWatchGuard;
-use crate::faults::{Count, StreamFault};
-use crate::http::BodyError;
-use crate::object::{StoredObject, meta_mut, strip_rv};
-use crate::resources::ResourceDef;
-use crate::selector::{FieldSelector, LabelSelector};
-use crate::shared::{Repr, Shared, matches};
-use crate::status::ApiError;
-use crate::store::{Event, EventType, write_event_line};
-use crate::table;
+use super::counters::OpenWatchGuard;
+use super::faults::{Count, ExpireMode, StreamFault, WatchFault};
+use super::negotiation::Repr;
+use super::request_info::Target;
+use super::response::{self as resp, Body, BodyError};
+use super::shared::Shared;
+use super::table;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::options::ListOptions;
+use crate::apimachinery::schema::ResourceDef;
+use crate::apimachinery::selector::{FieldSelector, LabelSelector, parse_fields, parse_labels};
+use crate::apimachinery::util::Query;
+use crate::storage::object::meta_mut;
+use crate::storage::object::{StoredObject, strip_rv};
+use crate::storage::predicate::matches;
+use crate::storage::store::{Event, EventType, write_event_line};
+use crate::storage::versioner::parse_rv;
+use crate::storage::watch_cache::wait_until_fresh;
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy)]
@@ -516,4 +525,122 @@ impl WatchStream {
             out.put_slice(&self.bookmark_line(self.cursor, true));
         }
     }
+}
+
+/// Serves a WATCH (`k8s.io/apiserver/pkg/endpoints/handlers/watch.go` `serveWatch`, after
+/// `ListResource` decoded and validated its options): where it starts (`Cacher.Watch`), the
+/// injected watch faults, then the stream.
+pub(crate) async fn serve_watch(
+    shared: &Arc<Shared>,
+    t: &Target,
+    query: &Query,
+    repr: Repr,
+) -> Result<Response<Body>, ApiError> {
+    let def = t.def.clone();
+    // ListResource: DecodeParameters (400), then ValidateListOptions (422).
+    let mut opts = ListOptions::decode(query, true)?;
+    let labels = parse_labels(query)?;
+    let mut fields = parse_fields(&def.field_labels, query)?;
+    if let Some(name) = &t.name {
+        // The legacy single-object watch path: a watch filtered to that name.
+        fields = fields.and_name(name);
+    }
+    if opts.send_initial_events == Some(true) && shared.faults.rejects_watch_list() {
+        shared.faults.bump(Count::WatchListsRejected);
+        return Err(ApiError::watch_list_forbidden());
+    }
+    if shared.faults.ignores_watch_list() {
+        // A server that predates watch-list knows neither parameter.
+        if opts.send_initial_events == Some(true) {
+            shared.faults.bump(Count::WatchListsIgnored);
+        }
+        opts.send_initial_events = None;
+        opts.resource_version_match.clear();
+    }
+    let errs = opts.errors();
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_list_options(&errs));
+    }
+    let rv = opts.resource_version.as_str();
+    let bookmarks = opts.allow_watch_bookmarks;
+    // `timeoutSeconds=0` (or unset) leaves the server's own (long) timeout; a negative one has
+    // already expired.
+    let timeout = match opts.timeout_seconds {
+        None | Some(0) => None,
+        Some(s) => Some(Duration::from_secs(u64::try_from(s).unwrap_or(0))),
+    };
+    let start = match opts.send_initial_events {
+        Some(true) => {
+            if !rv.is_empty() && rv != "0" {
+                // A watch-list at an RV the cache has not reached waits for it
+                // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`,
+                // `waitUntilWatchCacheFreshAndForceAllEvents`); when the wait fails,
+                // `Cacher.Watch` returns `newErrWatcher(err), nil`: the watch is served (200)
+                // and its only event is an ERROR carrying the 504 Status.
+                if let Err(e) = wait_until_fresh(&shared.store, parse_rv(rv)?, shared.rv_wait).await
+                {
+                    return Ok(resp::stream(
+                        200,
+                        futures::stream::iter([Ok::<Bytes, BodyError>(error_line(&e))]),
+                    ));
+                }
+            }
+            // The `k8s.io/initial-events-end` bookmark goes only to a client that asked for
+            // bookmarks (`Cacher.Watch`: `setBookmarkAfterResourceVersion` under
+            // `opts.Predicate.AllowWatchBookmarks`).
+            Start::Initial {
+                end_bookmark: bookmarks,
+            }
+        }
+        Some(false) | None => {
+            if rv.is_empty() || rv == "0" {
+                if opts.send_initial_events == Some(false) {
+                    Start::FromRv(shared.store.resource_version())
+                } else {
+                    Start::Initial {
+                        end_bookmark: false,
+                    }
+                }
+            } else {
+                // A plain watch from an RV the server has not reached starts at once and sends
+                // the events after it (`Cacher.Watch` does not wait:
+                // `watchCache.getAllEventsSinceLocked` only rejects RVs that are too old).
+                Start::FromRv(parse_rv(rv)?)
+            }
+        }
+    };
+    match shared.faults.watch_fault() {
+        None => {}
+        Some(WatchFault::EndAtOnce) => {
+            shared.faults.bump(Count::WatchesEndedAtOnce);
+            return Ok(resp::stream(
+                200,
+                futures::stream::empty::<Result<Bytes, BodyError>>(),
+            ));
+        }
+        Some(WatchFault::Expire(mode)) => {
+            shared.faults.bump(Count::WatchesRefusedExpired);
+            let e = ApiError::expired(format!(
+                "too old resource version: {rv} (injected by kinformer-sim)"
+            ));
+            return match mode {
+                ExpireMode::Http => Err(e),
+                ExpireMode::ErrorEvent => Ok(resp::stream(
+                    200,
+                    futures::stream::iter([Ok::<Bytes, BodyError>(error_line(&e))]),
+                )),
+            };
+        }
+    }
+    let params = WatchParams {
+        def,
+        namespace: t.namespace.clone(),
+        labels,
+        fields,
+        start,
+        bookmarks,
+        timeout,
+        repr,
+    };
+    Ok(resp::stream(200, stream(shared.clone(), params)))
 }

@@ -1,4 +1,6 @@
-//! List and watch options as kube-apiserver decodes and validates them.
+//! The options of a request as kube-apiserver decodes and validates them: list and watch
+//! (`ListOptions`), delete (`DeleteOptions`), create, update and patch (`CreateOptions`,
+//! `UpdateOptions`, `PatchOptions`), and the patch types.
 //!
 //! Decoding follows apimachinery's query-parameter conversions
 //! (`staging/src/k8s.io/apimachinery/pkg/runtime/conversion.go`: `Convert_Slice_string_To_bool`,
@@ -11,8 +13,244 @@
 //! answered as `ListResource` answers it: `errors.NewInvalid(schema.GroupKind{Group:
 //! "meta.k8s.io", Kind: "ListOptions"}, "", errs)`, a `422 Invalid` listing every error.
 
-use crate::status::{ApiError, FieldError};
-use crate::util::Query;
+use serde_json::Value;
+
+use super::errors::{ApiError, FieldError, go_is_print, go_string_slice};
+use super::util::Query;
+
+/// Patch flavours, by Content-Type (`k8s.io/apimachinery/pkg/types` `PatchType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PatchKind {
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/strategic-merge-patch+json`: merged by the built-in kinds' patch strategies
+    /// and merge keys (see `crate::registry::smp`); custom kinds refuse it with 415, as
+    /// kube-apiserver does.
+    Strategic,
+    /// `application/apply-patch+yaml` (server-side apply), approximated: the applied config is
+    /// merge-patched onto the live object, or creates it, and the fields its manager stops
+    /// applying are removed (see `crate::registry::apply`). Only JSON syntax is accepted.
+    Apply,
+}
+
+impl PatchKind {
+    /// From a Content-Type header value.
+    pub(crate) fn from_content_type(ct: &str) -> Option<Self> {
+        let base = ct.split(';').next().unwrap_or("").trim();
+        match base {
+            "application/merge-patch+json" => Some(Self::Merge),
+            "application/json-patch+json" => Some(Self::Json),
+            "application/strategic-merge-patch+json" => Some(Self::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(Self::Apply),
+            _ => None,
+        }
+    }
+}
+
+/// Parsed `DeleteOptions` (`metav1.DeleteOptions`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOptions {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    /// `dryRun` as sent (any value makes a dry run, as `dryrun.IsDryRun`; see `is_dry_run`).
+    pub dry_run: Vec<String>,
+    /// `gracePeriodSeconds` (for pods: see `crate::registry::strategy::pod_grace_period`).
+    pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy` (validated; no garbage collector acts on it).
+    pub propagation_policy: Option<String>,
+    /// `orphanDependents` (validated only).
+    pub orphan_dependents: Option<bool>,
+}
+
+impl DeleteOptions {
+    /// `dryrun.IsDryRun`: whether any `dryRun` value was sent.
+    pub(crate) fn is_dry_run(&self) -> bool {
+        !self.dry_run.is_empty()
+    }
+
+    /// From a request body that is not empty.
+    fn from_body(body: &[u8]) -> Result<Self, ApiError> {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
+        let pre = v.get("preconditions");
+        let s = |k: &str| {
+            pre.and_then(|p| p.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let dry_run: Vec<String> = v
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            uid: s("uid"),
+            resource_version: s("resourceVersion"),
+            dry_run,
+            grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
+            propagation_policy: v
+                .get("propagationPolicy")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            orphan_dependents: v.get("orphanDependents").and_then(Value::as_bool),
+        })
+    }
+
+    /// As kube-apiserver's `DeleteResource` reads them
+    /// (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go`): from the body when it
+    /// has one, else from the query parameters (`DecodeParameters`, whose bad numbers are a
+    /// `400`), so `?gracePeriodSeconds=0` counts only on a request without a body; then
+    /// validated (see `errors`).
+    pub(crate) fn from_request(body: &[u8], query: &Query) -> Result<Self, ApiError> {
+        let opts = if body.iter().all(u8::is_ascii_whitespace) {
+            Self::from_query(query)?
+        } else {
+            Self::from_body(body)?
+        };
+        let errs = opts.errors();
+        if errs.is_empty() {
+            Ok(opts)
+        } else {
+            Err(ApiError::invalid_options("DeleteOptions", &errs))
+        }
+    }
+
+    /// From the query parameters of a request without a body.
+    fn from_query(query: &Query) -> Result<Self, ApiError> {
+        let grace_period_seconds = query
+            .get("gracePeriodSeconds")
+            .map(parse_int64)
+            .transpose()?;
+        Ok(Self {
+            dry_run: query_dry_run(query),
+            grace_period_seconds,
+            propagation_policy: query.get("propagationPolicy").map(str::to_string),
+            orphan_dependents: query.get("orphanDependents").map(parse_bool),
+            ..Self::default()
+        })
+    }
+
+    /// `ValidateDeleteOptions`
+    /// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`), which the
+    /// delete handlers answer with a `422` naming `DeleteOptions.meta.k8s.io`.
+    fn errors(&self) -> Vec<FieldError> {
+        const PP: &str = "propagationPolicy";
+        let mut errs = Vec::new();
+        if let (Some(_), Some(p)) = (self.orphan_dependents, &self.propagation_policy) {
+            errs.push(FieldError::invalid(
+                PP,
+                p,
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        if let Some(p) = &self.propagation_policy
+            && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
+        {
+            errs.push(FieldError::not_supported(
+                PP,
+                p,
+                &["Foreground", "Background", "Orphan", "nil"],
+            ));
+        }
+        errs.extend(dry_run_errors(&self.dry_run));
+        errs
+    }
+}
+
+/// The `dryRun` values of a query (`Query` keeps the first value of each parameter).
+pub(crate) fn query_dry_run(query: &Query) -> Vec<String> {
+    query
+        .get("dryRun")
+        .map(str::to_string)
+        .into_iter()
+        .collect()
+}
+
+/// `ValidateDryRun`: every `dryRun` value must be `All`
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`).
+pub(crate) fn dry_run_errors(values: &[String]) -> Vec<FieldError> {
+    if values.iter().all(|v| v == "All") {
+        Vec::new()
+    } else {
+        vec![FieldError::not_supported_printed(
+            "dryRun",
+            go_string_slice(values),
+            &["All"],
+        )]
+    }
+}
+
+/// The write options of a create, update or patch, validated as the handlers do
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`:
+/// `ValidateCreateOptions`, `ValidateUpdateOptions`, `ValidatePatchOptions`, answered with a
+/// `422` naming `CreateOptions.meta.k8s.io` and so on): whether the write is a dry run.
+pub(crate) fn write_options(
+    query: &Query,
+    kind: &'static str,
+    patch: Option<PatchKind>,
+) -> Result<bool, ApiError> {
+    let manager = query.get("fieldManager").unwrap_or("");
+    let mut errs = Vec::new();
+    match patch {
+        Some(PatchKind::Apply) if manager.is_empty() => {
+            errs.push(FieldError::required(
+                "fieldManager",
+                "is required for apply patch",
+            ));
+        }
+        Some(PatchKind::Apply) | None => {}
+        Some(_) => {
+            if query.get("force").is_some() {
+                errs.push(FieldError::forbidden(
+                    "force",
+                    "may not be specified for non-apply patch",
+                ));
+            }
+        }
+    }
+    errs.extend(field_manager_errors(manager));
+    let dry_run = query_dry_run(query);
+    errs.extend(dry_run_errors(&dry_run));
+    let validation = query.get("fieldValidation").unwrap_or("");
+    if !matches!(validation, "" | "Ignore" | "Warn" | "Strict") {
+        errs.push(FieldError::not_supported(
+            "fieldValidation",
+            validation,
+            &["", "Ignore", "Strict", "Warn"],
+        ));
+    }
+    if errs.is_empty() {
+        Ok(!dry_run.is_empty())
+    } else {
+        Err(ApiError::invalid_options(kind, &errs))
+    }
+}
+
+/// `ValidateFieldManager`
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`): at most
+/// 128 bytes, and every character printable by `unicode.IsPrint`, one error per other
+/// character with its `%#U` form and byte position.
+fn field_manager_errors(manager: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if manager.len() > 128 {
+        errs.push(FieldError::too_long("fieldManager", 128));
+    }
+    for (i, c) in manager.char_indices() {
+        if !go_is_print(c) {
+            // `%#U` adds the quoted character only when it is printable, never here.
+            let why = format!("invalid character U+{:04X} (at position {i})", c as u32);
+            errs.push(FieldError::invalid("fieldManager", manager, why));
+        }
+    }
+    errs
+}
 
 /// The list/watch options of one request (`metainternalversion.ListOptions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::Frame;
 use serde_json::Value;
 
-use crate::status::ApiError;
+use crate::apimachinery::errors::ApiError;
 
 /// Why a streamed body was cut (the connection is then closed without the final chunk).
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@
 
 use serde_json::{Value, json};
 
-use crate::resources::{Registry, ResourceDef};
+use crate::apimachinery::schema::{Registry, ResourceDef};
 
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {

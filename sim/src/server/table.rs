@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::resources::{ResourceDef, TableKind};
-use crate::util::{human_age, now_unix, parse_rfc3339};
+use crate::apimachinery::schema::{ResourceDef, TableKind};
+use crate::apimachinery::util::{human_age, now_unix, parse_rfc3339};
 
 /// What Table rows embed (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

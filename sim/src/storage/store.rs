@@ -3,17 +3,16 @@
 //! cache) that watches replay from and continue tokens are checked against.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{BufMut, BytesMut};
 use imbl::OrdMap;
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-use crate::kubelet::Termination;
-use crate::object::{Key, StoredObject, meta_mut};
-use crate::resources::{Registry, ResourceDef};
-use crate::status::ApiError;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::schema::{Registry, ResourceDef};
+use crate::storage::object::{Key, StoredObject, meta_mut};
 
 /// A persistent map of one resource's objects.
 pub(crate) type ObjectMap = OrdMap<Key, Arc<StoredObject>>;
@@ -113,8 +112,6 @@ pub(crate) struct Store {
     window: usize,
     inner: Mutex<Inner>,
     notifiers: Vec<watch::Sender<u64>>,
-    /// The kubelet stand-in's queue of terminating pods, when it runs (see `kubelet::start`).
-    kubelet: OnceLock<mpsc::UnboundedSender<Termination>>,
 }
 
 impl Store {
@@ -129,20 +126,6 @@ impl Store {
                 resources: (0..n).map(|_| ResourceState::default()).collect(),
             }),
             notifiers: (0..n).map(|_| watch::channel(0).0).collect(),
-            kubelet: OnceLock::new(),
-        }
-    }
-
-    /// Installs the kubelet stand-in's queue; false if one is already installed.
-    pub(crate) fn set_kubelet(&self, tx: mpsc::UnboundedSender<Termination>) -> bool {
-        self.kubelet.set(tx).is_ok()
-    }
-
-    /// Hands a pod marked for graceful deletion to the kubelet stand-in, if it runs (without
-    /// it the pod stays terminating until deleted with grace period 0, as on a dead node).
-    pub(crate) fn schedule_termination(&self, t: Termination) {
-        if let Some(tx) = self.kubelet.get() {
-            let _ = tx.send(t);
         }
     }
 

@@ -16,7 +16,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::status::ApiError;
+use crate::apimachinery::errors::ApiError;
 
 /// The top-level and metadata fields the field manager never tracks
 /// (`staging/src/k8s.io/apimachinery/pkg/util/managedfields/internal/stripmeta.go`).
@@ -283,7 +283,7 @@ fn resolve_conflicts(
     }
     // fieldpath.Path.String(): `.field` per element.
     let show = |p: &[String]| p.iter().map(|k| format!(".{k}")).collect::<String>();
-    let quoted = |m: &str| crate::status::go_quote(m);
+    let quoted = |m: &str| crate::apimachinery::errors::go_quote(m);
     let causes: Vec<Value> = conflicts
         .iter()
         .map(|(m, p)| {

@@ -1,12 +1,13 @@
 //! What kube-apiserver's registry strategies decide per kind, for the writes the sim serves:
-//! when `metadata.generation` moves, and how a delete proceeds (graceful deletion of pods,
-//! finalizers holding objects). Each rule names the function of kubernetes' source it follows.
+//! what a create does to `status`, when `metadata.generation` moves, and how a delete proceeds
+//! (graceful deletion of pods, finalizers holding objects). Each rule names the function of
+//! kubernetes' source it follows.
 
 use serde_json::{Value, json};
 
-use crate::object::meta_mut;
-use crate::resources::ResourceDef;
-use crate::util::{format_rfc3339, parse_rfc3339};
+use crate::apimachinery::schema::ResourceDef;
+use crate::apimachinery::util::{format_rfc3339, parse_rfc3339};
+use crate::storage::object::meta_mut;
 
 /// What changes bump `metadata.generation` on an update of a kind (its strategy's
 /// `PrepareForUpdate`); status updates never do (the status strategies copy the old spec).
@@ -29,14 +30,54 @@ pub(crate) enum GenerationRule {
     NonMetadata,
 }
 
-impl GenerationRule {
-    /// The rule of a built-in kind, by (group, kind).
-    pub(crate) fn builtin(group: &str, kind: &str) -> Self {
-        match (group, kind) {
-            ("apps", "Deployment") => Self::SpecOrAnnotations,
-            ("apps", "ReplicaSet") | ("", "Pod") => Self::Spec,
-            _ => Self::None,
-        }
+/// The generation rule of a kind: by (group, kind) for the built-ins, [`GenerationRule::NonMetadata`]
+/// for custom resources.
+pub(crate) fn generation_rule(def: &ResourceDef) -> GenerationRule {
+    if !def.builtin {
+        return GenerationRule::NonMetadata;
+    }
+    if !def.tracks_generation {
+        return GenerationRule::None;
+    }
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("apps", "Deployment") => GenerationRule::SpecOrAnnotations,
+        ("apps", "ReplicaSet") | ("", "Pod") => GenerationRule::Spec,
+        _ => GenerationRule::None,
+    }
+}
+
+/// What happens to `status` when an object is created through the API.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CreateStatus {
+    /// Status is kept as sent.
+    Keep,
+    /// Status is replaced by this value (e.g. a Pod starts `Pending`).
+    Reset(Value),
+    /// Status is removed.
+    Remove,
+}
+
+/// What a kind's strategy `PrepareForCreate` does to the status sent: the built-ins with a
+/// status subresource start from their initial status (`pkg/registry/core/pod/strategy.go`:
+/// `Pending`; service: an empty load balancer; namespace: `Active`; deployment: empty;
+/// replica set: 0 replicas); a custom resource with a status subresource drops it
+/// (`staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go`);
+/// the others keep it.
+pub(crate) fn create_status(def: &ResourceDef) -> CreateStatus {
+    if !def.builtin {
+        return if def.status {
+            CreateStatus::Remove
+        } else {
+            CreateStatus::Keep
+        };
+    }
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("", "Pod") => CreateStatus::Reset(json!({"phase": "Pending"})),
+        ("", "Service") => CreateStatus::Reset(json!({"loadBalancer": {}})),
+        ("", "Namespace") => CreateStatus::Reset(json!({"phase": "Active"})),
+        ("apps", "Deployment") => CreateStatus::Reset(json!({})),
+        ("apps", "ReplicaSet") => CreateStatus::Reset(json!({"replicas": 0})),
+        _ => CreateStatus::Keep,
     }
 }
 
@@ -81,7 +122,7 @@ fn semantically_equal(a: Option<&Value>, b: Option<&Value>) -> bool {
 /// Whether replacing `old` by `new` (through the main resource or `/scale`) bumps the
 /// generation under the kind's rule.
 pub(crate) fn bumps_generation(def: &ResourceDef, old: &Value, new: &Value) -> bool {
-    match def.generation {
+    match generation_rule(def) {
         GenerationRule::None => false,
         GenerationRule::Spec => !semantically_equal(old.get("spec"), new.get("spec")),
         GenerationRule::SpecOrAnnotations => {
@@ -317,7 +358,7 @@ pub(crate) fn deletes_during_update(old: &Value, new: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::apimachinery::schema::Registry;
 
     fn def(reg: &Registry, plural: &str) -> std::sync::Arc<ResourceDef> {
         reg.by_plural(plural).unwrap().clone()
@@ -466,12 +507,12 @@ mod tests {
         changed["spec"]["template"]["metadata"]["labels"]["a"] = json!("c");
         assert!(bumps_generation(&rs, &nested, &changed));
         // A custom kind: anything but metadata, a field added, changed or removed.
-        let crd = crate::config::CustomResource::new(
+        let crd = crate::apimachinery::schema::CustomResource::new(
             "example.com",
             "v1",
             "Widget",
             "widgets",
-            crate::config::Scope::Namespaced,
+            crate::apimachinery::schema::Scope::Namespaced,
         );
         let reg = Registry::new(&[crd]).unwrap();
         let w = def(&reg, "widgets");

@@ -3,8 +3,12 @@
 //! Labels: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k` (exists), `!k` (does not
 //! exist), `k>1`, `k<1`; requirements are ANDed with commas. As in Kubernetes, `!=` and `notin`
 //! also match objects without the key. Fields: `f=v`, `f==v`, `f!=v`, ANDed with commas.
+//! (`k8s.io/apimachinery/pkg/labels`, `k8s.io/apimachinery/pkg/fields`.)
 
 use std::collections::BTreeMap;
+
+use super::errors::ApiError;
+use super::util::Query;
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,7 +122,7 @@ fn validate_key(key: &str) -> Result<(), String> {
         None => (None, key),
     };
     if let Some(p) = prefix
-        && crate::util::validate_subdomain(p).is_err()
+        && crate::apimachinery::util::validate_subdomain(p).is_err()
     {
         return Err(format!(
             "invalid label key {key:?}: prefix part must be a DNS-1123 subdomain"
@@ -392,6 +396,18 @@ impl FieldSelector {
             (v == r.value) == r.equal
         })
     }
+}
+
+/// The request's `labelSelector` (400 when it does not parse).
+pub(crate) fn parse_labels(query: &Query) -> Result<LabelSelector, ApiError> {
+    LabelSelector::parse(query.get("labelSelector").unwrap_or("")).map_err(ApiError::bad_request)
+}
+
+/// The request's `fieldSelector` over the kind's selectable fields (400 when it does not parse
+/// or names another field).
+pub(crate) fn parse_fields(supported: &[&str], query: &Query) -> Result<FieldSelector, ApiError> {
+    FieldSelector::parse(query.get("fieldSelector").unwrap_or(""), supported)
+        .map_err(ApiError::bad_request)
 }
 
 #[cfg(test)]

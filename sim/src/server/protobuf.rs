@@ -665,7 +665,9 @@ fn time(b: &[u8]) -> Result<Value, ProtobufError> {
             "Time.MarshalJSON: year outside of range [0,9999]".into(),
         ));
     }
-    Ok(Value::String(crate::util::format_rfc3339(secs)))
+    Ok(Value::String(crate::apimachinery::util::format_rfc3339(
+        secs,
+    )))
 }
 
 fn int_or_string(b: &[u8]) -> Result<Value, ProtobufError> {

@@ -11,10 +11,11 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::ops::{self, DeleteOptions, Part, PatchKind};
-use crate::status::ApiError;
-use crate::store::Store;
-use crate::util::Query;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::options::{DeleteOptions, PatchKind};
+use crate::apimachinery::util::Query;
+use crate::registry::generic::{self as ops, Part};
+use crate::storage::store::Store;
 
 /// A kind the churn generator works on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,7 +180,7 @@ struct Slot {
 }
 
 /// Starts churn on the current tokio runtime.
-pub(crate) fn start(store: Arc<Store>, _auto_namespaces: bool, cfg: ChurnConfig) -> ChurnHandle {
+pub(crate) fn start(store: Arc<Store>, cfg: ChurnConfig) -> ChurnHandle {
     start_on(&tokio::runtime::Handle::current(), store, cfg)
 }
 
@@ -353,7 +354,7 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::apimachinery::schema::Registry;
 
     fn run_ops(seed: u64, n: u64) -> (Vec<String>, ChurnCounts) {
         let store = Store::new(Registry::new(&[]).unwrap(), 1000);

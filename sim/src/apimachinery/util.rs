@@ -1,52 +1,25 @@
 //! Small helpers: RFC 3339 timestamps, UIDs, name validation, percent-decoding and query strings.
+//! Dates are jiff's, UIDs uuid's and the decoding percent-encoding's and form_urlencoded's: only
+//! what kube-apiserver prints is decided here.
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
+
+use jiff::Timestamp;
 
 /// Seconds since the Unix epoch, now.
 pub(crate) fn now_unix() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        Err(_) => 0,
-    }
+    Timestamp::now().as_second()
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// (year, month, day) to days since 1970-01-01.
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Formats Unix seconds as Kubernetes does (`2006-01-02T15:04:05Z`).
+/// Formats Unix seconds as `metav1.Time` marshals them (`2006-01-02T15:04:05Z`: RFC 3339 in UTC,
+/// whole seconds). A time outside jiff's range (years -9999 to 9999) is clamped to its ends.
 pub(crate) fn format_rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    let ts = Timestamp::from_second(secs).unwrap_or(if secs < 0 {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    });
+    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// The current time formatted as a Kubernetes timestamp.
@@ -54,40 +27,10 @@ pub(crate) fn now_rfc3339() -> String {
     format_rfc3339(now_unix())
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` into Unix seconds.
+/// Parses an RFC 3339 timestamp (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`) into Unix seconds
+/// (a fraction is dropped).
 pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20 {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse::<i64>().ok() };
-    let y = num(0..4)?;
-    let mo = u32::try_from(num(5..7)?).ok()?;
-    let d = u32::try_from(num(8..10)?).ok()?;
-    let h = num(11..13)?;
-    let mi = num(14..16)?;
-    let se = num(17..19)?;
-    if b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b't') {
-        return None;
-    }
-    let mut i = 19;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-    }
-    let offset = match b.get(i) {
-        Some(b'Z' | b'z') => 0,
-        Some(sign @ (b'+' | b'-')) => {
-            let oh = num(i + 1..i + 3)?;
-            let om = num(i + 4..i + 6)?;
-            let o = oh * 3600 + om * 60;
-            if *sign == b'+' { o } else { -o }
-        }
-        _ => return None,
-    };
-    Some(days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + se - offset)
+    s.parse::<Timestamp>().ok().map(Timestamp::as_second)
 }
 
 /// A human age like kubectl prints (`5s`, `3m`, `2h`, `4d`).
@@ -104,22 +47,9 @@ pub(crate) fn human_age(secs: i64) -> String {
     }
 }
 
-/// A random RFC 4122 version 4 UID.
+/// A random RFC 4122 version 4 UID, lowercase and hyphenated as kube-apiserver writes them.
 pub(crate) fn new_uid() -> String {
-    let mut v: u128 = rand::random();
-    v &= !(0xF_u128 << 76);
-    v |= 0x4_u128 << 76;
-    v &= !(0x3_u128 << 62);
-    v |= 0x2_u128 << 62;
-    let h = format!("{v:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// Five random lowercase alphanumerics, the suffix `generateName` gets.
@@ -163,37 +93,12 @@ pub(crate) fn validate_label(name: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(MSG.into()) }
 }
 
-/// Decodes `%XX` escapes (and `+` as a space when `plus_is_space`); invalid escapes are kept as is.
-pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                match (hex(b[i + 1]), hex(b[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                    }
-                    _ => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            b'+' if plus_is_space => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// Decodes the `%XX` escapes of a path segment (invalid escapes are kept as they are; bytes
+/// that are not UTF-8 become U+FFFD).
+pub(crate) fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Parsed query string: the first value wins for repeated keys, as kube-apiserver reads
@@ -205,12 +110,9 @@ impl Query {
     /// Parses `a=b&c=d`.
     pub(crate) fn parse(q: Option<&str>) -> Self {
         let mut map = HashMap::new();
-        if let Some(q) = q {
-            for pair in q.split('&').filter(|p| !p.is_empty()) {
-                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                map.entry(percent_decode(k, true))
-                    .or_insert_with(|| percent_decode(v, true));
-            }
+        // `application/x-www-form-urlencoded`: `+` is a space, invalid escapes stay as they are.
+        for (k, v) in form_urlencoded::parse(q.unwrap_or("").as_bytes()) {
+            map.entry(k.into_owned()).or_insert_with(|| v.into_owned());
         }
         Self(map)
     }
@@ -243,6 +145,8 @@ mod tests {
             Some(951_782_400)
         );
         assert_eq!(parse_rfc3339("garbage"), None);
+        assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(format_rfc3339(i64::MAX), "9999-12-30T22:00:00Z");
     }
 
     #[test]
@@ -250,6 +154,8 @@ mod tests {
         let u = new_uid();
         assert_eq!(u.len(), 36);
         assert_eq!(&u[14..15], "4");
+        assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "{u}");
+        assert_eq!(u, u.to_lowercase());
     }
 
     #[test]
@@ -270,6 +176,12 @@ mod tests {
         assert_eq!(q.get("labelSelector"), Some("app=web,tier in (a,b)"));
         assert_eq!(q.get("watch"), Some("1"));
         assert_eq!(q.get("x"), Some(""));
-        assert_eq!(percent_decode("%zz%4", false), "%zz%4");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert_eq!(percent_decode("a%2Fb+c"), "a/b+c");
+        let q = Query::parse(Some("a=%zz&a=2&b=%E2%82%AC&&c"));
+        assert_eq!(
+            (q.get("a"), q.get("b"), q.get("c")),
+            (Some("%zz"), Some("€"), Some(""))
+        );
     }
 }

@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::resources::ResourceDef;
+use crate::apimachinery::schema::ResourceDef;
 
 /// Applies the kind's defaults to a decoded object (`create` also gets `on_create`).
 pub(crate) fn apply(def: &ResourceDef, obj: &mut Value) {
@@ -471,7 +471,7 @@ fn quantity(v: &Value) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::apimachinery::schema::Registry;
 
     fn def(plural: &str) -> std::sync::Arc<ResourceDef> {
         let reg = Registry::new(&[]).unwrap();

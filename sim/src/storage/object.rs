@@ -6,8 +6,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::resources::ResourceDef;
-use crate::status::ApiError;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::schema::ResourceDef;
 
 /// Store key: (namespace, or "" for cluster-scoped objects; name). Orders like etcd keys.
 pub(crate) type Key = (String, String);

@@ -5,19 +5,17 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::apply;
-use crate::defaults;
-use crate::kubelet::Termination;
-use crate::object::{Key, StoredObject, meta_mut, meta_str};
-use crate::resources::{CreateStatus, NameRule, ResourceDef};
-use crate::status::{ApiError, FieldError, go_string_slice};
-use crate::store::{Outcome, Store, Write};
-use crate::strategy::{self, DeletePlan};
-use crate::util::Query;
-use crate::util::{
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::options::{DeleteOptions, PatchKind};
+use crate::apimachinery::schema::{NameRule, ResourceDef};
+use crate::apimachinery::util::{
     new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
 };
-use crate::validation::{parse_bool, parse_int64};
+use crate::registry::apply;
+use crate::registry::defaults;
+use crate::registry::strategy::{self, CreateStatus, DeletePlan};
+use crate::storage::object::{Key, StoredObject, meta_mut, meta_str};
+use crate::storage::store::{Outcome, Store, Write};
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,174 +26,6 @@ pub(crate) enum Part {
     Status,
     /// `/scale`: only `spec.replicas` changes, through an autoscaling/v1 Scale.
     Scale,
-}
-
-/// Patch flavours (by Content-Type).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PatchKind {
-    /// `application/merge-patch+json` (RFC 7386).
-    Merge,
-    /// `application/json-patch+json` (RFC 6902).
-    Json,
-    /// `application/strategic-merge-patch+json`: merged by the built-in kinds' patch strategies
-    /// and merge keys (see `smp`); custom kinds refuse it with 415, as kube-apiserver does.
-    Strategic,
-    /// `application/apply-patch+yaml` (server-side apply), approximated: the applied config is
-    /// merge-patched onto the live object, or creates it, and the fields its manager stops
-    /// applying are removed (see `apply`). Only JSON syntax is accepted.
-    Apply,
-}
-
-impl PatchKind {
-    /// From a Content-Type header value.
-    pub(crate) fn from_content_type(ct: &str) -> Option<Self> {
-        let base = ct.split(';').next().unwrap_or("").trim();
-        match base {
-            "application/merge-patch+json" => Some(Self::Merge),
-            "application/json-patch+json" => Some(Self::Json),
-            "application/strategic-merge-patch+json" => Some(Self::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(Self::Apply),
-            _ => None,
-        }
-    }
-}
-
-/// Parsed `DeleteOptions`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct DeleteOptions {
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
-    /// `dryRun` as sent (any value makes a dry run, as `dryrun.IsDryRun`; see `is_dry_run`).
-    pub dry_run: Vec<String>,
-    /// `gracePeriodSeconds` (for pods: see `strategy::pod_grace_period`).
-    pub grace_period_seconds: Option<i64>,
-    /// `propagationPolicy` (validated; no garbage collector acts on it).
-    pub propagation_policy: Option<String>,
-    /// `orphanDependents` (validated only).
-    pub orphan_dependents: Option<bool>,
-}
-
-impl DeleteOptions {
-    /// `dryrun.IsDryRun`: whether any `dryRun` value was sent.
-    pub(crate) fn is_dry_run(&self) -> bool {
-        !self.dry_run.is_empty()
-    }
-
-    /// From a request body that is not empty.
-    fn from_body(body: &[u8]) -> Result<Self, ApiError> {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
-        let pre = v.get("preconditions");
-        let s = |k: &str| {
-            pre.and_then(|p| p.get(k))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
-        let dry_run: Vec<String> = v
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(Self {
-            uid: s("uid"),
-            resource_version: s("resourceVersion"),
-            dry_run,
-            grace_period_seconds: v.get("gracePeriodSeconds").and_then(Value::as_i64),
-            propagation_policy: v
-                .get("propagationPolicy")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            orphan_dependents: v.get("orphanDependents").and_then(Value::as_bool),
-        })
-    }
-
-    /// As kube-apiserver's `DeleteResource` reads them
-    /// (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/delete.go`): from the body when it
-    /// has one, else from the query parameters (`DecodeParameters`, whose bad numbers are a
-    /// `400`), so `?gracePeriodSeconds=0` counts only on a request without a body; then
-    /// validated (see `errors`).
-    pub(crate) fn from_request(body: &[u8], query: &Query) -> Result<Self, ApiError> {
-        let opts = if body.iter().all(u8::is_ascii_whitespace) {
-            Self::from_query(query)?
-        } else {
-            Self::from_body(body)?
-        };
-        let errs = opts.errors();
-        if errs.is_empty() {
-            Ok(opts)
-        } else {
-            Err(ApiError::invalid_options("DeleteOptions", &errs))
-        }
-    }
-
-    /// From the query parameters of a request without a body.
-    fn from_query(query: &Query) -> Result<Self, ApiError> {
-        let grace_period_seconds = query
-            .get("gracePeriodSeconds")
-            .map(parse_int64)
-            .transpose()?;
-        Ok(Self {
-            dry_run: query_dry_run(query),
-            grace_period_seconds,
-            propagation_policy: query.get("propagationPolicy").map(str::to_string),
-            orphan_dependents: query.get("orphanDependents").map(parse_bool),
-            ..Self::default()
-        })
-    }
-
-    /// `ValidateDeleteOptions`
-    /// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`), which the
-    /// delete handlers answer with a `422` naming `DeleteOptions.meta.k8s.io`.
-    fn errors(&self) -> Vec<FieldError> {
-        const PP: &str = "propagationPolicy";
-        let mut errs = Vec::new();
-        if let (Some(_), Some(p)) = (self.orphan_dependents, &self.propagation_policy) {
-            errs.push(FieldError::invalid(
-                PP,
-                p,
-                "orphanDependents and deletionPropagation cannot be both set",
-            ));
-        }
-        if let Some(p) = &self.propagation_policy
-            && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
-        {
-            errs.push(FieldError::not_supported(
-                PP,
-                p,
-                &["Foreground", "Background", "Orphan", "nil"],
-            ));
-        }
-        errs.extend(dry_run_errors(&self.dry_run));
-        errs
-    }
-}
-
-/// The `dryRun` values of a query (`Query` keeps the first value of each parameter).
-pub(crate) fn query_dry_run(query: &Query) -> Vec<String> {
-    query
-        .get("dryRun")
-        .map(str::to_string)
-        .into_iter()
-        .collect()
-}
-
-/// `ValidateDryRun`: every `dryRun` value must be `All`
-/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`).
-pub(crate) fn dry_run_errors(values: &[String]) -> Vec<FieldError> {
-    if values.iter().all(|v| v == "All") {
-        Vec::new()
-    } else {
-        vec![FieldError::not_supported_printed(
-            "dryRun",
-            go_string_slice(values),
-            &["All"],
-        )]
-    }
 }
 
 fn kind_check(def: &ResourceDef, body: &mut Value) -> Result<(), ApiError> {
@@ -374,16 +204,16 @@ fn create_inner(
     }
     if let Some(obj) = body.as_object_mut() {
         match if keep_status {
-            &CreateStatus::Keep
+            CreateStatus::Keep
         } else {
-            &def.create_status
+            strategy::create_status(def)
         } {
             CreateStatus::Keep => {}
             CreateStatus::Remove => {
                 obj.remove("status");
             }
             CreateStatus::Reset(v) => {
-                obj.insert("status".into(), v.clone());
+                obj.insert("status".into(), v);
             }
         }
     }
@@ -802,7 +632,8 @@ pub(crate) fn patch(
                 json_patch::patch(base, p).map_err(|e| ApiError::new(422, "Invalid", e.to_string()))
             }
             None if kind == PatchKind::Strategic => {
-                crate::smp::apply(&def.kind, base, &patch_value).map_err(ApiError::bad_request)
+                crate::registry::smp::apply(&def.kind, base, &patch_value)
+                    .map_err(ApiError::bad_request)
             }
             None => {
                 json_patch::merge(base, &patch_value);
@@ -889,9 +720,7 @@ pub(crate) fn delete(
     {
         delete_namespace_contents(store, name);
     }
-    // (uid, grace) of a pod left for the kubelet; the uid when a grace-0 mark is to be followed
-    // by the removal.
-    let mut terminate: Option<(String, i64)> = None;
+    // The uid when a grace-0 mark is to be followed by the removal.
     let mut then_delete: Option<String> = None;
     let outcome = store.write(def, &key, opts.is_dry_run(), |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
@@ -920,13 +749,11 @@ pub(crate) fn delete(
             DeletePlan::Pending => Ok(Write::Noop),
             DeletePlan::Mark {
                 mut object,
-                grace,
                 then_delete: delete_now,
+                ..
             } => {
                 if delete_now {
                     then_delete = Some(cur.uid.clone());
-                } else if grace > 0 {
-                    terminate = Some((cur.uid.clone(), grace));
                 }
                 if let Some(meta) = meta_mut(&mut object) {
                     // The store sets the new resourceVersion; compare without it.
@@ -947,16 +774,6 @@ pub(crate) fn delete(
         return Ok(match (outcome, then_delete) {
             (Outcome::Updated(o), Some(_)) => Outcome::Deleted(o),
             (o, _) => o,
-        });
-    }
-    if let Some((uid, grace)) = terminate
-        && let Some(def) = store.registry.all().get(def.idx).cloned()
-    {
-        store.schedule_termination(Termination {
-            def,
-            key: key.clone(),
-            uid,
-            grace,
         });
     }
     if let Some(uid) = then_delete {
@@ -1013,7 +830,7 @@ pub(crate) fn key_of(def: &ResourceDef, ns: Option<&str>, name: &str) -> Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::apimachinery::schema::Registry;
 
     fn store() -> Store {
         Store::new(Registry::new(&[]).unwrap(), 100)

@@ -1,0 +1,265 @@
+//! LIST (`k8s.io/apiserver/pkg/endpoints/handlers/get.go` `ListResource`): options decoded and
+//! validated, the snapshot chosen where the cacher would serve it (the watch cache, or etcd for
+//! continuations, limits and `Exact`: `shouldDelegateList`), pages cut with continue tokens,
+//! and the response streamed in chunks from the objects' stored bytes.
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::Response;
+use serde_json::{Value, json};
+
+use super::faults::Count;
+use super::negotiation::Repr;
+use super::request_info::Target;
+use super::response::{self as resp, Body, BodyError};
+use super::shared::Shared;
+use super::table;
+use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::options::ListOptions;
+use crate::apimachinery::schema::ResourceDef;
+use crate::apimachinery::selector::{parse_fields, parse_labels};
+use crate::apimachinery::util::Query;
+use crate::storage::continue_token;
+use crate::storage::object::{StoredObject, strip_rv};
+use crate::storage::predicate::select;
+use crate::storage::versioner::{future_revision, parse_rv, parse_rv_etcd};
+use crate::storage::watch_cache::wait_until_fresh;
+
+/// Serves a LIST.
+pub(crate) async fn list(
+    shared: &Arc<Shared>,
+    t: &Target,
+    query: &Query,
+    repr: Repr,
+) -> Result<Response<Body>, ApiError> {
+    let def = &t.def;
+    let store = &shared.store;
+    // ListResource: DecodeParameters (400), then ValidateListOptions (422).
+    let opts = ListOptions::decode(query, false)?;
+    let labels = parse_labels(query)?;
+    let fields = parse_fields(&def.field_labels, query)?;
+    let errs = opts.errors();
+    if !errs.is_empty() {
+        return Err(ApiError::invalid_list_options(&errs));
+    }
+    let limit = (opts.limit > 0).then(|| usize::try_from(opts.limit).unwrap_or(usize::MAX));
+    let rv = opts.resource_version.as_str();
+    let rvm = opts.resource_version_match.as_str();
+    let cont = (!opts.continue_token.is_empty()).then_some(opts.continue_token.as_str());
+    // Which store serves the list, as `shouldDelegateList` decides
+    // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`): continuations, limits
+    // (except at RV 0) and `Exact` go to etcd, the rest to the watch cache.
+    let from_etcd = cont.is_some() || (limit.is_some() && rv != "0") || rvm == "Exact";
+    let requested = if rv.is_empty() || rv == "0" {
+        None
+    } else if from_etcd {
+        Some(parse_rv_etcd(rv)?)
+    } else {
+        Some(parse_rv(rv)?)
+    };
+    if let Some(n) = requested {
+        let current = store.resource_version();
+        if n > current {
+            if !from_etcd {
+                wait_until_fresh(store, n, shared.rv_wait).await?;
+            } else if cont.is_none() && rvm == "NotOlderThan" {
+                // etcd3 store `validateMinimumResourceVersion`: no wait, retry 0.
+                return Err(ApiError::too_large_resource_version(n, current, 0));
+            } else if cont.is_none() {
+                // `Exact`, or the legacy unset match with a limit (read at exactly that revision).
+                return Err(future_revision());
+            }
+        }
+    }
+    let (map, list_rv, after, limit) = if let Some(token) = cont {
+        if requested.is_some() {
+            // `storage.ValidateListOptions` (`staging/src/k8s.io/apiserver/pkg/storage/util.go`).
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        let (trv, key) = continue_token::decode(token, t.namespace.as_deref())?;
+        match store.snapshot_at(def, trv) {
+            Ok(map) => (map, trv, Some(key), limit),
+            Err(_) => {
+                shared.faults.bump(Count::ExpiredContinues);
+                return Err(ApiError::expired(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                ));
+            }
+        }
+    } else if rvm == "Exact" {
+        let n = parse_rv_etcd(rv)?;
+        match store.snapshot_at(def, n) {
+            Ok(map) => (map, n, None, limit),
+            Err(e) => {
+                return Err(ApiError::expired(format!(
+                    "too old resource version: {n} ({})",
+                    e.oldest
+                )));
+            }
+        }
+    } else if rv == "0" {
+        // Served from the watch cache: whole, limit ignored (like kube-apiserver).
+        let (map, cur) = store.snapshot(def, false);
+        (map, cur, None, None)
+    } else {
+        let (map, cur) = store.snapshot(def, limit.is_some());
+        (map, cur, None, limit)
+    };
+    let mut it = select(&map, t.namespace.as_deref(), &labels, &fields, after);
+    let mut items: Vec<Arc<StoredObject>> = match limit {
+        Some(l) => it.by_ref().take(l).collect(),
+        None => it.by_ref().collect(),
+    };
+    let mut continue_token = None;
+    let mut remaining = None;
+    if limit.is_some() {
+        let rest = it.count();
+        if rest > 0
+            && let Some(last) = items.last()
+        {
+            continue_token = Some(continue_token::encode(list_rv, last, t.namespace.is_some()));
+            if labels.is_empty() && fields.is_empty() {
+                remaining = Some(rest);
+            }
+        }
+    }
+    // Tables (kubectl's output) are left alone.
+    let strip = shared.faults.strips_resource_versions() && !matches!(repr, Repr::Table(_));
+    if strip {
+        shared.faults.stripped(items.len());
+    }
+    match repr {
+        Repr::Object => Ok(render_list_full(
+            def,
+            std::mem::take(&mut items),
+            list_rv,
+            continue_token,
+            remaining,
+            strip,
+        )),
+        Repr::Metadata => {
+            let items: Vec<Value> = items
+                .iter()
+                .map(|o| {
+                    o.to_value(def).map(|v| {
+                        let mut m = table::partial_metadata(&v);
+                        if strip {
+                            strip_rv(&mut m);
+                        }
+                        m
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let mut meta = json!({"resourceVersion": list_rv.to_string()});
+            if let (Some(c), Some(m)) = (&continue_token, meta.as_object_mut()) {
+                m.insert("continue".into(), json!(c));
+            }
+            Ok(resp::json(
+                200,
+                &json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items}),
+            ))
+        }
+        Repr::Table(inc) => {
+            let objs: Vec<Value> = items
+                .iter()
+                .map(|o| o.to_value(def))
+                .collect::<Result<_, _>>()?;
+            Ok(resp::json(
+                200,
+                &table::table(def, &objs, list_rv, continue_token.as_deref(), inc),
+            ))
+        }
+    }
+}
+
+const LIST_CHUNK: usize = 256 * 1024;
+
+/// Appends a list item, without its resourceVersion when `strip`.
+fn write_item(def: &ResourceDef, o: &StoredObject, strip: bool, out: &mut BytesMut) {
+    if strip {
+        o.write_without_rv(def, true, out);
+    } else {
+        o.write_list_item(def, out);
+    }
+}
+
+/// A list response streamed in chunks from pre-serialized items (items without their
+/// resourceVersion when `strip`).
+pub(crate) fn render_list_full(
+    def: &Arc<ResourceDef>,
+    items: Vec<Arc<StoredObject>>,
+    rv: u64,
+    cont: Option<String>,
+    remaining: Option<usize>,
+    strip: bool,
+) -> Response<Body> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("resourceVersion".into(), json!(rv.to_string()));
+    if let Some(c) = cont {
+        meta.insert("continue".into(), json!(c));
+    }
+    if let Some(r) = remaining {
+        meta.insert("remainingItemCount".into(), json!(r));
+    }
+    let header = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+        Value::String(def.list_kind()),
+        Value::String(def.api_version.clone()),
+        Value::Object(meta)
+    );
+    let total: usize = items.iter().map(|o| o.len() + 1).sum::<usize>() + header.len() + 2;
+    let def = def.clone();
+    if total <= LIST_CHUNK {
+        let mut out = BytesMut::with_capacity(total);
+        out.put_slice(header.as_bytes());
+        for (i, o) in items.iter().enumerate() {
+            if i > 0 {
+                out.put_u8(b',');
+            }
+            write_item(&def, o, strip, &mut out);
+        }
+        out.put_slice(b"]}");
+        return resp::json_bytes(200, out.freeze());
+    }
+    struct St {
+        def: Arc<ResourceDef>,
+        items: Vec<Arc<StoredObject>>,
+        pos: usize,
+        header: Option<String>,
+        done: bool,
+        strip: bool,
+    }
+    let st = St {
+        def,
+        items,
+        pos: 0,
+        header: Some(header),
+        done: false,
+        strip,
+    };
+    let s = futures::stream::unfold(st, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let mut out = BytesMut::with_capacity(LIST_CHUNK + 8192);
+        if let Some(h) = st.header.take() {
+            out.put_slice(h.as_bytes());
+        }
+        while st.pos < st.items.len() && out.len() < LIST_CHUNK {
+            if st.pos > 0 {
+                out.put_u8(b',');
+            }
+            write_item(&st.def, &st.items[st.pos], st.strip, &mut out);
+            st.pos += 1;
+        }
+        if st.pos >= st.items.len() {
+            out.put_slice(b"]}");
+            st.done = true;
+        }
+        Some((Ok::<Bytes, BodyError>(out.freeze()), st))
+    });
+    resp::stream(200, s)
+}
