@@ -4,12 +4,16 @@
 //! informers join the running [`System`]. From a plain tokio `main` (or no runtime at all)
 //! they run on a background actix System that kinformer starts once per process on its own
 //! thread: nothing to set up, the handles (`SharedIndexInformer`, listers, registrations) work
-//! from any thread or runtime.
+//! from any thread or runtime: every async method of the informer, its registrations and the
+//! factory may be awaited from an actix System, a tokio runtime or a plain thread's
+//! `futures::executor::block_on` (`tests/runtimes.rs`). Outside actix, a user's actor that
+//! should receive notifications can run on that same System:
+//! `MyActor::start_in_arbiter(kinformer_actors::runtime::system()?.arbiter(), |_| MyActor)`.
 //!
 //! Each informer gets two arbiters (threads): one for its reflector (HTTP and JSON decoding) and
 //! one for its FIFO, indexer and listeners. Closure handlers get a thread each.
 
-use std::sync::OnceLock;
+use std::{sync::OnceLock, time::Duration};
 
 use actix::{Arbiter, System};
 use tokio::sync::oneshot;
@@ -108,6 +112,39 @@ pub(crate) async fn on_io<T: Send + 'static>(
             .map_err(|e| kube::Error::Service(Box::new(e)))?,
         None => fut.await,
     }
+}
+
+/// `fut` bounded by `limit`, from any executor: `None` when the time ran out.
+///
+/// The handles' async methods promise to work from an actix System, a tokio runtime and a
+/// plain thread (`futures::executor::block_on`). tokio's timer needs a tokio runtime on the
+/// awaiting thread, so without one the deadline is kept by a helper thread instead, which the
+/// first of the two to finish releases.
+pub(crate) async fn timeout<F: std::future::Future>(limit: Duration, fut: F) -> Option<F::Output> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return tokio::time::timeout(limit, fut).await.ok();
+    }
+    let (expired_tx, expired_rx) = oneshot::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let timer = std::thread::Builder::new()
+        .name("kinformer-timeout".into())
+        .spawn(move || {
+            // Returns early when `done_tx` is dropped: the future finished first.
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(limit) {
+                let _ = expired_tx.send(());
+            }
+        });
+    if timer.is_err() {
+        // No thread for the timer: wait without a deadline rather than fail the call.
+        return Some(fut.await);
+    }
+    let fut = std::pin::pin!(fut);
+    let out = match futures::future::select(fut, expired_rx).await {
+        futures::future::Either::Left((out, _)) => Some(out),
+        futures::future::Either::Right(_) => None,
+    };
+    drop(done_tx);
+    out
 }
 
 /// Decode threads asked for with [`set_decode_threads`] (0: not set).

@@ -365,7 +365,7 @@ impl<K: InformerObject> Running<K> {
         let _ = supervisor.send(Stop).await;
         let stops = listeners.values().map(|l| {
             let stopped = l.stop.send(Stop);
-            async move { tokio::time::timeout(timeout, stopped).await.is_ok() }
+            async move { crate::runtime::timeout(timeout, stopped).await.is_some() }
         });
         let finished = join_all(stops).await;
         let mut report = ShutdownReport::default();

@@ -537,7 +537,7 @@ impl SharedInformerFactory {
         let waits = informers.iter().map(|(_, i)| {
             let w = i.wait();
             async move {
-                let _ = tokio::time::timeout(timeout, w).await;
+                let _ = crate::runtime::timeout(timeout, w).await;
             }
         });
         join_all(waits).await;

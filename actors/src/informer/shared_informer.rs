@@ -487,13 +487,12 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         // The listener is stopped directly first: the indexer's mailbox may hold a batch that
         // waits for this very listener (`Block`), which its stop releases.
         if let Some(l) = listener {
-            let stopped = l.stop.send(Stop);
             if wait {
-                let _ = stopped.await;
+                let _ = l.stop.send(Stop).await;
             } else {
-                actix::spawn(async move {
-                    let _ = stopped.await;
-                });
+                // `do_send` queues the stop even on a full mailbox and needs no actix
+                // context: `remove` is called from any thread or runtime.
+                l.stop.do_send(Stop);
             }
         }
         Ok(indexer.send(RemoveListener { id, wait }).await?)
