@@ -14,6 +14,7 @@ pub mod controller;
 pub mod embedded;
 pub mod leader;
 pub mod reconcile;
+pub mod retry;
 
 /// The reconcile logic under its former module name (`deployment_controller::sync`), kept so
 /// existing imports still work; new code uses [`reconcile`].

@@ -320,6 +320,8 @@ pub(crate) async fn main() -> anyhow::Result<()> {
             controller.replica_sets(),
         ))
     });
+    // A failed scenario is a failed run: reported, cleaned up after, and the exit status is 1.
+    let mut scenario_failed: Option<anyhow::Error> = None;
     if !interrupted {
         let duration = args
             .duration
@@ -338,8 +340,14 @@ pub(crate) async fn main() -> anyhow::Result<()> {
                 r = maybe(scenario.as_mut()) => {
                     match r {
                         Ok(Ok(())) => {}
-                        Ok(Err(e)) => tracing::error!(error = %e, "demo scenario failed"),
-                        Err(e) => tracing::error!(error = %e, "demo scenario task failed"),
+                        Ok(Err(e)) => {
+                            tracing::error!(error = %e, "demo scenario failed");
+                            scenario_failed = Some(e);
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "demo scenario task failed");
+                            scenario_failed = Some(e.into());
+                        }
                     }
                     scenario = None;
                     // The scenario ends the run unless a duration was given or --serve asked
@@ -360,8 +368,13 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     }
     if let Some(s) = scenario {
         if s.is_finished() {
-            if let Ok(Err(e)) = s.await {
-                tracing::error!(error = %e, "demo scenario failed");
+            match s.await {
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "demo scenario failed");
+                    scenario_failed = Some(e);
+                }
+                Err(e) => scenario_failed = Some(e.into()),
+                Ok(Ok(())) => {}
             }
         } else {
             s.abort();
@@ -405,7 +418,10 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     if let Some(sim) = sim {
         sim.shutdown().await;
     }
-    Ok(())
+    match scenario_failed {
+        Some(e) => Err(e.context("the demo scenario failed")),
+        None => Ok(()),
+    }
 }
 
 /// Handles the end of a leader-elected run: a lost lease (or any failure of the election) ends

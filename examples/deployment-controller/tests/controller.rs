@@ -1258,3 +1258,59 @@ async fn rolling_back_the_template_scales_the_old_replica_set_up_under_the_next_
     .await;
     env.stop().await;
 }
+
+/// The demo's read-modify-write edit retries a conflict on a fresh read, as client-go's
+/// `retry.RetryOnConflict` does, and gives up with the conflict after its five attempts.
+#[tokio::test]
+async fn demo_edits_retry_on_conflict_then_give_up() {
+    let sim = Sim::start(Default::default()).await.expect("sim starts");
+    let client = sim.client();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    api.create(
+        &PostParams::default(),
+        &demo::deployment("web", 1, "nginx:1.27", None, true),
+    )
+    .await
+    .expect("create");
+
+    // Four conflicts, then the fifth attempt writes.
+    sim.faults()
+        .fail_next(Some("deployments"), Verb::Update, 4, 409, 0);
+    demo::set_image(&client, "default", "web", "nginx:1.28")
+        .await
+        .expect("the edit lands on its fifth attempt");
+    let image = |d: &Deployment| {
+        d.spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers[0].image.clone())
+    };
+    assert_eq!(
+        image(&api.get("web").await.unwrap()).as_deref(),
+        Some("nginx:1.28")
+    );
+    assert_eq!(sim.requests().count("deployments", Verb::Update), 5);
+
+    // Five conflicts: the caller sees the last one.
+    sim.faults()
+        .fail_next(Some("deployments"), Verb::Update, 5, 409, 0);
+    let err = demo::set_image(&client, "default", "web", "nginx:1.29")
+        .await
+        .expect_err("five conflicts exhaust the retry");
+    assert!(deployment_controller::retry::is_conflict(&err), "{err}");
+    assert_eq!(
+        image(&api.get("web").await.unwrap()).as_deref(),
+        Some("nginx:1.28")
+    );
+    assert_eq!(sim.requests().count("deployments", Verb::Update), 10);
+
+    // Anything but a conflict is not retried.
+    sim.faults()
+        .fail_next(Some("deployments"), Verb::Update, 1, 500, 0);
+    demo::set_image(&client, "default", "web", "nginx:1.30")
+        .await
+        .expect_err("a 500 is returned at once");
+    assert_eq!(sim.requests().count("deployments", Verb::Update), 11);
+    sim.shutdown().await;
+}

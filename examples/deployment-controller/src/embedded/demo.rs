@@ -24,7 +24,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 
-use crate::sync;
+use crate::{retry::retry_on_conflict, sync};
 
 /// The namespace of the demo Deployments.
 pub const NAMESPACE: &str = "demo";
@@ -124,12 +124,16 @@ pub fn set_template_image(d: &mut Deployment, image: &str) {
 }
 
 /// Replaces the Deployment (read, then written back) with its first container's image changed;
-/// returns the new generation.
+/// returns the new generation. A conflict (the controller wrote the Deployment between the
+/// read and the write) is retried on a fresh read, as client-go's `retry.RetryOnConflict`.
 pub async fn set_image(client: &Client, ns: &str, name: &str, image: &str) -> kube::Result<i64> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let mut d = api.get(name).await?;
-    set_template_image(&mut d, image);
-    let d = api.replace(name, &PostParams::default(), &d).await?;
+    let d = retry_on_conflict(|| async {
+        let mut d = api.get(name).await?;
+        set_template_image(&mut d, image);
+        api.replace(name, &PostParams::default(), &d).await
+    })
+    .await?;
     Ok(d.metadata.generation.unwrap_or(0))
 }
 
