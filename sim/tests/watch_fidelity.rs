@@ -6,11 +6,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Chunk, next, next_event, raw_watch};
+use common::{Chunk, get_json, next, next_event, raw, raw_watch};
 use futures::Stream;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kinformer_sim::{Sim, SimConfig};
-use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -260,5 +260,217 @@ async fn periodic_bookmarks_wait_for_the_cache_to_move_past_the_start() {
         .unwrap();
     let prv: u64 = p.metadata.resource_version.unwrap().parse().unwrap();
     assert!(brv >= prv && brv > a, "bookmark at {brv}, pod at {prv}");
+    sim.shutdown().await;
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// a, b and m exist at the returned RV; then b is deleted, m modified and c created.
+async fn history(sim: &Sim) -> u64 {
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    for n in ["a", "b", "m"] {
+        create(sim, n).await;
+    }
+    let at = sim.resource_version();
+    cms.delete("b", &DeleteParams::default()).await.unwrap();
+    cms.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "new"}})),
+    )
+    .await
+    .unwrap();
+    create(sim, "c").await;
+    at
+}
+
+#[tokio::test]
+async fn lists_at_an_exact_old_resource_version_return_the_state_then() {
+    // ListFromCacheSnapshot (beta, on in 1.34): `Exact`, the legacy exact match (a limit with
+    // an RV) and continue tokens read the watch cache's snapshot at that RV.
+    let sim = common::sim().await;
+    let at = history(&sim).await;
+    for q in [
+        format!("resourceVersion={at}&resourceVersionMatch=Exact"),
+        format!("resourceVersion={at}&limit=10"),
+    ] {
+        let (status, l) = get_json(&sim, &format!("{CMS}?{q}")).await;
+        assert_eq!(status, 200, "{q}: {l}");
+        assert_eq!(names(&l), ["a", "b", "m"], "{q}");
+        assert_eq!(l["items"][2]["data"]["k"], "v", "{q}: m as it was");
+        assert_eq!(l["metadata"]["resourceVersion"], at.to_string(), "{q}");
+        assert!(l["metadata"].get("continue").is_none(), "{q}");
+    }
+    // Paged at that RV: every page is of the same state, at the same RV.
+    let mut got = Vec::new();
+    let (_, mut page) = get_json(&sim, &format!("{CMS}?limit=1&resourceVersion={at}")).await;
+    loop {
+        assert_eq!(page["metadata"]["resourceVersion"], at.to_string());
+        got.extend(names(&page));
+        let Some(token) = page["metadata"]["continue"].as_str().map(str::to_string) else {
+            break;
+        };
+        assert!(got.len() < 10, "runaway pages");
+        page = get_json(&sim, &format!("{CMS}?limit=1&continue={token}"))
+            .await
+            .1;
+    }
+    assert_eq!(got, ["a", "b", "m"]);
+    // A label selector that matches nothing is still read at that RV.
+    let (_, l) = get_json(
+        &sim,
+        &format!("{CMS}?limit=1&resourceVersion={at}&labelSelector=x%3Dy"),
+    )
+    .await;
+    assert_eq!(l["metadata"]["resourceVersion"], at.to_string());
+    assert_eq!(names(&l), Vec::<String>::new());
+    // NotOlderThan (paged or not) and a plain RV read the latest state.
+    let now = sim.resource_version();
+    for q in [
+        format!("resourceVersion={at}"),
+        format!("resourceVersion={at}&resourceVersionMatch=NotOlderThan"),
+        format!("resourceVersion={at}&resourceVersionMatch=NotOlderThan&limit=10"),
+    ] {
+        let (_, l) = get_json(&sim, &format!("{CMS}?{q}")).await;
+        assert_eq!(names(&l), ["a", "c", "m"], "{q}");
+        assert_eq!(l["metadata"]["resourceVersion"], now.to_string(), "{q}");
+    }
+    // A GET at an RV has no exact form (`Cacher.Get`: not older than it): the object now.
+    let (status, _) = get_json(&sim, &format!("{CMS}/b?resourceVersion={at}")).await;
+    assert_eq!(status, 404);
+    let (_, m) = get_json(&sim, &format!("{CMS}/m?resourceVersion={at}")).await;
+    assert_eq!(m["data"]["k"], "new");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn lists_at_a_resource_version_older_than_the_window_get_410() {
+    // Past the cache's snapshots the read goes to etcd, which answers a compacted revision with
+    // `interpretListError`'s 410; the sim's window stands for both.
+    let sim = Sim::start(SimConfig {
+        watch_cache_size: 3,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let at = history(&sim).await;
+    let (_, first) = get_json(&sim, &format!("{CMS}?limit=1&resourceVersion={at}")).await;
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    for i in 0..3 {
+        cms.patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": format!("{i}")}})),
+        )
+        .await
+        .unwrap();
+    }
+    for q in [
+        format!("resourceVersion={at}&resourceVersionMatch=Exact"),
+        format!("resourceVersion={at}&limit=10"),
+    ] {
+        let r = raw(&sim, "GET", &format!("{CMS}?{q}"), &[], "").await;
+        assert_eq!(
+            (r.status, r.json()),
+            (
+                410,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "The resourceVersion for the provided list is too old.",
+                    "reason": "Expired", "code": 410})
+            ),
+            "{q}"
+        );
+    }
+    // An expired continue token: etcd3's handleCompactedErrorForPaging hands out a token that
+    // goes on at the latest RV (`"rv":-1`), from the same key.
+    let r = raw(
+        &sim,
+        "GET",
+        &format!("{CMS}?limit=1&continue={token}"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 410);
+    let st = r.json();
+    assert_eq!(st["reason"], "Expired");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response")
+    );
+    let latest = st["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token");
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(latest)
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(decoded).unwrap(),
+        r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"a\u0000"}"#
+    );
+    let (status, rest) = get_json(&sim, &format!("{CMS}?continue={latest}")).await;
+    assert_eq!(status, 200, "{rest}");
+    assert_eq!(names(&rest), ["c", "m"], "the rest, as it is now");
+    assert_eq!(
+        rest["metadata"]["resourceVersion"],
+        sim.resource_version().to_string()
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_watch_from_before_the_oldest_kept_event_gets_410_naming_the_oldest_rv() {
+    // getAllEventsSinceLocked: once events left the window, the oldest RV a watch may start
+    // from is one less than the oldest event kept, whatever happened to other kinds.
+    let sim = Sim::start(SimConfig {
+        watch_cache_size: 2,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    let mut cm_rvs = Vec::new();
+    let mut secret_rvs = Vec::new();
+    for i in 0..3 {
+        cm_rvs.push(create(&sim, &format!("c{i}")).await);
+        let s = secrets
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": format!("s{i}")}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        secret_rvs.push(s.metadata.resource_version.unwrap().parse::<u64>().unwrap());
+    }
+    // The window keeps c1 and c2: the oldest watchable RV is c1's minus one, s0's.
+    let oldest = cm_rvs[1] - 1;
+    assert_eq!(oldest, secret_rvs[0]);
+    let (_, mut w) = raw_watch(
+        &sim,
+        &format!("{CMS}?watch=true&resourceVersion={}", cm_rvs[0]),
+    )
+    .await;
+    let e = next_event(&mut w).await;
+    assert_eq!(e["type"], "ERROR");
+    assert_eq!(
+        e["object"]["message"],
+        format!("too old resource version: {} ({oldest})", cm_rvs[0])
+    );
+    assert_eq!(e["object"]["code"], 410);
+    let (_, mut w) = raw_watch(&sim, &format!("{CMS}?watch=true&resourceVersion={oldest}")).await;
+    for n in ["c1", "c2"] {
+        assert_eq!(next_event(&mut w).await["object"]["metadata"]["name"], n);
+    }
     sim.shutdown().await;
 }
