@@ -473,3 +473,44 @@ async fn a_watch_from_before_the_oldest_kept_event_gets_410_naming_the_oldest_rv
     }
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_page_that_fills_its_limit_has_a_token_while_any_item_follows_matching_or_not() {
+    // Cacher.GetList: `hasMoreListItems` is about the items under the prefix, not the ones the
+    // selector keeps; `remainingItemCount` is left out with a selector.
+    let sim = common::sim().await;
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    for (n, label) in [("a", "y"), ("b", "n"), ("c", "n"), ("d", "y")] {
+        let mut c = cm(n, "v");
+        c.metadata.labels = Some([("x".to_string(), label.to_string())].into());
+        cms.create(&PostParams::default(), &c).await.unwrap();
+    }
+    let at = sim.resource_version();
+    let (_, p1) = get_json(&sim, &format!("{CMS}?limit=2&labelSelector=x%3Dy")).await;
+    assert_eq!(names(&p1), ["a", "d"], "the page fills up at the last item");
+    assert!(p1["metadata"].get("continue").is_none(), "{p1}");
+    let (_, p1) = get_json(&sim, &format!("{CMS}?limit=1&labelSelector=x%3Dn")).await;
+    assert_eq!(names(&p1), ["b"]);
+    let token = p1["metadata"]["continue"].as_str().expect("a token");
+    assert!(p1["metadata"].get("remainingItemCount").is_none());
+    let (_, p2) = get_json(
+        &sim,
+        &format!("{CMS}?limit=1&labelSelector=x%3Dn&continue={token}"),
+    )
+    .await;
+    assert_eq!(names(&p2), ["c"]);
+    // Only d follows, and it does not match: still a token, then an empty last page.
+    let token = p2["metadata"]["continue"].as_str().expect("a token");
+    let (_, p3) = get_json(
+        &sim,
+        &format!("{CMS}?limit=1&labelSelector=x%3Dn&continue={token}"),
+    )
+    .await;
+    assert_eq!(names(&p3), Vec::<String>::new());
+    assert!(p3["metadata"].get("continue").is_none());
+    assert_eq!(p3["metadata"]["resourceVersion"], at.to_string());
+    // Without a selector the count of what follows is given.
+    let (_, p) = get_json(&sim, &format!("{CMS}?limit=1")).await;
+    assert_eq!(p["metadata"]["remainingItemCount"], 3);
+    sim.shutdown().await;
+}

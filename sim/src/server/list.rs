@@ -22,7 +22,7 @@ use crate::apimachinery::selector::{parse_fields, parse_labels};
 use crate::apimachinery::util::Query;
 use crate::storage::continue_token;
 use crate::storage::object::{StoredObject, strip_rv};
-use crate::storage::predicate::select;
+use crate::storage::predicate::{in_scope, matches};
 use crate::storage::versioner::parse_rv_etcd;
 use crate::storage::watch_cache::wait_until_fresh;
 
@@ -109,22 +109,30 @@ pub(crate) async fn list(
         None => store.snapshot(def, limit.is_some()),
     };
     let after = after.map(|(k, _)| k);
-    let mut it = select(&map, t.namespace.as_deref(), &labels, &fields, after);
-    let mut items: Vec<Arc<StoredObject>> = match limit {
-        Some(l) => it.by_ref().take(l).collect(),
-        None => it.by_ref().collect(),
-    };
+    // `Cacher.GetList`: the items under the prefix are filtered until the limit is reached;
+    // a continue token follows when any item (matching or not) is left after that point, and
+    // `remainingItemCount` (`PrepareContinueToken`) only without selectors.
+    let ns = t.namespace.as_deref();
+    let mut scope = in_scope(&map, ns, after);
+    let mut items: Vec<Arc<StoredObject>> = Vec::new();
+    let mut rest = 0;
+    for o in scope.by_ref() {
+        if matches(o, ns, &labels, &fields) {
+            items.push(o.clone());
+            if limit.is_some_and(|l| items.len() >= l) {
+                rest = scope.count();
+                break;
+            }
+        }
+    }
     let mut continue_token = None;
     let mut remaining = None;
-    if limit.is_some() {
-        let rest = it.count();
-        if rest > 0
-            && let Some(last) = items.last()
-        {
-            continue_token = Some(continue_token::encode(list_rv, last, t.namespace.is_some()));
-            if labels.is_empty() && fields.is_empty() {
-                remaining = Some(rest);
-            }
+    if rest > 0
+        && let Some(last) = items.last()
+    {
+        continue_token = Some(continue_token::encode(list_rv, last, ns.is_some()));
+        if labels.is_empty() && fields.is_empty() {
+            remaining = Some(rest);
         }
     }
     // Tables (kubectl's output) are left alone.
