@@ -16,7 +16,10 @@ pub struct SimConfig {
     /// Events kept per resource for watch resumption and continue tokens (the watch-cache window).
     /// A watch from an older resourceVersion gets `410 Expired`.
     pub watch_cache_size: usize,
-    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK event.
+    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK event (kube-apiserver's
+    /// `defaultBookmarkFrequency`, a minute; shorten it in tests). Independently of it, a watch
+    /// with `timeoutSeconds` gets one 2 s before it times out, and none is sent before the
+    /// resourceVersion has moved past the one the watch started at.
     pub bookmark_interval: Duration,
     /// Custom kinds to serve besides the built-ins.
     pub custom_resources: Vec<CustomResource>,

@@ -22,7 +22,11 @@
 //! ## Fidelity notes
 //! - One global resourceVersion for every kind (like etcd). Each resource keeps a window of its
 //!   last [`SimConfig::watch_cache_size`] events: watches resume from any RV inside it, older
-//!   ones get an ERROR event with a `410 Expired` Status; continue tokens expire the same way.
+//!   ones get an ERROR event with a `410 Expired` Status; lists at an exact RV (`Exact`, a limit
+//!   with an RV, continue tokens) read the state at that RV inside it and get `410` past it.
+//! - As in 1.34, a watch from RV unset or `0` is a watch-list: with `allowWatchBookmarks` its
+//!   synthetic ADDED events end with a BOOKMARK annotated `k8s.io/initial-events-end`. Bookmarks
+//!   come every [`SimConfig::bookmark_interval`] and 2 s before a watch's timeout.
 //! - Lists with `resourceVersion=0` are served whole (limit ignored), like the watch cache.
 //!   List items of built-in kinds carry no `apiVersion`/`kind` (as kube-apiserver's typed lists);
 //!   items of custom kinds do. Watch event objects always do.

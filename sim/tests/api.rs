@@ -587,6 +587,16 @@ async fn watch_from_zero_sends_synthetic_added() {
             e => panic!("unexpected {e:?}"),
         }
     }
+    // kube's WatchParams allow bookmarks, and 1.34 makes a watch from "0" a watch-list
+    // (SetListOptionsDefaults): the initial events end with the annotated bookmark.
+    match next(&mut w).await.unwrap().unwrap() {
+        WatchEvent::Bookmark(b) => assert!(
+            b.metadata
+                .annotations
+                .contains_key("k8s.io/initial-events-end")
+        ),
+        e => panic!("expected the initial-events-end BOOKMARK, got {e:?}"),
+    }
     cms.create(&PostParams::default(), &cm("c")).await.unwrap();
     match next(&mut w).await.unwrap().unwrap() {
         WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("c")),

@@ -15,6 +15,9 @@ pub(crate) struct ApiError {
     pub details: Option<Value>,
     /// Seconds for a `Retry-After` header (429).
     pub retry_after: Option<u64>,
+    /// The Status's `metadata.continue` (its `ListMeta`), which etcd3's expired-continue error
+    /// carries (`handleCompactedErrorForPaging`).
+    pub continue_token: Option<String>,
 }
 
 impl ApiError {
@@ -26,6 +29,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -293,6 +297,9 @@ impl ApiError {
         });
         if let (Some(d), Some(obj)) = (&self.details, v.as_object_mut()) {
             obj.insert("details".into(), d.clone());
+        }
+        if let (Some(c), Some(obj)) = (&self.continue_token, v.as_object_mut()) {
+            obj.insert("metadata".into(), json!({"continue": c}));
         }
         // `StatusReasonUnknown` is the empty string, omitted from JSON.
         if self.reason.is_empty()

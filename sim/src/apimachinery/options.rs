@@ -315,6 +315,22 @@ impl ListOptions {
         Ok(o)
     }
 
+    /// `SetListOptionsDefaults` (`staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/
+    /// defaults.go`, with the WatchList feature on, as in 1.34), which `ListResource` and
+    /// `DeleteCollection` apply before validating: a watch from resourceVersion "" or "0" that
+    /// sets neither `sendInitialEvents` nor `resourceVersionMatch` becomes a watch-list
+    /// (`sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan`).
+    pub(crate) fn set_defaults(&mut self) {
+        if self.send_initial_events.is_some() || !self.resource_version_match.is_empty() {
+            return;
+        }
+        let legacy = self.resource_version.is_empty() || self.resource_version == "0";
+        if self.watch && legacy {
+            self.send_initial_events = Some(true);
+            self.resource_version_match = "NotOlderThan".to_string();
+        }
+    }
+
     /// `ValidateListOptions` (WatchList feature enabled): every error, in the real order.
     pub(crate) fn errors(&self) -> Vec<FieldError> {
         const RVM: &str = "resourceVersionMatch";
@@ -383,9 +399,10 @@ impl ListOptions {
         errs
     }
 
-    /// Decodes and validates: the options, or the error kube-apiserver answers.
+    /// Decodes, defaults and validates: the options, or the error kube-apiserver answers.
     pub(crate) fn parse(query: &Query, watch: bool) -> Result<Self, ApiError> {
-        let o = Self::decode(query, watch)?;
+        let mut o = Self::decode(query, watch)?;
+        o.set_defaults();
         let errs = o.errors();
         if errs.is_empty() {
             Ok(o)
@@ -467,6 +484,14 @@ mod tests {
             e.message,
             "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
         );
+        // SetListOptionsDefaults: a watch from "" or "0" is a watch-list, so that the
+        // resourceVersionMatch it sets meets a continue token.
+        let e = ListOptions::parse(&q("watch=true&continue=x"), false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided"
+        );
+        assert!(ListOptions::parse(&q("watch=true&resourceVersion=5&continue=x"), false).is_ok());
         let e = ListOptions::parse(&q("resourceVersionMatch=Exact"), true).unwrap_err();
         assert_eq!(
             e.details

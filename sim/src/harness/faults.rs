@@ -111,7 +111,9 @@ impl Faults {
 
     /// While on, a watch with `sendInitialEvents=true` (watch-list) is answered `422 Invalid`
     /// with the Status a server without the WatchList feature sends (a `FieldValueForbidden`
-    /// cause on `sendInitialEvents`); other watches work. Counted in `watch_lists_rejected`.
+    /// cause on `sendInitialEvents`); other watches work, as on such a server (a watch from RV
+    /// unset or `0` is not made a watch-list, so it gets no `k8s.io/initial-events-end`
+    /// bookmark). Counted in `watch_lists_rejected`.
     pub fn reject_watch_list(&self, on: bool) {
         self.state.set_reject_watch_list(on);
     }

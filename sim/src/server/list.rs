@@ -1,7 +1,7 @@
 //! LIST (`k8s.io/apiserver/pkg/endpoints/handlers/get.go` `ListResource`): options decoded and
-//! validated, the snapshot chosen where the cacher would serve it (the watch cache, or etcd for
-//! continuations, limits and `Exact`: `shouldDelegateList`), pages cut with continue tokens,
-//! and the response streamed in chunks from the objects' stored bytes.
+//! validated, the state read as 1.34's `CacheDelegator.GetList` reads it (the latest, or the one
+//! at an exact resourceVersion from the watch cache's snapshots or etcd's history), pages cut
+//! with continue tokens, and the response streamed in chunks from the objects' stored bytes.
 
 use std::sync::Arc;
 
@@ -22,8 +22,8 @@ use crate::apimachinery::selector::{parse_fields, parse_labels};
 use crate::apimachinery::util::Query;
 use crate::storage::continue_token;
 use crate::storage::object::{StoredObject, strip_rv};
-use crate::storage::predicate::select;
-use crate::storage::versioner::{future_revision, parse_rv, parse_rv_etcd};
+use crate::storage::predicate::{in_scope, matches};
+use crate::storage::versioner::parse_rv_etcd;
 use crate::storage::watch_cache::wait_until_fresh;
 
 /// Serves a LIST.
@@ -35,95 +35,104 @@ pub(crate) async fn list(
 ) -> Result<Response<Body>, ApiError> {
     let def = &t.def;
     let store = &shared.store;
-    // ListResource: DecodeParameters (400), then ValidateListOptions (422).
-    let opts = ListOptions::decode(query, false)?;
+    // ListResource: DecodeParameters (400), SetListOptionsDefaults (nothing for a list), then
+    // ValidateListOptions (422).
+    let mut opts = ListOptions::decode(query, false)?;
+    opts.set_defaults();
     let labels = parse_labels(query)?;
     let fields = parse_fields(&def.field_labels, query)?;
     let errs = opts.errors();
     if !errs.is_empty() {
         return Err(ApiError::invalid_list_options(&errs));
     }
-    let limit = (opts.limit > 0).then(|| usize::try_from(opts.limit).unwrap_or(usize::MAX));
     let rv = opts.resource_version.as_str();
     let rvm = opts.resource_version_match.as_str();
-    let cont = (!opts.continue_token.is_empty()).then_some(opts.continue_token.as_str());
-    // Which store serves the list, as `shouldDelegateList` decides
-    // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`): continuations, limits
-    // (except at RV 0) and `Exact` go to etcd, the rest to the watch cache.
-    let from_etcd = cont.is_some() || (limit.is_some() && rv != "0") || rvm == "Exact";
-    let requested = if rv.is_empty() || rv == "0" {
+    // `storage.ValidateListOptions` (`staging/src/k8s.io/apiserver/pkg/storage/interfaces.go`),
+    // which `CacheDelegator.GetList` runs before choosing a store: the continue token first,
+    // else the resourceVersion, both as 400s.
+    let token = if opts.continue_token.is_empty() {
         None
-    } else if from_etcd {
-        Some(parse_rv_etcd(rv)?)
     } else {
-        Some(parse_rv(rv)?)
-    };
-    if let Some(n) = requested {
-        let current = store.resource_version();
-        if n > current {
-            if !from_etcd {
-                wait_until_fresh(store, n, shared.rv_wait).await?;
-            } else if cont.is_none() && rvm == "NotOlderThan" {
-                // etcd3 store `validateMinimumResourceVersion`: no wait, retry 0.
-                return Err(ApiError::too_large_resource_version(n, current, 0));
-            } else if cont.is_none() {
-                // `Exact`, or the legacy unset match with a limit (read at exactly that revision).
-                return Err(future_revision());
-            }
-        }
-    }
-    let (map, list_rv, after, limit) = if let Some(token) = cont {
-        if requested.is_some() {
-            // `storage.ValidateListOptions` (`staging/src/k8s.io/apiserver/pkg/storage/util.go`).
+        let c = continue_token::decode(&opts.continue_token, t.namespace.as_deref())?;
+        if !rv.is_empty() && rv != "0" {
             return Err(ApiError::bad_request(
                 "specifying resource version is not allowed when using continue",
             ));
         }
-        let (trv, key) = continue_token::decode(token, t.namespace.as_deref())?;
-        match store.snapshot_at(def, trv) {
-            Ok(map) => (map, trv, Some(key), limit),
+        Some(c)
+    };
+    let requested = match (&token, rv) {
+        (None, rv) if !rv.is_empty() => Some(parse_rv_etcd(rv)?),
+        _ => None,
+    };
+    // The watch cache ignores the limit at resourceVersion 0 (`computeListLimit`).
+    let limit =
+        (opts.limit > 0 && rv != "0").then(|| usize::try_from(opts.limit).unwrap_or(usize::MAX));
+    // Where 1.34 reads (`delegator.ShouldDelegateList`, the cache's `waitUntilFreshAndList`):
+    // `Exact`, the legacy exact match (a limit with a resourceVersion) and continuations at
+    // their token's resourceVersion read the state at that RV, from the watch cache's snapshots
+    // (ListFromCacheSnapshot) or else etcd's history; everything else reads the latest state,
+    // after waiting for the cache to reach the requested RV.
+    let exact = match (&token, requested) {
+        (Some(c), _) => u64::try_from(c.rv).ok(),
+        (None, Some(n)) if n > 0 && (rvm == "Exact" || (rvm.is_empty() && limit.is_some())) => {
+            Some(n)
+        }
+        _ => None,
+    };
+    let wait_for = exact.or(requested).filter(|n| *n > 0);
+    if let Some(n) = wait_for {
+        // The cache serves a read at an RV it has not reached (consistent reads are supported
+        // with a 1.34 etcd): `waitUntilFreshAndBlock`, then 504 `ResourceVersionTooLarge`.
+        wait_until_fresh(store, n, shared.rv_wait).await?;
+    }
+    let after = token.map(|c| (c.key.clone(), c));
+    let (map, list_rv) = match exact {
+        Some(n) => match store.snapshot_at(def, n) {
+            Ok(map) => (map, n),
+            // Older than the window: etcd's compacted revision (`interpretListError`).
             Err(_) => {
-                shared.faults.bump(Count::ExpiredContinues);
-                return Err(ApiError::expired(
-                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-                ));
+                return Err(match after {
+                    Some((_, c)) => {
+                        shared.faults.bump(Count::ExpiredContinues);
+                        // `handleCompactedErrorForPaging`: with a token to go on at the latest RV.
+                        let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
+                        e.continue_token = Some(continue_token::encode_start(-1, &c.start));
+                        e
+                    }
+                    None => {
+                        ApiError::expired("The resourceVersion for the provided list is too old.")
+                    }
+                });
+            }
+        },
+        None => store.snapshot(def, limit.is_some()),
+    };
+    let after = after.map(|(k, _)| k);
+    // `Cacher.GetList`: the items under the prefix are filtered until the limit is reached;
+    // a continue token follows when any item (matching or not) is left after that point, and
+    // `remainingItemCount` (`PrepareContinueToken`) only without selectors.
+    let ns = t.namespace.as_deref();
+    let mut scope = in_scope(&map, ns, after);
+    let mut items: Vec<Arc<StoredObject>> = Vec::new();
+    let mut rest = 0;
+    for o in scope.by_ref() {
+        if matches(o, ns, &labels, &fields) {
+            items.push(o.clone());
+            if limit.is_some_and(|l| items.len() >= l) {
+                rest = scope.count();
+                break;
             }
         }
-    } else if rvm == "Exact" {
-        let n = parse_rv_etcd(rv)?;
-        match store.snapshot_at(def, n) {
-            Ok(map) => (map, n, None, limit),
-            Err(e) => {
-                return Err(ApiError::expired(format!(
-                    "too old resource version: {n} ({})",
-                    e.oldest
-                )));
-            }
-        }
-    } else if rv == "0" {
-        // Served from the watch cache: whole, limit ignored (like kube-apiserver).
-        let (map, cur) = store.snapshot(def, false);
-        (map, cur, None, None)
-    } else {
-        let (map, cur) = store.snapshot(def, limit.is_some());
-        (map, cur, None, limit)
-    };
-    let mut it = select(&map, t.namespace.as_deref(), &labels, &fields, after);
-    let mut items: Vec<Arc<StoredObject>> = match limit {
-        Some(l) => it.by_ref().take(l).collect(),
-        None => it.by_ref().collect(),
-    };
+    }
     let mut continue_token = None;
     let mut remaining = None;
-    if limit.is_some() {
-        let rest = it.count();
-        if rest > 0
-            && let Some(last) = items.last()
-        {
-            continue_token = Some(continue_token::encode(list_rv, last, t.namespace.is_some()));
-            if labels.is_empty() && fields.is_empty() {
-                remaining = Some(rest);
-            }
+    if rest > 0
+        && let Some(last) = items.last()
+    {
+        continue_token = Some(continue_token::encode(list_rv, last, ns.is_some()));
+        if labels.is_empty() && fields.is_empty() {
+            remaining = Some(rest);
         }
     }
     // Tables (kubectl's output) are left alone.
@@ -174,6 +183,9 @@ pub(crate) async fn list(
         }
     }
 }
+
+/// etcd3's `inconsistentContinue` (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/errors.go`).
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 const LIST_CHUNK: usize = 256 * 1024;
 

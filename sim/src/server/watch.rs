@@ -88,6 +88,9 @@ struct WatchStream {
     shutdown: watch::Receiver<bool>,
     deadline: Option<Instant>,
     next_bookmark: Option<Instant>,
+    /// The resourceVersion the watch started at (the requested one, or the state's that the
+    /// initial events show): a periodic BOOKMARK goes out only once the cache is past it.
+    start_rv: u64,
     unfiltered: bool,
     _guard: OpenWatchGuard,
 }
@@ -138,15 +141,18 @@ pub(crate) fn stream(
         && p.labels.is_empty()
         && p.fields.is_empty()
         && p.repr == Repr::Object;
+    // An absurd timeoutSeconds overflows the clock: treat it as no timeout.
+    let deadline = p.timeout.and_then(|t| now.checked_add(t));
     let st = WatchStream {
         stall_rx: shared.faults.stall_tx.subscribe(),
         shutdown: shared.shutdown.clone(),
-        // An absurd timeoutSeconds overflows the clock: treat it as no timeout.
-        deadline: p.timeout.and_then(|t| now.checked_add(t)),
+        deadline,
+        // `Cacher.Watch` queues only watchers that allow bookmarks (`bookmarkWatchers`).
         next_bookmark: p
             .bookmarks
-            .then(|| now.checked_add(shared.bookmark_interval))
+            .then(|| next_bookmark_time(now, shared.bookmark_interval, deadline))
             .flatten(),
+        start_rv: cursor,
         shared,
         p,
         cursor,
@@ -169,6 +175,27 @@ pub(crate) fn error_line(e: &ApiError) -> Bytes {
     let mut s = v.to_string();
     s.push('\n');
     Bytes::from(s)
+}
+
+/// When a watch with bookmarks gets its next BOOKMARK (`cacheWatcher.nextBookmarkTime`,
+/// `staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`): after the bookmark
+/// frequency (kube-apiserver's `defaultBookmarkFrequency` of a minute, the sim's
+/// `SimConfig::bookmark_interval`), or 2 s before the watch's deadline if that comes first;
+/// none once that moment has passed (so a watch of under 2 s gets none). The cacher's 1 s
+/// buckets and jittered timer make the real one arrive up to about a second later.
+fn next_bookmark_time(
+    now: Instant,
+    frequency: Duration,
+    deadline: Option<Instant>,
+) -> Option<Instant> {
+    let heartbeat = now.checked_add(frequency)?;
+    let at = match deadline {
+        None => heartbeat,
+        Some(d) => heartbeat.min(d.checked_sub(Duration::from_secs(2))?),
+    };
+    // The real check is `heartbeatTime.Before(now)`; "not after now" keeps a bookmark that is
+    // due right now from being rescheduled for the same instant.
+    (at > now).then_some(at)
 }
 
 fn far_future() -> Instant {
@@ -430,10 +457,17 @@ impl WatchStream {
             if let Some(nb) = self.next_bookmark
                 && Instant::now() >= nb
             {
-                // No event of this resource is pending up to `global`, so it is a safe bookmark.
-                self.cursor = self.cursor.max(global);
-                self.next_bookmark = Instant::now().checked_add(self.shared.bookmark_interval);
-                return Some(Ok(self.bookmark_line(self.cursor, false)));
+                // `Cacher.finishDispatching` requeues the watcher at its next bookmark time.
+                let now = Instant::now();
+                self.next_bookmark =
+                    next_bookmark_time(now, self.shared.bookmark_interval, self.deadline);
+                // `cacheWatcher.process` passes on a bookmark only when its resourceVersion is
+                // past the one the watch started at. No event of this resource is pending up
+                // to `global`, so it is a safe bookmark.
+                if global > self.start_rv {
+                    self.cursor = self.cursor.max(global);
+                    return Some(Ok(self.bookmark_line(self.cursor, false)));
+                }
             }
             let deadline = self.deadline.unwrap_or_else(far_future);
             let bookmark_at = self.next_bookmark.unwrap_or_else(far_future);
@@ -556,6 +590,12 @@ pub(crate) async fn serve_watch(
         }
         opts.send_initial_events = None;
         opts.resource_version_match.clear();
+    } else if !shared.faults.rejects_watch_list() {
+        // `ListResource` defaults the options before validating them (the WatchList feature is
+        // on in 1.34; the faults play servers where it is off): a watch from "" or "0" becomes
+        // a watch-list, so with `allowWatchBookmarks` its initial events end with the
+        // `k8s.io/initial-events-end` bookmark.
+        opts.set_defaults();
     }
     let errs = opts.errors();
     if !errs.is_empty() {
@@ -571,6 +611,11 @@ pub(crate) async fn serve_watch(
     };
     let start = match opts.send_initial_events {
         Some(true) => {
+            // RV "" asks for the state at etcd's current revision (`getWatchCacheResourceVersion`
+            // reads it, `waitUntilWatchCacheFreshAndForceAllEvents` waits for the cache to reach
+            // it), which the sim's store always has; RV "0" takes the cache as it is. Either way
+            // the initial events are the store's state now and the end bookmark carries its RV
+            // (`setInitialEventsEndBookmarkIfRequested` with `watchCache.resourceVersion`).
             if !rv.is_empty() && rv != "0" {
                 // A watch-list at an RV the cache has not reached waits for it
                 // (`staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go`,
@@ -597,6 +642,9 @@ pub(crate) async fn serve_watch(
                 if opts.send_initial_events == Some(false) {
                     Start::FromRv(shared.store.resource_version())
                 } else {
+                    // Only a server without watch-list (the faults) gets here: the legacy
+                    // watch from "0" (`getAllEventsSinceLocked`: the current state, then
+                    // events), with no bookmark to end it.
                     Start::Initial {
                         end_bookmark: false,
                     }

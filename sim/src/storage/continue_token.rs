@@ -17,14 +17,32 @@ pub(crate) fn encode(rv: u64, last: &StoredObject, namespaced_request: bool) -> 
     } else {
         format!("{}/{}\u{0}", last.namespace, last.name)
     };
-    let start = serde_json::to_string(&start).unwrap_or_default();
+    encode_start(i64::try_from(rv).unwrap_or(i64::MAX), &start)
+}
+
+/// `storage.EncodeContinue` of a start key as it is encoded (`start` of a decoded token); a
+/// negative `rv` asks for the rest of the list at the latest resourceVersion.
+pub(crate) fn encode_start(rv: i64, start: &str) -> String {
+    let start = serde_json::to_string(start).unwrap_or_default();
     let token = format!(r#"{{"v":"meta.k8s.io/v1","rv":{rv},"start":{start}}}"#);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token)
 }
 
+/// A decoded continue token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Continue {
+    /// The resourceVersion the list was read at; negative: the latest (a token etcd3 hands out
+    /// with its expired-continue error).
+    pub rv: i64,
+    /// The start key as encoded (`name\0` or `namespace/name\0`).
+    pub start: String,
+    /// The (namespace, name) key the rest of the list goes on after.
+    pub key: (String, String),
+}
+
 /// `storage.DecodeContinue` with the errors `storage.ValidateListOptions` answers (400
 /// `invalid continue token: continue key is not valid...`); `ns` is the request's namespace.
-pub(crate) fn decode(token: &str, ns: Option<&str>) -> Result<(u64, (String, String)), ApiError> {
+pub(crate) fn decode(token: &str, ns: Option<&str>) -> Result<Continue, ApiError> {
     let bad = |why: String| {
         ApiError::bad_request(format!(
             "invalid continue token: continue key is not valid{why}"
@@ -51,23 +69,27 @@ pub(crate) fn decode(token: &str, ns: Option<&str>) -> Result<(u64, (String, Str
             ": server does not recognize this encoded version {version}"
         )));
     }
-    let rv = v.get("rv").and_then(Value::as_u64).unwrap_or(0);
+    let rv = v.get("rv").and_then(Value::as_i64).unwrap_or(0);
     if rv == 0 {
         return Err(bad(
             ": incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into(),
         ));
     }
-    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
-    if start.is_empty() {
+    let raw_start = v.get("start").and_then(Value::as_str).unwrap_or("");
+    if raw_start.is_empty() {
         return Err(bad(
             ": encoded start key empty (version meta.k8s.io/v1)".into()
         ));
     }
-    let start = start.trim_end_matches('\u{0}');
+    let start = raw_start.trim_end_matches('\u{0}');
     let key = match (ns, start.split_once('/')) {
         (Some(ns), _) => (ns.to_string(), start.to_string()),
         (None, Some((ns, name))) => (ns.to_string(), name.to_string()),
         (None, None) => (String::new(), start.to_string()),
     };
-    Ok((rv, key))
+    Ok(Continue {
+        rv,
+        start: raw_start.to_string(),
+        key,
+    })
 }

@@ -29,6 +29,19 @@ pub(crate) fn select<'a>(
     fields: &'a FieldSelector,
     after: Option<(String, String)>,
 ) -> impl Iterator<Item = Arc<StoredObject>> + 'a {
+    in_scope(map, ns, after)
+        .filter(move |o| matches(o, ns, labels, fields))
+        .cloned()
+}
+
+/// Every object of `map` under the request's key prefix (its namespace, if any), in key
+/// order, strictly after `after`, before any selector: what the watch cache's
+/// `ListPrefix(key, continueKey)` returns.
+pub(crate) fn in_scope<'a>(
+    map: &'a ObjectMap,
+    ns: Option<&'a str>,
+    after: Option<(String, String)>,
+) -> impl Iterator<Item = &'a Arc<StoredObject>> + 'a {
     let lower = match (after, ns) {
         (Some(k), _) => Bound::Excluded(k),
         (None, Some(n)) => Bound::Included((n.to_string(), String::new())),
@@ -36,6 +49,5 @@ pub(crate) fn select<'a>(
     };
     map.range((lower, Bound::Unbounded))
         .take_while(move |(k, _)| ns.is_none_or(|n| k.0 == n))
-        .filter(move |(_, o)| matches(o, ns, labels, fields))
-        .map(|(_, o)| o.clone())
+        .map(|(_, o)| o)
 }

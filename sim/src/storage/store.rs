@@ -74,6 +74,9 @@ struct ResourceState {
     log: VecDeque<Arc<Event>>,
     /// Every event of this resource with rv > log_start is in `log`.
     log_start: u64,
+    /// An event left `log` since it was started (at creation or by `compact`): the watch
+    /// cache's `removedEventSinceRelist`.
+    trimmed: bool,
     /// Recent list snapshots for continue tokens, newest last.
     snapshots: VecDeque<(u64, ObjectMap)>,
 }
@@ -240,14 +243,24 @@ impl Store {
         Ok((events, inner.rv))
     }
 
-    /// Whether a watch may start at `rv` (it is not older than the window).
+    /// Whether a watch may start at `rv`: not before the window, as
+    /// `watchCache.getAllEventsSinceLocked` (`staging/src/k8s.io/apiserver/pkg/storage/cacher/
+    /// watch_cache.go`) decides it. Until an event has left the window the oldest RV served is
+    /// the window's start (the cache's list RV); after, one less than the oldest event kept,
+    /// which is also what `too old resource version: RV (OLDEST)` prints.
     pub(crate) fn check_window(&self, def: &ResourceDef, rv: u64) -> Result<(), Expired> {
         let inner = self.lock();
-        match inner.resources.get(def.idx) {
-            Some(state) if rv < state.log_start => Err(Expired {
-                oldest: state.log_start,
-            }),
-            _ => Ok(()),
+        let Some(state) = inner.resources.get(def.idx) else {
+            return Ok(());
+        };
+        let oldest = match (state.trimmed, state.log.front()) {
+            (true, Some(first)) => first.rv.saturating_sub(1),
+            _ => state.log_start,
+        };
+        if rv < oldest {
+            Err(Expired { oldest })
+        } else {
+            Ok(())
         }
     }
 
@@ -259,6 +272,7 @@ impl Store {
             state.log.clear();
             state.snapshots.clear();
             state.log_start = rv;
+            state.trimmed = false;
         }
         rv
     }
@@ -351,6 +365,7 @@ impl Store {
             while state.log.len() > window {
                 if let Some(old) = state.log.pop_front() {
                     state.log_start = old.rv;
+                    state.trimmed = true;
                 }
             }
             let log_start = state.log_start;

@@ -1,18 +1,18 @@
 //! resourceVersions as text (`k8s.io/apiserver/pkg/storage/api_object_versioner.go`), with the
-//! errors the watch cache and etcd give for a malformed one or one from the future.
+//! errors the watch cache and `storage.ValidateListOptions` give for a malformed one.
 
 use crate::apimachinery::errors::{ApiError, go_quote};
 
 /// `APIObjectVersioner.ParseResourceVersion`
 /// (`staging/src/k8s.io/apiserver/pkg/storage/api_object_versioner.go`): a `storage.InvalidError`
-/// over `strconv.ParseUint`'s error. The watch cache (gets, unpaged lists, watches) returns it
-/// unconverted, which the handlers answer as a 500 without a reason (kubernetes issue 139485).
+/// over `strconv.ParseUint`'s error. The watch cache (gets, watches) returns it unconverted,
+/// which the handlers answer as a 500 without a reason (kubernetes issue 139485).
 pub(crate) fn parse_rv(s: &str) -> Result<u64, ApiError> {
     parse_uint(s).map_err(|why| ApiError::new(500, "", why))
 }
 
-/// The same parse where etcd serves the read (paged and `Exact` lists):
-/// `storage.ValidateListOptions` wraps it in a 400 "invalid resource version: ...".
+/// The same parse for every list: `storage.ValidateListOptions`, which 1.34's
+/// `CacheDelegator.GetList` runs first, wraps it in a 400 "invalid resource version: ...".
 pub(crate) fn parse_rv_etcd(s: &str) -> Result<u64, ApiError> {
     parse_uint(s).map_err(|why| ApiError::bad_request(format!("invalid resource version: {why}")))
 }
@@ -30,18 +30,6 @@ fn parse_uint(s: &str) -> Result<u64, String> {
     Err(format!(
         "resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {why}"
     ))
-}
-
-/// The error etcd gives for a read at a future revision, which the apiserver passes through
-/// unconverted (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`, `GetList`:
-/// `interpretListError` converts only compaction errors; `ErrorToAPIStatus` makes any other
-/// error a 500 with reason `Unknown`, i.e. none).
-pub(crate) fn future_revision() -> ApiError {
-    ApiError::new(
-        500,
-        "",
-        "etcdserver: mvcc: required revision is a future revision",
-    )
 }
 
 #[cfg(test)]
