@@ -402,6 +402,7 @@ impl Sim {
             Part::Main,
             obj,
             false,
+            None,
         )?;
         Ok(o.to_value(&def)?)
     }
@@ -425,6 +426,7 @@ impl Sim {
             Part::Status,
             obj,
             false,
+            None,
         )?;
         Ok(o.to_value(&def)?)
     }
@@ -450,8 +452,9 @@ impl Sim {
             false,
             self.shared.auto_namespaces,
             None,
+            false,
         )?;
-        Ok(o.to_value(&def)?)
+        Ok(o.0.to_value(&def)?)
     }
 
     /// Deletes an object; returns true if it is gone, false if finalizers keep it (marked).
