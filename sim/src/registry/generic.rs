@@ -607,7 +607,9 @@ fn check_name(name: &str, body: &mut Value) -> Result<(), ApiError> {
     }
 }
 
-/// Replaces an object or one of its subresources (PUT).
+/// Replaces an object or one of its subresources (PUT), recording an `Update` by `manager`
+/// (`update.go` `UpdateResource`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn update(
     store: &Store,
     def: &ResourceDef,
