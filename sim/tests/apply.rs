@@ -540,3 +540,32 @@ async fn delete_answers_a_status_or_the_object_per_kind() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_applies_sync_the_client_side_annotation() {
+    let sim = common::sim().await;
+    const KEY: &str = "kubectl.kubernetes.io/last-applied-configuration";
+    ok(
+        &send(&sim, "POST", CMS, "kubectl-client-side-apply/v1.34.0", "application/json",
+            json!({"metadata": {"name": "csa", "annotations": {KEY: "{\"old\":true}\n"}}, "data": {"a": "1"}})).await,
+        201,
+    );
+    // Another manager's apply leaves the annotation alone.
+    let cfg = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "csa"}, "data": {"a": "1", "b": "2"}});
+    let cm = ok(
+        &apply(&sim, &format!("{CMS}/csa"), "other", false, cfg.clone()).await,
+        200,
+    );
+    assert_eq!(cm["metadata"]["annotations"][KEY], "{\"old\":true}\n");
+    // kubectl's rewrites it to what it applied.
+    let cm = ok(
+        &apply(&sim, &format!("{CMS}/csa"), "kubectl", false, cfg.clone()).await,
+        200,
+    );
+    assert_eq!(
+        cm["metadata"]["annotations"][KEY],
+        format!("{cfg}\n"),
+        "{cm}"
+    );
+    sim.shutdown().await;
+}

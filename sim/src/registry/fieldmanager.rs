@@ -17,6 +17,8 @@
 //!   subresource write always starts from the stored ones.
 //! - An object without managed fields gets none from an update (`skipNonAppliedManager`); its
 //!   first apply first records its existing fields for `before-first-apply`.
+//! - An apply by the `kubectl` manager rewrites the client-side-apply annotation when the object
+//!   has one (`lastAppliedUpdater`).
 //! - Entries are sorted (`sortEncodedManagedFields`), `Update` managers capped at 10 with the
 //!   oldest merged into `ancient-changes` (`capManagersManager`), the object's identity fields
 //!   never owned (`stripMetaManager`), and the fields a write cannot change (status for the
@@ -563,8 +565,45 @@ pub(crate) fn apply(
     }
     entries.retain(|e| !e.set.is_empty());
     let mut object = if changed_object { new } else { live_obj };
+    if manager == "kubectl" {
+        sync_last_applied(&mut object, config);
+    }
     set_managed_fields(&mut object, &mut entries);
     Ok(Applied { object })
+}
+
+/// kubectl's client-side-apply annotation.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `lastAppliedUpdater.Apply`: an apply by the `kubectl` manager to an object that carries a
+/// client-side-apply annotation rewrites it to the applied configuration (without that
+/// annotation), as `buildLastApplied` encodes it (JSON with a trailing newline).
+fn sync_last_applied(object: &mut Value, config: &Value) {
+    let has = object
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(LAST_APPLIED))
+        .and_then(Value::as_str)
+        .is_some_and(|v| !v.is_empty());
+    if !has {
+        return;
+    }
+    let mut cfg = config.clone();
+    if let Some(a) = cfg
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(LAST_APPLIED);
+    }
+    let text = format!("{cfg}\n");
+    if let Some(a) = object
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+    {
+        a.insert(LAST_APPLIED.into(), Value::String(text));
+    }
 }
 
 /// `NewConflictError`: a `409` with one `FieldManagerConflict` cause per conflict, worded as
