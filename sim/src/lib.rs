@@ -34,15 +34,20 @@
 //!   merge keys (containers by name, ports, env, volumes, conditions, finalizers...) and honours
 //!   the directives kubectl sends (`$patch`, `$setElementOrder`, `$deleteFromPrimitiveList`,
 //!   `$retainKeys`); custom kinds refuse it with 415, as kube-apiserver does. Server-side apply
-//!   (`application/apply-patch+yaml`) is approximated as a merge patch of the applied config
-//!   (JSON syntax only) that creates the object if missing; each apply manager's fields are
-//!   recorded in `managedFields` and the ones it stops applying are removed unless another
-//!   manager's entry owns them, and a field another apply manager owns with a different value is
-//!   a 409 conflict unless forced (lists are atomic; other writes take no ownership).
+//!   (`application/apply-patch+yaml`, JSON syntax only) merges the applied configuration as
+//!   structured-merge-diff does (associative lists by their keys, sets, atomic lists and
+//!   selectors), creates the object if missing (201), removes what a manager stops applying
+//!   unless someone else owns it, and answers conflicts with other managers as a 409 unless
+//!   forced. Every write keeps `metadata.managedFields` as kube-apiserver's field manager does:
+//!   creates, updates and patches are `Update` entries of their `fieldManager` or User-Agent
+//!   prefix (with `subresource` for `/status` and `/scale`).
 //!   `fieldValidation` is checked for a known value and not enforced (there are no schemas).
 //! - Request options are validated as kube-apiserver validates them (`ListOptions`,
 //!   `DeleteOptions`, `CreateOptions`, `UpdateOptions`, `PatchOptions`: a `422 Invalid` naming
-//!   `<Kind>.meta.k8s.io`); a DELETE without a body takes its options from the query.
+//!   `<Kind>.meta.k8s.io`); a DELETE without a body takes its options from the query. A
+//!   completed DELETE answers with a `Status` except for pods, services, namespaces and service
+//!   accounts (`ReturnDeletedObject`), which answer with the object, as does a delete that
+//!   finalizers or a grace period hold.
 //! - Built-in kinds are defaulted as kube-apiserver defaults what it decodes (creates, updates,
 //!   patch results): Deployment strategy and limits, pod spec and container fields, service
 //!   type and ports, secret type, the namespace name label; a created pod gets its `qosClass`.
@@ -406,6 +411,7 @@ impl Sim {
             Part::Main,
             obj,
             false,
+            None,
         )?;
         Ok(o.to_value(&def)?)
     }
@@ -429,6 +435,7 @@ impl Sim {
             Part::Status,
             obj,
             false,
+            None,
         )?;
         Ok(o.to_value(&def)?)
     }
@@ -454,8 +461,9 @@ impl Sim {
             false,
             self.shared.auto_namespaces,
             None,
+            false,
         )?;
-        Ok(o.to_value(&def)?)
+        Ok(o.0.to_value(&def)?)
     }
 
     /// Deletes an object; returns true if it is gone, false if finalizers keep it (marked).

@@ -1216,3 +1216,83 @@ fn kubectl_create_generators() {
     );
     sim.shutdown();
 }
+
+/// The managed fields kubectl's writes leave, as on a cluster: `kubectl create deployment`'s
+/// `Update` entry (every field it sent or defaulting set, `k:{"name":...}` for its container,
+/// `.` where it added a map), `kubectl scale`'s `subresource: scale` entry that takes
+/// `.spec.replicas`, `kubectl label`'s entry, and a server-side apply conflicting with the
+/// scale manager.
+#[test]
+fn kubectl_writes_record_managed_fields() {
+    if skip_without_kubectl("kubectl_writes_record_managed_fields") {
+        return;
+    }
+    let sim = widget_sim(Duration::from_millis(300));
+    let k = Kubectl::new(&sim);
+    k.run(&["create", "deployment", "mf", "--image=nginx"]);
+    let d = k.json(&["get", "deployment", "mf", "--show-managed-fields"]);
+    let e = &d["metadata"]["managedFields"][0];
+    assert_eq!(e["manager"], "kubectl-create", "{d}");
+    assert_eq!(e["operation"], "Update");
+    assert_eq!(e["apiVersion"], "apps/v1");
+    assert_eq!(
+        e["fieldsV1"],
+        json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {
+                "f:progressDeadlineSeconds": {}, "f:replicas": {}, "f:revisionHistoryLimit": {},
+                "f:selector": {},
+                "f:strategy": {"f:rollingUpdate": {".": {}, "f:maxSurge": {}, "f:maxUnavailable": {}}, "f:type": {}},
+                "f:template": {
+                    "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                    "f:spec": {
+                        "f:containers": {"k:{\"name\":\"nginx\"}": {".": {}, "f:image": {},
+                            "f:imagePullPolicy": {}, "f:name": {}, "f:resources": {},
+                            "f:terminationMessagePath": {}, "f:terminationMessagePolicy": {}}},
+                        "f:dnsPolicy": {}, "f:restartPolicy": {}, "f:schedulerName": {},
+                        "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}
+                    }
+                }
+            }
+        })
+    );
+    k.run(&["scale", "deployment", "mf", "--replicas=3"]);
+    k.run(&["label", "deployment", "mf", "tier=web"]);
+    let d = k.json(&["get", "deployment", "mf", "--show-managed-fields"]);
+    let entries: Vec<(String, String)> = d["metadata"]["managedFields"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or("").to_string(),
+                e["subresource"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(entries.contains(&("kubectl".into(), "scale".into())), "{d}");
+    assert!(
+        entries.contains(&("kubectl-label".into(), String::new())),
+        "{d}"
+    );
+    let manifest = k.write(
+        "mf.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: mf\nspec:\n  replicas: 5\n  selector:\n    matchLabels:\n      app: mf\n  template:\n    metadata:\n      labels:\n        app: mf\n    spec:\n      containers:\n      - name: nginx\n        image: nginx\n",
+    );
+    let err = k.fail(&[
+        "apply",
+        "--server-side",
+        "--field-manager=ops",
+        "-f",
+        &manifest,
+    ]);
+    assert!(
+        err.contains(
+            r#"Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: .spec.replicas"#
+        ),
+        "{err}"
+    );
+    let out = k.run(&["delete", "deployment", "mf"]);
+    assert!(out.contains(r#"deployment.apps "mf" deleted"#), "{out}");
+    sim.shutdown();
+}

@@ -918,7 +918,7 @@ async fn server_side_apply_removes_what_a_manager_stops_applying() {
         .map(|l| l.keys().map(String::as_str).collect())
         .unwrap_or_default();
     assert_eq!(labels, ["a"]);
-    let managers: Vec<(String, String)> = cm
+    let mut managers: Vec<(String, String)> = cm
         .metadata
         .managed_fields
         .unwrap_or_default()
@@ -930,6 +930,8 @@ async fn server_side_apply_removes_what_a_manager_stops_applying() {
             )
         })
         .collect();
+    // Sorted by time (seconds), then manager: "one" applied last, possibly a second later.
+    managers.sort();
     assert_eq!(
         managers,
         [

@@ -237,6 +237,24 @@ pub(crate) fn write_options(
 /// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go`): at most
 /// 128 bytes, and every character printable by `unicode.IsPrint`, one error per other
 /// character with its `%#U` form and byte position.
+/// The manager a write is recorded for (`handlers/rest.go` `managerOrUserAgent`): the
+/// `fieldManager` parameter, else the User-Agent before its first `/`, without unprintable
+/// characters, cut to 128 bytes (`prefixFromUserAgent`).
+pub(crate) fn manager_or_user_agent(query: &Query, user_agent: &str) -> String {
+    if let Some(m) = query.non_empty("fieldManager") {
+        return m.to_string();
+    }
+    let prefix = user_agent.split('/').next().unwrap_or("");
+    let mut out = String::new();
+    for c in prefix.chars().filter(|&c| go_is_print(c)) {
+        if out.len() + c.len_utf8() > 128 {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn field_manager_errors(manager: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if manager.len() > 128 {

@@ -286,7 +286,7 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
                     "data": {"seq": seq.to_string()},
                 }),
             };
-            ops::create(store, &def, ns, body, false, true).map(|_| {
+            ops::create(store, &def, ns, body, false, true, None).map(|_| {
                 slot.live.push(name);
                 inner.created.fetch_add(1, Ordering::Relaxed);
             })
@@ -306,6 +306,7 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
                     false,
                     true,
                     None,
+                    false,
                 )
             } else {
                 let body = json!({"metadata": {"annotations": {"kinformer-sim/churn-rev": seq.to_string()}}});
@@ -320,6 +321,7 @@ fn one_op(store: &Store, slot: &mut Slot, rng: &mut StdRng, seq: u64, max: usize
                     false,
                     true,
                     None,
+                    false,
                 )
             };
             if let Err(e) = &r

@@ -19,13 +19,13 @@ fn create_with_status(
         .find(group, "v1", plural)
         .cloned()
         .ok_or_else(|| ApiError::internal(format!("no resource {plural}")))?;
-    let obj = ops::create(store, &def, ns, body, false, true)?;
+    let obj = ops::create(store, &def, ns, body, false, true, None)?;
     let name = obj.name.clone();
     let mut v = obj.to_value(&def)?;
     if let Some(o) = v.as_object_mut() {
         o.insert("status".into(), status);
     }
-    let obj = ops::update(store, &def, ns, &name, Part::Status, v, false)?;
+    let obj = ops::update(store, &def, ns, &name, Part::Status, v, false, None)?;
     obj.to_value(&def)
 }
 
@@ -99,6 +99,7 @@ pub(crate) fn seed(store: &Store) -> Result<(), ApiError> {
             json!({"metadata": {"name": format!("{app}-config")}, "data": {"LOG_LEVEL": "info"}}),
             false,
             true,
+            None,
         )?;
     }
     Ok(())

@@ -222,7 +222,7 @@ mod tests {
     fn pod(store: &Store, def: &ResourceDef, name: &str) {
         let body = json!({"metadata": {"name": name},
                           "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "i"}]}});
-        ops::create(store, def, Some("default"), body, false, true).unwrap();
+        ops::create(store, def, Some("default"), body, false, true, None).unwrap();
     }
 
     async fn gone(store: &Store, def: &ResourceDef, name: &str) -> bool {

@@ -11,11 +11,41 @@ use crate::apimachinery::schema::{NameRule, ResourceDef};
 use crate::apimachinery::util::{
     new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
 };
-use crate::registry::apply;
 use crate::registry::defaults;
+use crate::registry::fieldmanager::{self, Request};
 use crate::registry::strategy::{self, CreateStatus, DeletePlan};
+use crate::registry::typed::Schema;
 use crate::storage::object::{Key, StoredObject, meta_mut, meta_str};
 use crate::storage::store::{Outcome, Store, Write};
+
+/// What the field manager records for a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Manage<'a> {
+    /// Nothing: a write of the test harness, which keeps the managed fields as they are.
+    Keep,
+    /// An `Update` by this manager (`managerOrUserAgent`).
+    Update(&'a str),
+    /// An apply, whose managed fields [`fieldmanager::apply`] already set.
+    Applied,
+}
+
+/// The field manager's view of a write to `def` through `part`.
+fn fm_request<'a>(def: &'a ResourceDef, part: Part, now: &'a str) -> Request<'a> {
+    Request {
+        schema: Schema {
+            kind: &def.kind,
+            builtin: def.builtin,
+        },
+        api_version: &def.api_version,
+        has_status: def.status,
+        subresource: match part {
+            Part::Main => "",
+            Part::Status => "status",
+            Part::Scale => "scale",
+        },
+        now,
+    }
+}
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,14 +145,15 @@ pub(crate) fn ensure_namespace(store: &Store, ns: &str, auto_create: bool) -> Re
         return Err(ApiError::not_found("", "namespaces", ns));
     }
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-    match create(store, &nsdef, None, body, false, false) {
+    match create(store, &nsdef, None, body, false, false, None) {
         Ok(_) => Ok(()),
         Err(e) if e.reason == "AlreadyExists" => Ok(()),
         Err(e) => Err(e),
     }
 }
 
-/// Creates an object (POST to a collection).
+/// Creates an object (POST to a collection); `manager` records the create in the managed
+/// fields (`create.go` `CreateResource`: `FieldManager.UpdateNoErrors` from an empty object).
 pub(crate) fn create(
     store: &Store,
     def: &ResourceDef,
@@ -130,8 +161,18 @@ pub(crate) fn create(
     body: Value,
     dry_run: bool,
     auto_namespaces: bool,
+    manager: Option<&str>,
 ) -> Result<Arc<StoredObject>, ApiError> {
-    create_inner(store, def, ns, body, dry_run, auto_namespaces, false)
+    create_inner(
+        store,
+        def,
+        ns,
+        body,
+        dry_run,
+        auto_namespaces,
+        false,
+        manager,
+    )
 }
 
 /// Creates an object keeping the status it carries (for seeding objects in any state).
@@ -142,9 +183,10 @@ pub(crate) fn create_keep_status(
     body: Value,
     auto_namespaces: bool,
 ) -> Result<Arc<StoredObject>, ApiError> {
-    create_inner(store, def, ns, body, false, auto_namespaces, true)
+    create_inner(store, def, ns, body, false, auto_namespaces, true, None)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn create_inner(
     store: &Store,
     def: &ResourceDef,
@@ -153,6 +195,7 @@ fn create_inner(
     dry_run: bool,
     auto_namespaces: bool,
     keep_status: bool,
+    manager: Option<&str>,
 ) -> Result<Arc<StoredObject>, ApiError> {
     kind_check(def, &mut body)?;
     check_namespace(def, ns, &mut body)?;
@@ -218,6 +261,9 @@ fn create_inner(
         }
     }
     defaults::on_create(def, &mut body);
+    if let Some(m) = manager {
+        fieldmanager::update(&fm_request(def, Part::Main, &now), None, &mut body, m);
+    }
     let key: Key = (
         if def.namespaced {
             ns.unwrap_or("").to_string()
@@ -347,7 +393,10 @@ fn merge_update(
     old: &Value,
     mut new: Value,
     part: Part,
+    manage: Manage<'_>,
 ) -> Result<Write, ApiError> {
+    // The request's managed fields, for the field manager to judge (an empty list resets them).
+    let request_managed = meta_mut(&mut new).and_then(|m| m.remove("managedFields"));
     let empty = Map::new();
     let old_meta = old
         .get("metadata")
@@ -403,6 +452,27 @@ fn merge_update(
                 strategy::bump_generation(old, &mut out);
             }
             new = out;
+        }
+    }
+    let now = now_rfc3339();
+    let req = fm_request(def, part, &now);
+    if let Some(meta) = meta_mut(&mut new) {
+        match request_managed {
+            Some(m) => {
+                meta.insert("managedFields".into(), m);
+            }
+            // The harness keeps the stored ones (`keep_server_metadata` put them back).
+            None if manage == Manage::Keep => {}
+            None => {
+                meta.remove("managedFields");
+            }
+        }
+    }
+    if let Manage::Update(m) = manage {
+        if part == Part::Scale {
+            fieldmanager::update_scale(&req, old, &mut new, m);
+        } else {
+            fieldmanager::update(&req, Some(old), &mut new, m);
         }
     }
     if let Some(meta) = meta_mut(&mut new) {
@@ -537,7 +607,9 @@ fn check_name(name: &str, body: &mut Value) -> Result<(), ApiError> {
     }
 }
 
-/// Replaces an object or one of its subresources (PUT).
+/// Replaces an object or one of its subresources (PUT), recording an `Update` by `manager`
+/// (`update.go` `UpdateResource`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn update(
     store: &Store,
     def: &ResourceDef,
@@ -546,7 +618,9 @@ pub(crate) fn update(
     part: Part,
     mut body: Value,
     dry_run: bool,
+    manager: Option<&str>,
 ) -> Result<Arc<StoredObject>, ApiError> {
+    let manage = manager.map_or(Manage::Keep, Manage::Update);
     if part == Part::Scale {
         if !body.is_object() {
             return Err(ApiError::bad_request(
@@ -564,15 +638,17 @@ pub(crate) fn update(
         let old = cur.to_value(def)?;
         if part == Part::Scale {
             let new = apply_scale(def, name, &old, &body, cur)?;
-            return merge_update(def, &old, new, Part::Scale);
+            return merge_update(def, &old, new, Part::Scale, manage);
         }
         stale_check(def, name, meta_str(&body, "resourceVersion"), cur)?;
-        merge_update(def, &old, body, part)
+        merge_update(def, &old, body, part, manage)
     })?;
     result_of(outcome)
 }
 
-/// Patches an object or one of its subresources.
+/// Patches an object or one of its subresources, recording the write for `manager` (an apply's
+/// field manager, or the `Update` manager of another patch). The flag says whether an apply
+/// created the object (`patch.go` answers `201 Created` then).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn patch(
     store: &Store,
@@ -584,11 +660,9 @@ pub(crate) fn patch(
     body: &[u8],
     dry_run: bool,
     auto_namespaces: bool,
-    applier: Option<(&str, bool)>,
-) -> Result<Arc<StoredObject>, ApiError> {
-    // The apply's field manager and `force`.
-    let manager = applier.map(|(m, _)| m);
-    let force = applier.is_some_and(|(_, f)| f);
+    manager: Option<&str>,
+    force: bool,
+) -> Result<(Arc<StoredObject>, bool), ApiError> {
     let patch_value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     let json_patch: Option<json_patch::Patch> = if kind == PatchKind::Json {
@@ -613,19 +687,27 @@ pub(crate) fn patch(
     }
     let key = key_of(def, ns, name);
     if kind == PatchKind::Apply && part == Part::Main && store.get(def, &key).is_none() {
-        let mut body = patch_value.clone();
+        // `patch.go` `applyPatcher.createNewObject`: the configuration applied to an empty
+        // object, then created.
+        let mut body = match manager {
+            Some(m) => {
+                let now = now_rfc3339();
+                fieldmanager::apply(&fm_request(def, part, &now), None, &patch_value, m, force)?
+                    .object
+            }
+            None => patch_value.clone(),
+        };
         check_name(name, &mut body)?;
-        if let (Some(m), Some(meta)) = (manager, meta_mut(&mut body)) {
-            meta.insert(
-                "managedFields".into(),
-                apply::entry_for_create(&patch_value, m, &def.api_version, &now_rfc3339()),
-            );
-        }
-        match create(store, def, ns, body, dry_run, auto_namespaces) {
+        match create(store, def, ns, body, dry_run, auto_namespaces, None) {
             Err(e) if e.reason == "AlreadyExists" => {}
-            other => return other,
+            other => return other.map(|o| (o, true)),
         }
     }
+    let manage = match (kind, manager) {
+        (PatchKind::Apply, Some(_)) => Manage::Applied,
+        (_, Some(m)) => Manage::Update(m),
+        (_, None) => Manage::Keep,
+    };
     let apply = |base: &mut Value| -> Result<(), ApiError> {
         match &json_patch {
             Some(p) => {
@@ -648,25 +730,27 @@ pub(crate) fn patch(
             let mut scale = scale_of(def, &old);
             apply(&mut scale)?;
             let new = apply_scale(def, name, &old, &scale, cur)?;
-            return merge_update(def, &old, new, Part::Scale);
+            return merge_update(def, &old, new, Part::Scale, manage);
         }
-        let mut new = old.clone();
-        apply(&mut new)?;
-        if kind == PatchKind::Apply
-            && let Some(m) = manager
-        {
-            let sub = if part == Part::Status { "status" } else { "" };
-            apply::finish(
-                &old,
-                &mut new,
-                &patch_value,
-                m,
-                force,
-                sub,
-                &def.api_version,
-                &now_rfc3339(),
-            )?;
-        }
+        let new = match (kind, manager) {
+            (PatchKind::Apply, Some(m)) => {
+                let now = now_rfc3339();
+                fieldmanager::apply(
+                    &fm_request(def, part, &now),
+                    Some(&old),
+                    &patch_value,
+                    m,
+                    force,
+                )?
+                .object
+            }
+            _ => {
+                let mut new = old.clone();
+                apply(&mut new)?;
+                new
+            }
+        };
+        let mut new = new;
         if !new.is_object() {
             return Err(ApiError::new(
                 422,
@@ -696,9 +780,9 @@ pub(crate) fn patch(
             ));
         }
         kind_check(def, &mut new)?;
-        merge_update(def, &old, new, part)
+        merge_update(def, &old, new, part, manage)
     })?;
-    result_of(outcome)
+    result_of(outcome).map(|o| (o, false))
 }
 
 /// Deletes an object as kube-apiserver's generic store does (see `strategy::plan_delete`):
@@ -845,7 +929,7 @@ mod tests {
             .unwrap()
             .clone();
         let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}, "status": {"replicas": 9}});
-        let o = create(&s, &def, Some("default"), d, false, true).unwrap();
+        let o = create(&s, &def, Some("default"), d, false, true, None).unwrap();
         let v = o.to_value(&def).unwrap();
         assert_eq!(v["metadata"]["generation"], 1);
         assert_eq!(v["status"], json!({}), "status is reset on create");
@@ -865,13 +949,24 @@ mod tests {
             Part::Main,
             v2.clone(),
             false,
+            None,
         )
         .unwrap();
         let v3 = o2.to_value(&def).unwrap();
         assert_eq!(v3["metadata"]["generation"], 2);
         assert_eq!(v3["status"], json!({}));
         // Stale RV conflicts.
-        let e = update(&s, &def, Some("default"), "web", Part::Main, v2, false).unwrap_err();
+        let e = update(
+            &s,
+            &def,
+            Some("default"),
+            "web",
+            Part::Main,
+            v2,
+            false,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(e.code, 409);
         // No-op update keeps the RV.
         let o4 = update(
@@ -882,6 +977,7 @@ mod tests {
             Part::Main,
             v3.clone(),
             false,
+            None,
         )
         .unwrap();
         assert_eq!(o4.rv, o2.rv);
@@ -889,7 +985,17 @@ mod tests {
         let mut st = v3.clone();
         st["status"] = json!({"replicas": 3});
         st["spec"]["replicas"] = json!(100);
-        let o5 = update(&s, &def, Some("default"), "web", Part::Status, st, false).unwrap();
+        let o5 = update(
+            &s,
+            &def,
+            Some("default"),
+            "web",
+            Part::Status,
+            st,
+            false,
+            None,
+        )
+        .unwrap();
         let v5 = o5.to_value(&def).unwrap();
         assert_eq!(v5["status"]["replicas"], 3);
         assert_eq!(v5["spec"]["replicas"], 3);
@@ -901,7 +1007,7 @@ mod tests {
         let s = store();
         let def = s.registry.find("", "v1", "configmaps").unwrap().clone();
         let cm = json!({"metadata": {"name": "c", "finalizers": ["x/y"]}, "data": {"a": "1"}});
-        create(&s, &def, Some("default"), cm, false, true).unwrap();
+        create(&s, &def, Some("default"), cm, false, true, None).unwrap();
         let out = delete(&s, &def, Some("default"), "c", &DeleteOptions::default()).unwrap();
         assert!(matches!(out, Outcome::Updated(ref o) if o.deleting));
         let key = key_of(&def, Some("default"), "c");
@@ -918,6 +1024,7 @@ mod tests {
             false,
             true,
             None,
+            false,
         )
         .unwrap();
         assert!(s.get(&def, &key).is_none());
@@ -934,6 +1041,7 @@ mod tests {
             json!({"metadata": {"name": "Bad_Name"}}),
             false,
             true,
+            None,
         )
         .unwrap_err();
         assert_eq!(e.code, 422);
@@ -944,6 +1052,7 @@ mod tests {
             json!({"metadata": {"name": "p"}, "spec": {}}),
             false,
             true,
+            None,
         )
         .unwrap();
         let e = patch(
@@ -957,6 +1066,7 @@ mod tests {
             false,
             true,
             None,
+            false,
         )
         .unwrap_err();
         assert_eq!(e.code, 422);
@@ -971,6 +1081,7 @@ mod tests {
             false,
             true,
             None,
+            false,
         )
         .unwrap_err();
         assert_eq!(e.code, 400);
@@ -985,8 +1096,9 @@ mod tests {
             false,
             true,
             None,
+            false,
         )
         .unwrap();
-        assert_eq!(o.labels.get("a").map(String::as_str), Some("b"));
+        assert_eq!(o.0.labels.get("a").map(String::as_str), Some("b"));
     }
 }

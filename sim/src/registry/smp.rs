@@ -11,57 +11,16 @@
 //!
 //! The merge keys come from the `patchStrategy`/`patchMergeKey` struct tags of `k8s.io/api`
 //! (`core/v1/types.go`, `apps/v1/types.go`, `meta/v1/types.go`) for the fields of the kinds the
-//! sim serves; other lists are atomic (replaced). Custom kinds have no strategic merge patch:
+//! sim serves, kept in [`super::listschema`]; other lists are atomic (replaced). Custom kinds have no strategic merge patch:
 //! the sim refuses it with 415 as kube-apiserver does.
 
 use serde_json::{Map, Value};
 
-/// How a list field merges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ListStrategy {
-    /// Replaced by the patch's list.
-    Replace,
-    /// Merged element by element, matched on this key.
-    MergeByKey(&'static str),
-    /// A set of primitives: patch values not present are appended.
-    MergePrimitives,
-}
+use super::listschema::{PatchStrategy as ListStrategy, patch_strategy};
 
-const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
-
-/// The strategy of the list at `path` (field names from the object root; list elements add no
-/// segment) in an object of `kind`.
+/// The strategy of the list at `path` in an object of `kind` ([`super::listschema`]).
 fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
-    use ListStrategy::{MergeByKey, MergePrimitives, Replace};
-    let Some(field) = path.last() else {
-        return Replace;
-    };
-    let parent = path.len().checked_sub(2).and_then(|i| path.get(i));
-    match field.as_str() {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets"
-        | "resourceClaims"
-        | "schedulingGates" => MergeByKey("name"),
-        // ServiceAccount.secrets (ObjectReference, merge key name).
-        "secrets" if kind == "ServiceAccount" && path.len() == 1 => MergeByKey("name"),
-        "ports" if kind == "Service" && path == ["spec", "ports"] => MergeByKey("port"),
-        "ports" if parent.is_some_and(|p| CONTAINER_LISTS.contains(&p.as_str())) => {
-            MergeByKey("containerPort")
-        }
-        "volumeMounts" => MergeByKey("mountPath"),
-        "volumeDevices" => MergeByKey("devicePath"),
-        "hostAliases" | "podIPs" | "hostIPs" => MergeByKey("ip"),
-        "topologySpreadConstraints" => MergeByKey("topologyKey"),
-        "conditions" | "addresses" if parent.is_some_and(|p| p == "status") => MergeByKey("type"),
-        "ownerReferences" if parent.is_some_and(|p| p == "metadata") => MergeByKey("uid"),
-        "finalizers" if parent.is_some_and(|p| p == "metadata") => MergePrimitives,
-        "podCIDRs" if kind == "Node" => MergePrimitives,
-        _ => Replace,
-    }
+    patch_strategy(kind, path)
 }
 
 const PATCH: &str = "$patch";

@@ -261,6 +261,18 @@ fn set_marks(v: &mut Value, timestamp: i64, grace: i64, bump: bool) {
     }
 }
 
+/// Whether a delete answers with the deleted object rather than a `Status`: the stores that set
+/// `ReturnDeletedObject` (`pkg/registry/core/{pod,service,namespace,serviceaccount}/storage/
+/// storage.go`); the generic store's `finalizeDelete` answers the others with a `Status`.
+pub(crate) fn returns_deleted_object(def: &ResourceDef) -> bool {
+    def.builtin
+        && def.group.is_empty()
+        && matches!(
+            def.kind.as_str(),
+            "Pod" | "Service" | "Namespace" | "ServiceAccount"
+        )
+}
+
 /// Decides a DELETE of `obj` at Unix time `now`, as kube-apiserver's generic store does:
 /// `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go` `Delete` and
 /// `updateForGracefulDeletionAndFinalizers` (with `markAsDeleting` for kinds without graceful

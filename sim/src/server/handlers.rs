@@ -19,12 +19,13 @@ use super::table;
 use super::watch;
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::options::{
-    DeleteOptions, ListOptions, PatchKind, parse_bool, write_options,
+    DeleteOptions, ListOptions, PatchKind, manager_or_user_agent, parse_bool, write_options,
 };
 use crate::apimachinery::schema::ResourceDef;
 use crate::apimachinery::selector::{parse_fields, parse_labels};
 use crate::apimachinery::util::Query;
 use crate::registry::generic::{self as ops, Part};
+use crate::registry::strategy;
 use crate::storage::object::StoredObject;
 use crate::storage::predicate::select;
 use crate::storage::store::Outcome;
@@ -54,6 +55,12 @@ pub(crate) async fn resource(
         _ => Part::Main,
     };
     let store = &shared.store;
+    // The manager a write is recorded for in the managed fields.
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let manager = manager_or_user_agent(query, user_agent);
     match verb {
         Verb::List => {
             let repr = negotiate(headers, query)?;
@@ -84,14 +91,22 @@ pub(crate) async fn resource(
         Verb::Create => {
             let dry_run = write_options(query, "CreateOptions", None)?;
             let v = body_value(shared, headers, &def, body).await?;
-            let obj = ops::create(store, &def, ns, v, dry_run, shared.auto_namespaces)?;
+            let obj = ops::create(
+                store,
+                &def,
+                ns,
+                v,
+                dry_run,
+                shared.auto_namespaces,
+                Some(&manager),
+            )?;
             render_one(&def, &obj, Repr::Object, 201)
         }
         Verb::Update => {
             let dry_run = write_options(query, "UpdateOptions", None)?;
             let v = body_value(shared, headers, &def, body).await?;
             let name = t.name.as_deref().unwrap_or("");
-            let obj = ops::update(store, &def, ns, name, part, v, dry_run)?;
+            let obj = ops::update(store, &def, ns, name, part, v, dry_run, Some(&manager))?;
             render_part(&def, &obj, part)
         }
         Verb::Patch => {
@@ -104,7 +119,7 @@ pub(crate) async fn resource(
             let dry_run = write_options(query, "PatchOptions", Some(kind))?;
             let b = read_body(shared, headers, body).await?;
             let name = t.name.as_deref().unwrap_or("");
-            let obj = ops::patch(
+            let (obj, created) = ops::patch(
                 store,
                 &def,
                 ns,
@@ -114,21 +129,49 @@ pub(crate) async fn resource(
                 &b,
                 dry_run,
                 shared.auto_namespaces,
-                query
-                    .non_empty("fieldManager")
-                    .map(|m| (m, query.get("force").is_some_and(parse_bool))),
+                Some(&manager),
+                query.get("force").is_some_and(parse_bool),
             )?;
+            if created {
+                // `patch.go` `patchResource`: an apply that created the object is a 201.
+                return render_one(&def, &obj, Repr::Object, 201);
+            }
             render_part(&def, &obj, part)
         }
         Verb::Delete => {
             let b = read_body(shared, headers, body).await?;
             let opts = DeleteOptions::from_request(&b, query)?;
             let name = t.name.as_deref().unwrap_or("");
-            match ops::delete(store, &def, ns, name, &opts)? {
+            let outcome = ops::delete(store, &def, ns, name, &opts)?;
+            // `handlers/delete.go` `DeleteResource`: 202 when the object is not gone yet and
+            // the request asked for `orphanDependents: false`, else 200.
+            let deleted = matches!(outcome, Outcome::Deleted(_));
+            let code = if !deleted && opts.orphan_dependents == Some(false) {
+                202
+            } else {
+                200
+            };
+            match outcome {
+                // `store.go` `finalizeDelete`: a kind without `ReturnDeletedObject` answers a
+                // completed delete with a `Status` naming the object (`kind` is the resource).
+                Outcome::Deleted(o) if !strategy::returns_deleted_object(&def) => {
+                    let mut details = serde_json::Map::new();
+                    details.insert("name".into(), serde_json::json!(o.name));
+                    if !def.group.is_empty() {
+                        details.insert("group".into(), serde_json::json!(def.group));
+                    }
+                    details.insert("kind".into(), serde_json::json!(def.plural));
+                    details.insert("uid".into(), serde_json::json!(o.uid));
+                    Ok(resp::json(
+                        code,
+                        &serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                            "status": "Success", "details": details}),
+                    ))
+                }
                 Outcome::Created(o)
                 | Outcome::Updated(o)
                 | Outcome::Deleted(o)
-                | Outcome::Unchanged(Some(o)) => render_one(&def, &o, Repr::Object, 200),
+                | Outcome::Unchanged(Some(o)) => render_one(&def, &o, Repr::Object, code),
                 Outcome::Unchanged(None) => Err(ApiError::not_found(&def.group, &def.plural, name)),
             }
         }
@@ -140,17 +183,19 @@ pub(crate) async fn resource(
             let opts = DeleteOptions::from_request(&b, query)?;
             let labels = parse_labels(query)?;
             let fields = parse_fields(&def.field_labels, query)?;
-            let (map, _) = store.snapshot(&def, false);
-            let mut deleted = Vec::new();
-            for obj in select(&map, ns, &labels, &fields, None) {
-                if let Ok(Outcome::Deleted(o) | Outcome::Updated(o)) =
-                    ops::delete(store, &def, ns, &obj.name, &opts)
-                {
-                    deleted.push(o);
+            // `store.go` `DeleteCollection`: every listed object is deleted (one already gone
+            // is skipped, any other error fails the request), and the answer is the list as
+            // listed, at the list's resourceVersion.
+            let (map, rv) = store.snapshot(&def, false);
+            let listed: Vec<Arc<StoredObject>> = select(&map, ns, &labels, &fields, None).collect();
+            for obj in &listed {
+                match ops::delete(store, &def, ns, &obj.name, &opts) {
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
                 }
             }
-            let rv = store.resource_version();
-            Ok(render_list_full(&def, deleted, rv, None, None, false))
+            Ok(render_list_full(&def, listed, rv, None, None, false))
         }
     }
 }
