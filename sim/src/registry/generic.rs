@@ -12,6 +12,7 @@ use crate::apimachinery::util::{
     new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
 };
 use crate::registry::apply;
+use crate::registry::decode::{self, FieldValidation, PatchedRepr};
 use crate::registry::defaults;
 use crate::registry::strategy::{self, CreateStatus, DeletePlan};
 use crate::storage::object::{Key, StoredObject, meta_mut, meta_str};
@@ -572,7 +573,8 @@ pub(crate) fn update(
     result_of(outcome)
 }
 
-/// Patches an object or one of its subresources.
+/// Patches an object or one of its subresources (for the harness: unknown fields are dropped
+/// silently, as under `fieldValidation=Ignore`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn patch(
     store: &Store,
@@ -586,6 +588,52 @@ pub(crate) fn patch(
     auto_namespaces: bool,
     applier: Option<(&str, bool)>,
 ) -> Result<Arc<StoredObject>, ApiError> {
+    let req = PatchRequest {
+        kind,
+        body,
+        dry_run,
+        auto_namespaces,
+        applier,
+        validation: FieldValidation::Ignore,
+    };
+    patch_checked(store, def, ns, name, part, &req).map(|(o, _)| o)
+}
+
+/// A PATCH request's options.
+pub(crate) struct PatchRequest<'a> {
+    /// The patch type.
+    pub kind: PatchKind,
+    /// The patch body.
+    pub body: &'a [u8],
+    /// `dryRun`.
+    pub dry_run: bool,
+    /// Whether a missing namespace is created (an apply that creates).
+    pub auto_namespaces: bool,
+    /// The apply's field manager and `force`.
+    pub applier: Option<(&'a str, bool)>,
+    /// `fieldValidation`.
+    pub validation: FieldValidation,
+}
+
+/// Patches an object or one of its subresources, decoding the patched object as
+/// kube-apiserver's patchers do (see [`decode::check_patched`]): returns the object and the
+/// warnings of `fieldValidation=Warn`.
+pub(crate) fn patch_checked(
+    store: &Store,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    part: Part,
+    req: &PatchRequest<'_>,
+) -> Result<(Arc<StoredObject>, Vec<String>), ApiError> {
+    let PatchRequest {
+        kind,
+        body,
+        dry_run,
+        auto_namespaces,
+        applier,
+        validation: fv,
+    } = *req;
     // The apply's field manager and `force`.
     let manager = applier.map(|(m, _)| m);
     let force = applier.is_some_and(|(_, f)| f);
@@ -611,6 +659,22 @@ pub(crate) fn patch(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
+    // The strict errors of the body itself (`patch.go` `applyJSPatch`, `strategicPatchObject`,
+    // `applyPatcher`), then those of the patched object.
+    let mut warnings = Vec::new();
+    let body_errs = if kind == PatchKind::Apply {
+        warnings = decode::check_apply_body(def, body, fv)?;
+        Vec::new()
+    } else {
+        decode::patch_body_errors(body, kind == PatchKind::Json, fv)?
+    };
+    let repr = || {
+        if kind == PatchKind::Strategic {
+            PatchedRepr::PatchMap(&patch_value)
+        } else {
+            PatchedRepr::PatchedJson
+        }
+    };
     let key = key_of(def, ns, name);
     if kind == PatchKind::Apply && part == Part::Main && store.get(def, &key).is_none() {
         let mut body = patch_value.clone();
@@ -623,7 +687,7 @@ pub(crate) fn patch(
         }
         match create(store, def, ns, body, dry_run, auto_namespaces) {
             Err(e) if e.reason == "AlreadyExists" => {}
-            other => return other,
+            other => return other.map(|o| (o, warnings)),
         }
     }
     let apply = |base: &mut Value| -> Result<(), ApiError> {
@@ -647,11 +711,31 @@ pub(crate) fn patch(
         if part == Part::Scale {
             let mut scale = scale_of(def, &old);
             apply(&mut scale)?;
+            if kind != PatchKind::Apply {
+                warnings.extend(decode::check_patched(
+                    def,
+                    true,
+                    &mut scale,
+                    body_errs,
+                    repr(),
+                    fv,
+                )?);
+            }
             let new = apply_scale(def, name, &old, &scale, cur)?;
             return merge_update(def, &old, new, Part::Scale);
         }
         let mut new = old.clone();
         apply(&mut new)?;
+        if kind != PatchKind::Apply {
+            warnings.extend(decode::check_patched(
+                def,
+                false,
+                &mut new,
+                body_errs,
+                repr(),
+                fv,
+            )?);
+        }
         if kind == PatchKind::Apply
             && let Some(m) = manager
         {
@@ -698,7 +782,7 @@ pub(crate) fn patch(
         kind_check(def, &mut new)?;
         merge_update(def, &old, new, part)
     })?;
-    result_of(outcome)
+    result_of(outcome).map(|o| (o, warnings))
 }
 
 /// Deletes an object as kube-apiserver's generic store does (see `strategy::plan_delete`):

@@ -9,6 +9,7 @@
 //! directly. Imports `crate::storage` and `crate::apimachinery`, nothing above.
 
 pub(crate) mod apply;
+pub(crate) mod decode;
 pub(crate) mod defaults;
 pub(crate) mod generic;
 pub(crate) mod smp;

@@ -24,6 +24,7 @@ use crate::apimachinery::options::{
 use crate::apimachinery::schema::ResourceDef;
 use crate::apimachinery::selector::{parse_fields, parse_labels};
 use crate::apimachinery::util::Query;
+use crate::registry::decode::FieldValidation;
 use crate::registry::generic::{self as ops, Part};
 use crate::storage::object::StoredObject;
 use crate::storage::predicate::select;
@@ -83,16 +84,25 @@ pub(crate) async fn resource(
         }
         Verb::Create => {
             let dry_run = write_options(query, "CreateOptions", None)?;
-            let v = body_value(shared, headers, &def, body).await?;
+            let fv = FieldValidation::from_query(query);
+            let (v, warnings) = body_value(shared, headers, &def, body, false, fv).await?;
             let obj = ops::create(store, &def, ns, v, dry_run, shared.auto_namespaces)?;
-            render_one(&def, &obj, Repr::Object, 201)
+            Ok(resp::with_warnings(
+                render_one(&def, &obj, Repr::Object, 201)?,
+                &warnings,
+            ))
         }
         Verb::Update => {
             let dry_run = write_options(query, "UpdateOptions", None)?;
-            let v = body_value(shared, headers, &def, body).await?;
+            let fv = FieldValidation::from_query(query);
+            let scale = part == Part::Scale;
+            let (v, warnings) = body_value(shared, headers, &def, body, scale, fv).await?;
             let name = t.name.as_deref().unwrap_or("");
             let obj = ops::update(store, &def, ns, name, part, v, dry_run)?;
-            render_part(&def, &obj, part)
+            Ok(resp::with_warnings(
+                render_part(&def, &obj, part)?,
+                &warnings,
+            ))
         }
         Verb::Patch => {
             let ct = headers
@@ -104,21 +114,21 @@ pub(crate) async fn resource(
             let dry_run = write_options(query, "PatchOptions", Some(kind))?;
             let b = read_body(shared, headers, body).await?;
             let name = t.name.as_deref().unwrap_or("");
-            let obj = ops::patch(
-                store,
-                &def,
-                ns,
-                name,
-                part,
+            let req = ops::PatchRequest {
                 kind,
-                &b,
+                body: &b,
                 dry_run,
-                shared.auto_namespaces,
-                query
+                auto_namespaces: shared.auto_namespaces,
+                applier: query
                     .non_empty("fieldManager")
                     .map(|m| (m, query.get("force").is_some_and(parse_bool))),
-            )?;
-            render_part(&def, &obj, part)
+                validation: FieldValidation::from_query(query),
+            };
+            let (obj, warnings) = ops::patch_checked(store, &def, ns, name, part, &req)?;
+            Ok(resp::with_warnings(
+                render_part(&def, &obj, part)?,
+                &warnings,
+            ))
         }
         Verb::Delete => {
             let b = read_body(shared, headers, body).await?;
