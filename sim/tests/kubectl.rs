@@ -1216,3 +1216,54 @@ fn kubectl_create_generators() {
     );
     sim.shutdown();
 }
+
+const MISSPELT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: typo
+spec:
+  replica: 3
+  selector:
+    matchLabels: {app: typo}
+  template:
+    metadata:
+      labels: {app: typo}
+    spec:
+      containers:
+      - name: app
+        image: nginx
+";
+
+/// `kubectl apply -f` of a manifest with a misspelt field fails as on a cluster (kubectl's
+/// default `--validate=strict` sends `fieldValidation=Strict`); `--validate=false` sends
+/// `Ignore`, and the field is dropped. `kubectl create` of an invalid label gets the 422.
+#[test]
+fn kubectl_field_validation_and_invalid_objects() {
+    if skip_without_kubectl("kubectl_field_validation_and_invalid_objects") {
+        return;
+    }
+    let sim = Sim::start_background(SimConfig::default()).expect("sim");
+    let k = Kubectl::new(&sim);
+    let f = k.write("typo.yaml", MISSPELT);
+    let err = k.fail(&["apply", "-f", &f]);
+    assert_eq!(
+        err.trim(),
+        format!(
+            "Error from server (BadRequest): error when creating \"{f}\": Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.replica\""
+        )
+    );
+    assert!(
+        sim.get_object("deployments", Some("default"), "typo")
+            .unwrap()
+            .is_none()
+    );
+    let out = k.run(&["apply", "--validate=false", "-f", &f]);
+    assert!(out.contains("deployment.apps/typo created"), "{out}");
+    let d = sim
+        .get_object("deployments", Some("default"), "typo")
+        .unwrap()
+        .unwrap();
+    assert!(d["spec"].get("replica").is_none(), "{d}");
+    assert_eq!(d["spec"]["replicas"], 1);
+    sim.shutdown();
+}
