@@ -98,7 +98,8 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// 422 Invalid with one field cause.
+    /// 422 Invalid with one `field.Invalid` cause of a string value (see
+    /// [`Self::invalid_errors`]).
     pub(crate) fn invalid(
         kind: &str,
         group: &str,
@@ -107,30 +108,7 @@ impl ApiError {
         value: &str,
         why: &str,
     ) -> Self {
-        let cause = format!("Invalid value: {value:?}: {why}");
-        Self::new(
-            422,
-            "Invalid",
-            format!("{kind} {name:?} is invalid: {field}: {cause}"),
-        )
-        .with_details(json!({
-            "name": name,
-            "group": group,
-            "kind": kind,
-            "causes": [{"reason": "FieldValueInvalid", "message": cause, "field": field}]
-        }))
-    }
-
-    /// 422 Invalid for a missing required field.
-    pub(crate) fn required(kind: &str, group: &str, name: &str, field: &str, why: &str) -> Self {
-        Self::new(422, "Invalid", format!("{kind} {name:?} is invalid: {field}: Required value: {why}")).with_details(
-            json!({
-                "name": name,
-                "group": group,
-                "kind": kind,
-                "causes": [{"reason": "FieldValueRequired", "message": format!("Required value: {why}"), "field": field}]
-            }),
-        )
+        Self::invalid_errors(group, kind, name, &[FieldError::invalid(field, value, why)])
     }
 
     /// 422 for a watch-list request to a server without the WatchList feature (what
@@ -444,6 +422,18 @@ impl FieldError {
         }
     }
 
+    /// `ErrorType.String()`.
+    fn type_name(&self) -> &'static str {
+        match self.kind {
+            FieldErrorKind::Forbidden(_) => "Forbidden",
+            FieldErrorKind::Duplicate(_) => "Duplicate value",
+            FieldErrorKind::NotSupported { .. } => "Unsupported value",
+            FieldErrorKind::Invalid { .. } => "Invalid value",
+            FieldErrorKind::Required(_) => "Required value",
+            FieldErrorKind::TooLong(_) => "Too long",
+        }
+    }
+
     /// The cause type (`metav1.CauseType(err.Type)`).
     pub(crate) fn cause_type(&self) -> &'static str {
         match self.kind {
@@ -456,9 +446,13 @@ impl FieldError {
         }
     }
 
-    /// `ErrorBody()`: the type, the quoted value where the type carries one, then the detail.
+    /// `ErrorBody()`: the type, the quoted value where the type carries one, then the detail
+    /// (`: detail`, when there is one).
     pub(crate) fn body(&self) -> String {
         match &self.kind {
+            FieldErrorKind::Forbidden(d) | FieldErrorKind::Required(d) if d.is_empty() => {
+                self.type_name().to_string()
+            }
             FieldErrorKind::Forbidden(d) => format!("Forbidden: {d}"),
             FieldErrorKind::Duplicate(v) => format!("Duplicate value: {v}"),
             FieldErrorKind::NotSupported { value, supported } => {

@@ -5,16 +5,17 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::errors::{ApiError, FieldError};
 use crate::apimachinery::options::{DeleteOptions, PatchKind};
-use crate::apimachinery::schema::{NameRule, ResourceDef};
+use crate::apimachinery::schema::ResourceDef;
 use crate::apimachinery::util::{
-    new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
+    new_uid, now_rfc3339, now_unix, random_suffix,
 };
 use crate::registry::apply;
 use crate::registry::decode::{self, FieldValidation, PatchedRepr};
 use crate::registry::defaults;
 use crate::registry::strategy::{self, CreateStatus, DeletePlan};
+use crate::registry::validation;
 use crate::storage::object::{Key, StoredObject, meta_mut, meta_str};
 use crate::storage::store::{Outcome, Store, Write};
 
@@ -84,14 +85,6 @@ fn check_namespace(def: &ResourceDef, ns: Option<&str>, body: &mut Value) -> Res
         meta.remove("namespace");
     }
     Ok(())
-}
-
-fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
-    let r = match def.name_rule {
-        NameRule::Subdomain => validate_subdomain(name),
-        NameRule::Label => validate_label(name),
-    };
-    r.map_err(|why| ApiError::invalid(&def.kind, &def.group, name, "metadata.name", name, &why))
 }
 
 /// Ensures namespace `ns` exists, creating it when `auto_create`.
@@ -174,19 +167,12 @@ fn create_inner(
             .get("generateName")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if gen_name.is_empty() {
-            return Err(ApiError::required(
-                &def.kind,
-                &def.group,
-                "",
-                "metadata.name",
-                "name or generateName is required",
-            ));
+        if !gen_name.is_empty() {
+            // `rest.BeforeCreate`: the name is generated before the validation.
+            name = format!("{gen_name}{}", random_suffix());
+            meta.insert("name".into(), json!(name));
         }
-        name = format!("{gen_name}{}", random_suffix());
-        meta.insert("name".into(), json!(name));
     }
-    validate_name(def, &name)?;
     drop_empty_collections(meta);
     meta.insert("uid".into(), json!(new_uid()));
     meta.insert("creationTimestamp".into(), json!(now));
@@ -219,6 +205,8 @@ fn create_inner(
         }
     }
     defaults::on_create(def, &mut body);
+    // `rest.BeforeCreate`: the strategy's `Validate`.
+    validation::validate_create(def, &body)?;
     let key: Key = (
         if def.namespaced {
             ns.unwrap_or("").to_string()
@@ -354,6 +342,13 @@ fn merge_update(
         .get("metadata")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
+    // The uid the request carried: `rest.BeforeUpdate` keeps it when set, and the validation
+    // refuses a different one.
+    let sent_uid = new
+        .get("metadata")
+        .and_then(|m| m.get("uid"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
     match part {
         Part::Main => {
             // Every decoded object is defaulted (an update's body, a patch's result), before
@@ -416,6 +411,9 @@ fn merge_update(
                 .unwrap_or(Value::Null),
         );
     }
+    // `rest.BeforeUpdate`: the strategy's `ValidateUpdate` (or `ValidateStatusUpdate`), on the
+    // prepared object, before anything is written.
+    validation::validate_update(def, &new, old, part == Part::Status, sent_uid.as_deref())?;
     if new == *old {
         return Ok(Write::Noop);
     }
@@ -505,13 +503,16 @@ fn apply_scale(
             )
         })?;
     if replicas < 0 {
-        return Err(ApiError::invalid(
-            "Scale",
+        // `ValidateScale`: an int64 value, printed bare.
+        return Err(ApiError::invalid_errors(
             "autoscaling",
+            "Scale",
             name,
-            "spec.replicas",
-            &replicas.to_string(),
-            "must be greater than or equal to 0",
+            &[FieldError::invalid_printed(
+                "spec.replicas",
+                replicas.to_string(),
+                "must be greater than or equal to 0",
+            )],
         ));
     }
     let mut new = old.clone();
@@ -928,7 +929,11 @@ mod tests {
             .find("apps", "v1", "deployments")
             .unwrap()
             .clone();
-        let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}, "status": {"replicas": 9}});
+        let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"replicas": 9}});
         let o = create(&s, &def, Some("default"), d, false, true).unwrap();
         let v = o.to_value(&def).unwrap();
         assert_eq!(v["metadata"]["generation"], 1);
@@ -1025,7 +1030,7 @@ mod tests {
             &s,
             &def,
             Some("default"),
-            json!({"metadata": {"name": "p"}, "spec": {}}),
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
             false,
             true,
         )

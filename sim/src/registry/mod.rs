@@ -14,3 +14,4 @@ pub(crate) mod defaults;
 pub(crate) mod generic;
 pub(crate) mod smp;
 pub(crate) mod strategy;
+pub(crate) mod validation;
