@@ -1085,7 +1085,7 @@ fn kubectl_deletes_waits_and_discovery() {
     sim.create_object(
         "pods",
         Some("default"),
-        json!({"metadata": {"name": "sched-c"}, "spec": {"nodeName": "node-1", "containers": []}}),
+        json!({"metadata": {"name": "sched-c"}, "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "i"}]}}),
     )
     .unwrap();
     k.run(&["delete", "pod", "sched-c", "--grace-period=0", "--force"]);
@@ -1265,5 +1265,15 @@ fn kubectl_field_validation_and_invalid_objects() {
         .unwrap();
     assert!(d["spec"].get("replica").is_none(), "{d}");
     assert_eq!(d["spec"]["replicas"], 1);
+    // A 422: kubectl prints the kind and name from the Status details, then the cause.
+    let cm = k.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels:\n    \"-x\": v\n",
+    );
+    let err = k.fail(&["create", "-f", &cm]);
+    assert_eq!(
+        err.trim(),
+        "The ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+    );
     sim.shutdown();
 }

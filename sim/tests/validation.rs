@@ -8,7 +8,7 @@ mod common;
 
 use common::{RawResponse, raw};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_sim::{CustomResource, Scope, Sim, SimConfig};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -124,7 +124,10 @@ async fn warn_is_the_default_one_warning_per_field_and_the_fields_are_dropped() 
                 .get("imagez")
                 .is_none()
         );
-        assert_eq!(stored["spec"]["replicas"], 1, "defaulted as without the field");
+        assert_eq!(
+            stored["spec"]["replicas"], 1,
+            "defaulted as without the field"
+        );
     }
 }
 
@@ -320,7 +323,10 @@ async fn patches_decode_the_patched_object() {
     let s = r.json();
     assert_eq!(s["reason"], "Invalid");
     let msg = s["message"].as_str().unwrap();
-    assert!(msg.starts_with(r#" "" is invalid: patch: Invalid value: "{"#), "{msg}");
+    assert!(
+        msg.starts_with(r#" "" is invalid: patch: Invalid value: "{"#),
+        "{msg}"
+    );
     assert!(
         msg.ends_with(r#"": strict decoding error: unknown field "spec.replica""#),
         "{msg}"
@@ -455,7 +461,10 @@ async fn warning_headers_reach_kubes_client() {
     // what was sent.
     let api: Api<Deployment> = Api::default_namespaced(sim.client());
     let d: Deployment = serde_json::from_value(deployment("typed")).unwrap();
-    let made = api.create(&PostParams::default(), &d).await.expect("create");
+    let made = api
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("create");
     assert_eq!(made.spec.replicas, Some(1));
     // A merge patch with a misspelt field through Api::patch succeeds (Warn) and drops it.
     let p = api
@@ -497,5 +506,437 @@ async fn custom_resources_keep_unknown_fields() {
     assert_eq!(r.json()["spec"]["anything"], 1);
 }
 
-#[allow(dead_code)]
-fn unused(_: Option<(ConfigMap, Pod)>) {}
+const LABEL_KEY_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+/// The (reason, field, message) of each cause of a 422.
+fn causes(r: &RawResponse) -> Vec<(String, String, String)> {
+    r.json()["details"]["causes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no causes: {}", text(r)))
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            (s("reason"), s("field"), s("message"))
+        })
+        .collect()
+}
+
+fn cause(reason: &str, field: &str, message: &str) -> (String, String, String) {
+    (reason.into(), field.into(), message.into())
+}
+
+async fn post(sim: &Sim, path: &str, body: Value) -> RawResponse {
+    raw(sim, "POST", path, &[CT_JSON], body.to_string()).await
+}
+
+async fn merge(sim: &Sim, path: &str, body: Value) -> RawResponse {
+    raw(
+        sim,
+        "PATCH",
+        path,
+        &[("content-type", "application/merge-patch+json")],
+        body.to_string(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn object_metadata_is_validated_like_validate_object_meta() {
+    let sim = common::sim().await;
+    // The example of the brief: one bad label key.
+    let r = post(
+        &sim,
+        CMS,
+        json!({"metadata": {"name": "c", "labels": {"-x": "v"}}}),
+    )
+    .await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        &format!(
+            "ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"-x\": {LABEL_KEY_MSG}"
+        ),
+    );
+    let d = r.json()["details"].clone();
+    assert_eq!((&d["name"], &d["kind"]), (&json!("c"), &json!("ConfigMap")));
+    assert!(d.get("group").is_none(), "the core group is omitted: {d}");
+    // Every error at once, in ValidateObjectMeta's order (labels in key order).
+    let r = post(
+        &sim,
+        CMS,
+        json!({"metadata": {
+            "name": "c",
+            "labels": {"-x": "v", "a": "-bad"},
+            "annotations": {"a b": "1"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p"}],
+            "finalizers": ["foo", "example.com/ok"]
+        }}),
+    )
+    .await;
+    assert_eq!(r.status, 422, "{}", text(&r));
+    assert_eq!(
+        causes(&r),
+        vec![
+            cause(
+                "FieldValueInvalid",
+                "metadata.labels",
+                &format!("Invalid value: \"-x\": {LABEL_KEY_MSG}")
+            ),
+            cause(
+                "FieldValueInvalid",
+                "metadata.labels",
+                &format!("Invalid value: \"-bad\": {LABEL_VALUE_MSG}")
+            ),
+            cause(
+                "FieldValueInvalid",
+                "metadata.annotations",
+                &format!("Invalid value: \"a b\": {LABEL_KEY_MSG}")
+            ),
+            cause(
+                "FieldValueRequired",
+                "metadata.ownerReferences[0].uid",
+                "Required value: must not be empty"
+            ),
+            cause(
+                "FieldValueInvalid",
+                "metadata.finalizers[0]",
+                "Invalid value: \"foo\": name is neither a standard finalizer name nor is it fully qualified"
+            ),
+        ]
+    );
+    let msg = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.starts_with("ConfigMap \"c\" is invalid: [metadata.labels: Invalid value: \"-x\""),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with("name is neither a standard finalizer name nor is it fully qualified]"),
+        "{msg}"
+    );
+    // Names by kind: a Service's is a DNS-1035 label; generateName is checked too (a trailing
+    // dash allowed), and the generated name with it.
+    let r = post(
+        &sim,
+        "/api/v1/namespaces/default/services",
+        json!({"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 80}]}}),
+    )
+    .await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "Service \"1svc\" is invalid: metadata.name: Invalid value: \"1svc\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+    );
+    let r = post(&sim, CMS, json!({"metadata": {"generateName": "Bad-"}})).await;
+    assert_eq!(r.status, 422, "{}", text(&r));
+    let c = causes(&r);
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert_eq!(
+        (c[0].1.as_str(), c[1].1.as_str()),
+        ("metadata.generateName", "metadata.name")
+    );
+    assert!(
+        c[0].2
+            .starts_with("Invalid value: \"Bad-\": a lowercase RFC 1123 subdomain")
+    );
+    let r = post(&sim, CMS, json!({"metadata": {"generateName": "ok-"}})).await;
+    assert_eq!(r.status, 201, "{}", text(&r));
+    // Neither name nor generateName.
+    let r = post(&sim, CMS, json!({"metadata": {}})).await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "ConfigMap \"\" is invalid: metadata.name: Required value: name or generateName is required",
+    );
+    // Nothing was stored by the refused creates.
+    let list = raw(&sim, "GET", CMS, &[], "").await.json();
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+}
+
+#[tokio::test]
+async fn metadata_updates_keep_the_uid_and_are_validated_too() {
+    let sim = common::sim().await;
+    let r = post(&sim, CMS, json!({"metadata": {"name": "c"}})).await;
+    assert_eq!(r.status, 201);
+    let mut cm = r.json();
+    cm["metadata"]["uid"] = json!("other");
+    let r = raw(&sim, "PUT", &format!("{CMS}/c"), &[CT_JSON], cm.to_string()).await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: metadata.uid: Invalid value: \"other\": field is immutable",
+    );
+    let r = merge(
+        &sim,
+        &format!("{CMS}/c"),
+        json!({"metadata": {"labels": {"ok": "-no"}}}),
+    )
+    .await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        &format!(
+            "ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"-no\": {LABEL_VALUE_MSG}"
+        ),
+    );
+    // A deleting object takes no new finalizer.
+    let r = merge(
+        &sim,
+        &format!("{CMS}/c"),
+        json!({"metadata": {"finalizers": ["example.com/a"]}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let r = raw(&sim, "DELETE", &format!("{CMS}/c"), &[], "").await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let r = merge(
+        &sim,
+        &format!("{CMS}/c"),
+        json!({"metadata": {"finalizers": ["example.com/a", "example.com/b"]}}),
+    )
+    .await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"example.com/b\"}",
+    );
+}
+
+fn pod(name: &str, containers: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": containers}})
+}
+
+#[tokio::test]
+async fn pod_containers_are_validated_like_validate_pod_spec() {
+    let sim = common::sim().await;
+    let r = post(&sim, PODS, pod("p", json!([]))).await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "Pod \"p\" is invalid: spec.containers: Required value",
+    );
+    let mut body = pod(
+        "p",
+        json!([{"name": "a", "image": "i"}, {"name": "a"}, {"name": "B_c", "image": "i"}, {"image": "i"}]),
+    );
+    body["spec"]["initContainers"] = json!([{"name": "a", "image": "i"}]);
+    let r = post(&sim, PODS, body).await;
+    assert_eq!(r.status, 422, "{}", text(&r));
+    assert_eq!(
+        causes(&r),
+        vec![
+            cause(
+                "FieldValueRequired",
+                "spec.containers[1].image",
+                "Required value"
+            ),
+            cause(
+                "FieldValueDuplicate",
+                "spec.containers[1].name",
+                "Duplicate value: \"a\""
+            ),
+            cause(
+                "FieldValueInvalid",
+                "spec.containers[2].name",
+                "Invalid value: \"B_c\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ),
+            cause(
+                "FieldValueRequired",
+                "spec.containers[3].name",
+                "Required value"
+            ),
+            cause(
+                "FieldValueDuplicate",
+                "spec.initContainers[0].name",
+                "Duplicate value: \"a\""
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn pod_updates_may_change_only_what_validate_pod_update_allows() {
+    let sim = common::sim().await;
+    let r = post(&sim, PODS, pod("p", json!([{"name": "a", "image": "i:1"}]))).await;
+    assert_eq!(r.status, 201, "{}", text(&r));
+    let path = format!("{PODS}/p");
+    // The image, the deadline, added tolerations: allowed.
+    let r = merge(
+        &sim,
+        &path,
+        json!({"spec": {"containers": [{"name": "a", "image": "i:2"}], "activeDeadlineSeconds": 30,
+            "tolerations": [{"key": "k", "operator": "Exists"}]}}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let before = r.json();
+    assert_eq!(before["metadata"]["generation"], 2);
+    // Anything else: refused, nothing stored, no generation bump.
+    for patch in [
+        json!({"spec": {"nodeName": "elsewhere"}}),
+        json!({"spec": {"containers": [{"name": "a", "image": "i:2", "ports": [{"containerPort": 80}]}]}}),
+        json!({"spec": {"tolerations": null}}),
+    ] {
+        let r = merge(&sim, &path, patch.clone()).await;
+        assert_eq!(r.status, 422, "{patch}: {}", text(&r));
+        let s = r.json();
+        let msg = s["message"].as_str().unwrap();
+        assert!(
+            msg.starts_with("Pod \"p\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n"),
+            "{msg}"
+        );
+        assert_eq!(s["details"]["causes"][0]["reason"], "FieldValueForbidden");
+        assert_eq!(s["details"]["causes"][0]["field"], "spec");
+        let now = get(&sim, &path).await;
+        assert_eq!(now, before, "a refused update stores nothing");
+    }
+}
+
+#[tokio::test]
+async fn immutable_config_maps_and_secrets() {
+    let sim = common::sim().await;
+    let r = post(
+        &sim,
+        CMS,
+        json!({"metadata": {"name": "c"}, "data": {"a": "1"}, "immutable": true}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", text(&r));
+    let path = format!("{CMS}/c");
+    let r = merge(&sim, &path, json!({"data": {"a": "2"}})).await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
+    );
+    let r = merge(
+        &sim,
+        &path,
+        json!({"immutable": false, "binaryData": {"b": "AA=="}}),
+    )
+    .await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "ConfigMap \"c\" is invalid: [immutable: Forbidden: field is immutable when `immutable` is set, binaryData: Forbidden: field is immutable when `immutable` is set]",
+    );
+    // Metadata still changes.
+    let r = merge(&sim, &path, json!({"metadata": {"labels": {"a": "b"}}})).await;
+    assert_eq!(r.status, 200, "{}", text(&r));
+    // A config map's keys are config keys.
+    let r = post(
+        &sim,
+        CMS,
+        json!({"metadata": {"name": "k"}, "data": {"a b": "1"}}),
+    )
+    .await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "ConfigMap \"k\" is invalid: data[a b]: Invalid value: \"a b\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+    );
+    // Secrets: the type never changes; data not once immutable.
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let r = post(
+        &sim,
+        secrets,
+        json!({"metadata": {"name": "s"}, "data": {"a": "MQ=="}, "immutable": true}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", text(&r));
+    let r = merge(
+        &sim,
+        &format!("{secrets}/s"),
+        json!({"type": "example.com/other", "data": {"a": "Mg=="}}),
+    )
+    .await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "Secret \"s\" is invalid: [type: Invalid value: \"example.com/other\": field is immutable, data: Forbidden: field is immutable when `immutable` is set]",
+    );
+}
+
+#[tokio::test]
+async fn deployment_and_replica_set_selectors() {
+    let sim = common::sim().await;
+    let mut d = deployment("web");
+    d["spec"]["template"]["metadata"]["labels"] = json!({"app": "other"});
+    let r = post(&sim, DEPLOYS, d).await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: {\"app\":\"other\"}: `selector` does not match template `labels`",
+    );
+    assert_eq!(r.json()["details"]["group"], "apps");
+    let mut d = deployment("web");
+    d["spec"].as_object_mut().unwrap().remove("selector");
+    let r = post(&sim, DEPLOYS, d).await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "Deployment.apps \"web\" is invalid: spec.selector: Required value",
+    );
+    let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
+        "spec": {"selector": {"matchLabels": {"app": "rs"}}, "template": {"metadata": {"labels": {"app": "rs"}}, "spec": {"containers": []}}}});
+    let r = post(&sim, "/apis/apps/v1/namespaces/default/replicasets", rs).await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "ReplicaSet.apps \"rs\" is invalid: spec.template.spec.containers: Required value",
+    );
+    // apps/v1: the selector is immutable.
+    let mut d = deployment("web");
+    d["spec"]["template"]["metadata"]["labels"]["tier"] = json!("x");
+    let r = post(&sim, DEPLOYS, d).await;
+    assert_eq!(r.status, 201, "{}", text(&r));
+    let r = merge(
+        &sim,
+        &format!("{DEPLOYS}/web"),
+        json!({"spec": {"selector": {"matchLabels": {"tier": "x"}}}}),
+    )
+    .await;
+    assert_status(
+        &r,
+        422,
+        "Invalid",
+        "Deployment.apps \"web\" is invalid: spec.selector: Invalid value: {\"matchLabels\":{\"app\":\"web\",\"tier\":\"x\"}}: field is immutable",
+    );
+}
+
+#[tokio::test]
+async fn kube_client_sees_the_422() {
+    let sim = common::sim().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(sim.client());
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "c", "labels": {"-x": "v"}}})).unwrap();
+    match api.create(&PostParams::default(), &cm).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422);
+            assert_eq!(s.reason, "Invalid");
+            assert_eq!(
+                s.message,
+                format!(
+                    "ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"-x\": {LABEL_KEY_MSG}"
+                )
+            );
+        }
+        other => panic!("expected a 422: {other:?}"),
+    }
+}

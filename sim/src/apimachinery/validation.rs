@@ -103,8 +103,7 @@ fn matches_label_key(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
@@ -143,7 +142,11 @@ pub(crate) fn is_qualified_name(value: &str) -> Vec<String> {
     if !matches_label_key(name) {
         errs.push(format!(
             "name part {}",
-            regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
+            regex_error(
+                LABEL_KEY_MSG,
+                LABEL_KEY_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
     errs
@@ -201,12 +204,20 @@ mod tests {
         assert!(is_qualified_name("example.com/My_Name-1").is_empty());
         assert_eq!(
             is_qualified_name("-x"),
-            vec!["name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]
+            vec![
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+            ]
         );
-        assert_eq!(is_qualified_name("/a"), vec!["prefix part must be non-empty"]);
+        assert_eq!(
+            is_qualified_name("/a"),
+            vec!["prefix part must be non-empty"]
+        );
         assert_eq!(is_qualified_name("a/b/c").len(), 1);
         assert!(is_valid_label_value("").is_empty());
-        assert_eq!(is_valid_label_value(&"a".repeat(64)), vec![max_len_error(63)]);
+        assert_eq!(
+            is_valid_label_value(&"a".repeat(64)),
+            vec![max_len_error(63)]
+        );
         assert_eq!(is_dns1123_subdomain(&"-".repeat(254)).len(), 2);
         assert!(is_dns1035_label("a1").is_empty());
         assert_eq!(is_dns1035_label("1a").len(), 1);

@@ -46,8 +46,10 @@ fn selector_matches(sel: &Value, labels: Option<&Value>) -> bool {
 }
 
 fn selector_empty(sel: &Value) -> bool {
-    let n = |k: &str| sel.get(k).and_then(Value::as_object).map_or(0, |m| m.len())
-        + sel.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    let n = |k: &str| {
+        sel.get(k).and_then(Value::as_object).map_or(0, |m| m.len())
+            + sel.get(k).and_then(Value::as_array).map_or(0, Vec::len)
+    };
     n("matchLabels") + n("matchExpressions") == 0
 }
 
@@ -64,7 +66,9 @@ pub(crate) fn validate_spec(obj: &Value, kind: &str, errs: &mut Vec<FieldError>)
             "must be greater than or equal to 0",
         ));
     }
-    let sel = spec.and_then(|s| s.get("selector")).filter(|s| !s.is_null());
+    let sel = spec
+        .and_then(|s| s.get("selector"))
+        .filter(|s| !s.is_null());
     match sel {
         None => errs.push(FieldError::required("spec.selector", "")),
         Some(sel) if selector_empty(sel) => errs.push(FieldError::invalid_printed(

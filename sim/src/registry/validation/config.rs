@@ -36,7 +36,12 @@ fn same(new: &Value, old: &Value, k: &str) -> bool {
 /// only `data` compared, `stringData` having been folded into it).
 pub(crate) fn validate_update(new: &Value, old: &Value, secret: bool, errs: &mut Vec<FieldError>) {
     if secret {
-        let t = |v: &Value| v.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+        let t = |v: &Value| {
+            v.get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         if t(new) != t(old) {
             errs.push(FieldError::invalid("type", &t(new), "field is immutable"));
         }

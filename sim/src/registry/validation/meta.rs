@@ -42,7 +42,11 @@ fn str_of<'a>(meta: &'a Map<String, Value>, k: &str) -> &'a str {
 }
 
 /// `ValidateObjectMetaAccessor` of a create (after name generation).
-pub(crate) fn validate_create(def: &ResourceDef, meta: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate_create(
+    def: &ResourceDef,
+    meta: &Map<String, Value>,
+    errs: &mut Vec<FieldError>,
+) {
     let generate = str_of(meta, "generateName");
     if !generate.is_empty() {
         for m in name_errors(def, generate, true) {
@@ -108,7 +112,11 @@ pub(crate) fn validate_update(
         && !uid.is_empty()
         && uid != str_of(old, "uid")
     {
-        errs.push(FieldError::invalid("metadata.uid", uid, "field is immutable"));
+        errs.push(FieldError::invalid(
+            "metadata.uid",
+            uid,
+            "field is immutable",
+        ));
     }
     common(new, errs);
     kube_finalizer_names(def, new, errs);
@@ -116,7 +124,12 @@ pub(crate) fn validate_update(
 
 fn string_list(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -158,7 +171,10 @@ fn common(meta: &Map<String, Value>, errs: &mut Vec<FieldError>) {
             let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
             let api_version = s("apiVersion");
             if api_version.is_empty() {
-                errs.push(FieldError::required(format!("{path}.apiVersion"), "must not be empty"));
+                errs.push(FieldError::required(
+                    format!("{path}.apiVersion"),
+                    "must not be empty",
+                ));
             } else if !valid_group_version(api_version) {
                 errs.push(FieldError::invalid(
                     format!("{path}.apiVersion"),
@@ -168,7 +184,10 @@ fn common(meta: &Map<String, Value>, errs: &mut Vec<FieldError>) {
             }
             for k in ["kind", "name", "uid"] {
                 if s(k).is_empty() {
-                    errs.push(FieldError::required(format!("{path}.{k}"), "must not be empty"));
+                    errs.push(FieldError::required(
+                        format!("{path}.{k}"),
+                        "must not be empty",
+                    ));
                 }
             }
             if r.get("controller").and_then(Value::as_bool) == Some(true) {

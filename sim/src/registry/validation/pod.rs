@@ -55,7 +55,11 @@ fn common<'a>(c: &'a Value, path: &str, errs: &mut Vec<FieldError>) -> &'a str {
             errs.push(FieldError::invalid(format!("{path}.name"), name, m));
         }
     }
-    if c.get("image").and_then(Value::as_str).unwrap_or("").is_empty() {
+    if c.get("image")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
         errs.push(FieldError::required(format!("{path}.image"), ""));
     }
     name
@@ -106,8 +110,12 @@ pub(crate) fn validate_update(new: &Value, old: &Value, errs: &mut Vec<FieldErro
             };
         }
         // terminationGracePeriodSeconds: from negative to 1.
-        let old_g = o.get("terminationGracePeriodSeconds").and_then(Value::as_i64);
-        let new_g = m.get("terminationGracePeriodSeconds").and_then(Value::as_i64);
+        let old_g = o
+            .get("terminationGracePeriodSeconds")
+            .and_then(Value::as_i64);
+        let new_g = m
+            .get("terminationGracePeriodSeconds")
+            .and_then(Value::as_i64);
         if old_g.is_some_and(|g| g < 0) && new_g == Some(1) {
             m.insert("terminationGracePeriodSeconds".into(), Value::from(old_g));
         }
