@@ -738,7 +738,13 @@ async fn a_malformed_deployment_is_skipped_until_fixed() {
     // The selector does not select the template's labels: API validation refuses it, so it is
     // seeded through the sim's harness (as an older or buggy server might have stored it).
     let mut bad = demo::deployment("bad", 2, "bad:1", None, true);
-    bad.spec.selector.match_labels = Some([("app".to_string(), "other".to_string())].into());
+    bad.spec.selector.match_labels = Some(
+        [
+            ("app".to_string(), "bad".to_string()),
+            ("tier".to_string(), "x".to_string()),
+        ]
+        .into(),
+    );
     bad.metadata.namespace = Some(NS.to_string());
     let refused = env.deployments().create(&PostParams::default(), &bad).await;
     assert!(
@@ -770,8 +776,7 @@ async fn a_malformed_deployment_is_skipped_until_fixed() {
 
     // Fixed (the selector is immutable: the template's labels change): it is reconciled like
     // any other.
-    let patch =
-        serde_json::json!({"spec": {"template": {"metadata": {"labels": {"app": "other"}}}}});
+    let patch = serde_json::json!({"spec": {"template": {"metadata": {"labels": {"tier": "x"}}}}});
     let fixed = env
         .deployments()
         .patch("bad", &PatchParams::default(), &Patch::Merge(&patch))
