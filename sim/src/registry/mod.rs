@@ -3,7 +3,9 @@
 //! metadata ownership, preconditions, subresources, finalizers, graceful deletion), the
 //! per-kind strategies (`strategy`: status on create, generation, delete plans), the
 //! defaulting of the built-in kinds (`defaults`), server-side apply (`apply`) and strategic
-//! merge patch (`smp`). Object validation (names, namespaces, kinds) runs in `generic`.
+//! merge patch (`smp`). Write bodies are decoded against the kinds' schemas under
+//! `fieldValidation` (`decode`); objects are validated as the strategies validate them
+//! (`validation`), called from `generic`'s create, update and patch paths.
 //!
 //! The server's handlers and the test harness write through it, never to the storage
 //! directly. Imports `crate::storage` and `crate::apimachinery`, nothing above.
