@@ -41,7 +41,17 @@
 //!   forced. Every write keeps `metadata.managedFields` as kube-apiserver's field manager does:
 //!   creates, updates and patches are `Update` entries of their `fieldManager` or User-Agent
 //!   prefix (with `subresource` for `/status` and `/scale`).
-//!   `fieldValidation` is checked for a known value and not enforced (there are no schemas).
+//! - Write bodies of the built-in kinds are decoded against their schema (k8s-openapi's
+//!   structs) as kube-apiserver decodes them into Go types: unknown fields are dropped, and
+//!   with duplicate fields reported by `fieldValidation` (`Strict`: the request fails;
+//!   `Warn`, the default: `Warning` headers; `Ignore`); wrongly typed values are a 400 (a 422
+//!   for a patch). Custom kinds have no schema and keep every field.
+//! - Objects are validated as the registry strategies validate them: metadata (names by kind,
+//!   labels, annotations, finalizers, owner references, an immutable uid) for every kind, and
+//!   the main rules of pods (containers; what an update may change), config maps and secrets
+//!   (`immutable`), deployments and replica sets (selectors): a `422 Invalid` listing every
+//!   cause. Objects seeded with [`Sim::create_object`] are not validated (any state can be
+//!   seeded); later writes to them are.
 //! - Request options are validated as kube-apiserver validates them (`ListOptions`,
 //!   `DeleteOptions`, `CreateOptions`, `UpdateOptions`, `PatchOptions`: a `422 Invalid` naming
 //!   `<Kind>.meta.k8s.io`); a DELETE without a body takes its options from the query. A
@@ -357,7 +367,8 @@ impl Sim {
     }
 
     /// Creates an object directly in the store (no HTTP), with the API's rules except that the
-    /// `status` it carries is kept (to seed objects in any state); `resource` is a plural
+    /// `status` it carries is kept and the object is not validated (to seed objects in any
+    /// state, even ones kube-apiserver would refuse); `resource` is a plural
     /// (`pods`) or `plural.group`. Returns the stored object. Fast: for seeding tests.
     pub fn create_object(
         &self,

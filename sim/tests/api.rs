@@ -955,7 +955,7 @@ async fn in_process_object_api() {
     sim.create_object(
         "pods",
         Some("default"),
-        json!({"metadata": {"name": "x"}, "spec": {}}),
+        json!({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
     )
     .unwrap();
     let cur = sim
@@ -987,7 +987,7 @@ async fn in_process_object_api() {
         .create_object(
             "pods",
             Some("default"),
-            json!({"metadata": {"name": "y"}, "spec": {}, "status": {"phase": "Succeeded"}}),
+            json!({"metadata": {"name": "y"}, "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Succeeded"}}),
         )
         .unwrap();
     assert_eq!(seeded["status"]["phase"], "Succeeded");

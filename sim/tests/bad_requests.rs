@@ -123,7 +123,7 @@ async fn malformed_and_invalid_bodies() {
         "POST",
         pods,
         &[JSON],
-        r#"{"metadata":{"generateName":"gen-"},"spec":{}}"#,
+        r#"{"metadata":{"generateName":"gen-"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#,
     )
     .await;
     assert_eq!(r.status, 201);
@@ -139,7 +139,7 @@ async fn malformed_and_invalid_bodies() {
         "POST",
         pods,
         &[JSON],
-        r#"{"metadata":{"name":"p"},"spec":{}}"#,
+        r#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#,
     )
     .await;
     expect_status(
@@ -493,7 +493,7 @@ async fn discovery_and_table_shapes() {
         "POST",
         "/api/v1/namespaces/default/pods",
         &[JSON],
-        r#"{"metadata":{"name":"t"},"spec":{"containers":[{"name":"c"}]}}"#,
+        r#"{"metadata":{"name":"t"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#,
     )
     .await;
     let accept = (

@@ -1085,7 +1085,7 @@ fn kubectl_deletes_waits_and_discovery() {
     sim.create_object(
         "pods",
         Some("default"),
-        json!({"metadata": {"name": "sched-c"}, "spec": {"nodeName": "node-1", "containers": []}}),
+        json!({"metadata": {"name": "sched-c"}, "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "i"}]}}),
     )
     .unwrap();
     k.run(&["delete", "pod", "sched-c", "--grace-period=0", "--force"]);
@@ -1294,5 +1294,65 @@ fn kubectl_writes_record_managed_fields() {
     );
     let out = k.run(&["delete", "deployment", "mf"]);
     assert!(out.contains(r#"deployment.apps "mf" deleted"#), "{out}");
+}
+
+const MISSPELT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: typo
+spec:
+  replica: 3
+  selector:
+    matchLabels: {app: typo}
+  template:
+    metadata:
+      labels: {app: typo}
+    spec:
+      containers:
+      - name: app
+        image: nginx
+";
+
+/// `kubectl apply -f` of a manifest with a misspelt field fails as on a cluster (kubectl's
+/// default `--validate=strict` sends `fieldValidation=Strict`); `--validate=false` sends
+/// `Ignore`, and the field is dropped. `kubectl create` of an invalid label gets the 422.
+#[test]
+fn kubectl_field_validation_and_invalid_objects() {
+    if skip_without_kubectl("kubectl_field_validation_and_invalid_objects") {
+        return;
+    }
+    let sim = Sim::start_background(SimConfig::default()).expect("sim");
+    let k = Kubectl::new(&sim);
+    let f = k.write("typo.yaml", MISSPELT);
+    let err = k.fail(&["apply", "-f", &f]);
+    assert_eq!(
+        err.trim(),
+        format!(
+            "Error from server (BadRequest): error when creating \"{f}\": Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.replica\""
+        )
+    );
+    assert!(
+        sim.get_object("deployments", Some("default"), "typo")
+            .unwrap()
+            .is_none()
+    );
+    let out = k.run(&["apply", "--validate=false", "-f", &f]);
+    assert!(out.contains("deployment.apps/typo created"), "{out}");
+    let d = sim
+        .get_object("deployments", Some("default"), "typo")
+        .unwrap()
+        .unwrap();
+    assert!(d["spec"].get("replica").is_none(), "{d}");
+    assert_eq!(d["spec"]["replicas"], 1);
+    // A 422: kubectl prints the kind and name from the Status details, then the cause.
+    let cm = k.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels:\n    \"-x\": v\n",
+    );
+    let err = k.fail(&["create", "-f", &cm]);
+    assert_eq!(
+        err.trim(),
+        "The ConfigMap \"c\" is invalid: metadata.labels: Invalid value: \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+    );
     sim.shutdown();
 }

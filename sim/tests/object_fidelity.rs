@@ -79,6 +79,19 @@ async fn delete(sim: &Sim, path: &str, grace: Option<i64>) -> (u16, Value) {
     (r.status, r.json())
 }
 
+/// A valid Deployment or ReplicaSet spec (1 replica) whose selector and template label
+/// `app: <app>`, as kube-apiserver's validation wants.
+fn apps_spec(app: &str) -> Value {
+    json!({
+        "replicas": 1,
+        "selector": {"matchLabels": {"app": app}},
+        "template": {
+            "metadata": {"labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "image": "img:1"}]}
+        }
+    })
+}
+
 fn pod_body(name: &str, node: Option<&str>, extra_meta: Value) -> Value {
     let mut meta = json!({"name": name});
     if let (Some(m), Some(e)) = (meta.as_object_mut(), extra_meta.as_object()) {
@@ -187,7 +200,7 @@ async fn generation_follows_each_kinds_strategy() {
     let rs = post(
         &sim,
         "/apis/apps/v1/namespaces/default/replicasets",
-        json!({"metadata": {"name": "rs"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}}}}),
+        json!({"metadata": {"name": "rs"}, "spec": apps_spec("b")}),
     )
     .await;
     assert_eq!(generation(&rs), Some(1));
@@ -372,7 +385,7 @@ async fn unscheduled_and_terminal_pods_get_grace_zero_in_two_events() {
     sim.create_object(
         "pods",
         Some("default"),
-        json!({"metadata": {"name": "done"}, "spec": {"nodeName": "n", "containers": []},
+        json!({"metadata": {"name": "done"}, "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]},
                "status": {"phase": "Succeeded"}}),
     )
     .unwrap();
@@ -842,7 +855,7 @@ async fn delete_preconditions_answer_like_before_delete() {
     let d = post(
         &sim,
         "/apis/apps/v1/namespaces/default/deployments",
-        json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}}),
+        json!({"metadata": {"name": "d"}, "spec": apps_spec("d")}),
     )
     .await;
     let rv = d["metadata"]["resourceVersion"]
@@ -1081,7 +1094,7 @@ async fn status_writes_take_the_metadata_each_status_strategy_allows() {
     let rs = post(
         &sim,
         "/apis/apps/v1/namespaces/default/replicasets",
-        json!({"metadata": {"name": "r", "labels": meta["labels"], "annotations": meta["annotations"]}, "spec": {"replicas": 1}}),
+        json!({"metadata": {"name": "r", "labels": meta["labels"], "annotations": meta["annotations"]}, "spec": apps_spec("r")}),
     )
     .await;
     let out = put_status("/apis/apps/v1/namespaces/default/replicasets/r".into(), rs).await;
@@ -1097,7 +1110,7 @@ async fn status_writes_take_the_metadata_each_status_strategy_allows() {
     let d = post(
         &sim,
         "/apis/apps/v1/namespaces/default/deployments",
-        json!({"metadata": {"name": "d", "labels": meta["labels"], "annotations": meta["annotations"]}, "spec": {"replicas": 1}}),
+        json!({"metadata": {"name": "d", "labels": meta["labels"], "annotations": meta["annotations"]}, "spec": apps_spec("d")}),
     )
     .await;
     let out = put_status("/apis/apps/v1/namespaces/default/deployments/d".into(), d).await;

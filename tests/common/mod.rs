@@ -69,6 +69,11 @@ pub fn pod(ns: &str, name: &str) -> Pod {
     p.metadata.namespace = Some(ns.into());
     p.metadata.name = Some(name.into());
     p.metadata.labels = Some(BTreeMap::from([("app".to_string(), "web".to_string())]));
+    // One container: kube-apiserver (and the sim) refuse a pod without.
+    p.spec = Some(
+        serde_json::from_value(serde_json::json!({"containers": [{"name": "c", "image": "img"}]}))
+            .expect("a pod spec"),
+    );
     p
 }
 

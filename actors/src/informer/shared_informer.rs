@@ -701,7 +701,10 @@ mod tests {
         let client = sim.client();
         let pods: Api<Pod> = Api::namespaced(client.clone(), "a");
         for i in 0..3 {
-            let mut p = Pod::default();
+            let mut p: Pod = serde_json::from_value(serde_json::json!({
+                "spec": {"containers": [{"name": "c", "image": "img"}]}
+            }))
+            .expect("a pod");
             p.metadata.name = Some(format!("p{i}"));
             pods.create(&PostParams::default(), &p).await.expect("pod");
         }

@@ -735,11 +735,32 @@ async fn watch_failures_do_not_lose_a_reconcile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_deployment_is_skipped_until_fixed() {
     let env = env().await;
-    // The selector does not select the template's labels (API validation would refuse it;
-    // the sim does not validate).
+    // The selector does not select the template's labels: API validation refuses it, so it is
+    // seeded through the sim's harness (as an older or buggy server might have stored it).
     let mut bad = demo::deployment("bad", 2, "bad:1", None, true);
-    bad.spec.selector.match_labels = Some([("app".to_string(), "other".to_string())].into());
-    let bad = env.create(&bad).await;
+    bad.spec.selector.match_labels = Some(
+        [
+            ("app".to_string(), "bad".to_string()),
+            ("tier".to_string(), "x".to_string()),
+        ]
+        .into(),
+    );
+    bad.metadata.namespace = Some(NS.to_string());
+    let refused = env.deployments().create(&PostParams::default(), &bad).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 422),
+        "the API refuses it: {refused:?}"
+    );
+    let bad: Deployment = serde_json::from_value(
+        env.sim
+            .create_object(
+                "deployments.apps",
+                Some(NS),
+                serde_json::to_value(&bad).expect("json"),
+            )
+            .expect("seeded"),
+    )
+    .expect("a deployment");
     env.create_converged("web", 1, "nginx:1").await;
     eventually("the malformed Deployment was seen and skipped", || {
         env.controller.stats().invalid >= 1
@@ -753,8 +774,9 @@ async fn a_malformed_deployment_is_skipped_until_fixed() {
     let status = env.get("bad").await.status.unwrap_or_default();
     assert_eq!(status, Default::default(), "status never written");
 
-    // Fixed: it is reconciled like any other.
-    let patch = serde_json::json!({"spec": {"selector": {"matchLabels": {"app": "bad"}}}});
+    // Fixed (the selector is immutable: the template's labels change): it is reconciled like
+    // any other.
+    let patch = serde_json::json!({"spec": {"template": {"metadata": {"labels": {"tier": "x"}}}}});
     let fixed = env
         .deployments()
         .patch("bad", &PatchParams::default(), &Patch::Merge(&patch))

@@ -102,7 +102,8 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// 422 Invalid with one field cause.
+    /// 422 Invalid with one `field.Invalid` cause of a string value (see
+    /// [`Self::invalid_errors`]).
     pub(crate) fn invalid(
         kind: &str,
         group: &str,
@@ -111,30 +112,7 @@ impl ApiError {
         value: &str,
         why: &str,
     ) -> Self {
-        let cause = format!("Invalid value: {value:?}: {why}");
-        Self::new(
-            422,
-            "Invalid",
-            format!("{kind} {name:?} is invalid: {field}: {cause}"),
-        )
-        .with_details(json!({
-            "name": name,
-            "group": group,
-            "kind": kind,
-            "causes": [{"reason": "FieldValueInvalid", "message": cause, "field": field}]
-        }))
-    }
-
-    /// 422 Invalid for a missing required field.
-    pub(crate) fn required(kind: &str, group: &str, name: &str, field: &str, why: &str) -> Self {
-        Self::new(422, "Invalid", format!("{kind} {name:?} is invalid: {field}: Required value: {why}")).with_details(
-            json!({
-                "name": name,
-                "group": group,
-                "kind": kind,
-                "causes": [{"reason": "FieldValueRequired", "message": format!("Required value: {why}"), "field": field}]
-            }),
-        )
+        Self::invalid_errors(group, kind, name, &[FieldError::invalid(field, value, why)])
     }
 
     /// 422 for a watch-list request to a server without the WatchList feature (what
@@ -167,6 +145,15 @@ impl ApiError {
     /// Group: "meta.k8s.io", Kind: kind}, "", errs)`, whose message aggregates the errors like
     /// `field.ErrorList.ToAggregate` (duplicates dropped, `[a, b]` when several).
     pub(crate) fn invalid_options(kind: &str, errs: &[FieldError]) -> Self {
+        Self::invalid_errors("meta.k8s.io", kind, "", errs)
+    }
+
+    /// 422 Invalid for an object, as `errors.NewInvalid(qualifiedKind, name, errs)`
+    /// (`staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`): one cause per error (its
+    /// type, `ErrorBody` and field), and the message `Kind.group "name" is invalid: ...`
+    /// aggregating the errors as `field.ErrorList.ToAggregate` does (duplicates dropped,
+    /// `[a, b]` when several).
+    pub(crate) fn invalid_errors(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> Self {
         let mut msgs: Vec<String> = Vec::new();
         for e in errs {
             let m = e.error();
@@ -183,12 +170,26 @@ impl ApiError {
             .iter()
             .map(|e| json!({"reason": e.cause_type(), "message": e.body(), "field": e.field}))
             .collect();
+        // `schema.GroupKind.String()`: `Kind.group`, or the kind alone in the core group.
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut details = serde_json::Map::new();
+        // `StatusDetails` omits empty strings.
+        for (k, v) in [("name", name), ("group", group), ("kind", kind)] {
+            if !v.is_empty() {
+                details.insert(k.into(), json!(v));
+            }
+        }
+        details.insert("causes".into(), Value::Array(causes));
         Self::new(
             422,
             "Invalid",
-            format!("{kind}.meta.k8s.io \"\" is invalid{agg}"),
+            format!("{qualified} {} is invalid{agg}", go_quote(name)),
         )
-        .with_details(json!({"group": "meta.k8s.io", "kind": kind, "causes": causes}))
+        .with_details(Value::Object(details))
     }
 
     /// 504 Timeout for a read at a resourceVersion the server has not reached
@@ -314,14 +315,16 @@ impl ApiError {
 /// One `field.Error` of apimachinery's validation (`staging/src/k8s.io/apimachinery/pkg/util/validation/field/errors.go`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FieldError {
-    /// The field path, e.g. `resourceVersionMatch`.
-    pub field: &'static str,
+    /// The field path, e.g. `resourceVersionMatch` or `metadata.labels`.
+    pub field: String,
     kind: FieldErrorKind,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FieldErrorKind {
-    Forbidden(&'static str),
+    Forbidden(String),
+    /// `field.Duplicate(path, value)`: the value as printed.
+    Duplicate(String),
     /// The bad value as Go's `ErrorBody` prints it (quoted strings, `%#v` of slices).
     NotSupported {
         value: String,
@@ -333,23 +336,47 @@ enum FieldErrorKind {
         detail: String,
     },
     /// `field.Required(path, detail)`.
-    Required(&'static str),
+    Required(String),
     /// `field.TooLong(path, value, max)`: the value is omitted from the message.
     TooLong(usize),
 }
 
 impl FieldError {
     /// `field.Forbidden(path, detail)`.
-    pub(crate) fn forbidden(field: &'static str, detail: &'static str) -> Self {
+    pub(crate) fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
-            field,
-            kind: FieldErrorKind::Forbidden(detail),
+            field: field.into(),
+            kind: FieldErrorKind::Forbidden(detail.into()),
+        }
+    }
+
+    /// `field.Duplicate(path, value)` of a string value.
+    pub(crate) fn duplicate(field: impl Into<String>, value: &str) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Duplicate(go_quote(value)),
+        }
+    }
+
+    /// `field.Invalid(path, value, detail)` of a value already printed as `ErrorBody` prints
+    /// it (a number as `%v`, a struct as its JSON).
+    pub(crate) fn invalid_printed(
+        field: impl Into<String>,
+        value: String,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::Invalid {
+                value,
+                detail: detail.into(),
+            },
         }
     }
 
     /// `field.NotSupported(path, value, supported)` of a string value.
     pub(crate) fn not_supported(
-        field: &'static str,
+        field: impl Into<String>,
         value: &str,
         supported: &[&'static str],
     ) -> Self {
@@ -358,12 +385,12 @@ impl FieldError {
 
     /// `field.NotSupported` of a value already printed as `ErrorBody` prints it.
     pub(crate) fn not_supported_printed(
-        field: &'static str,
+        field: impl Into<String>,
         value: String,
         supported: &[&'static str],
     ) -> Self {
         Self {
-            field,
+            field: field.into(),
             kind: FieldErrorKind::NotSupported {
                 value,
                 supported: supported.to_vec(),
@@ -372,25 +399,29 @@ impl FieldError {
     }
 
     /// `field.Required(path, detail)`.
-    pub(crate) fn required(field: &'static str, detail: &'static str) -> Self {
+    pub(crate) fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
-            field,
-            kind: FieldErrorKind::Required(detail),
+            field: field.into(),
+            kind: FieldErrorKind::Required(detail.into()),
         }
     }
 
     /// `field.TooLong(path, value, max)`.
-    pub(crate) fn too_long(field: &'static str, max: usize) -> Self {
+    pub(crate) fn too_long(field: impl Into<String>, max: usize) -> Self {
         Self {
-            field,
+            field: field.into(),
             kind: FieldErrorKind::TooLong(max),
         }
     }
 
     /// `field.Invalid(path, value, detail)` of a string value.
-    pub(crate) fn invalid(field: &'static str, value: &str, detail: impl Into<String>) -> Self {
+    pub(crate) fn invalid(
+        field: impl Into<String>,
+        value: &str,
+        detail: impl Into<String>,
+    ) -> Self {
         Self {
-            field,
+            field: field.into(),
             kind: FieldErrorKind::Invalid {
                 value: go_quote(value),
                 detail: detail.into(),
@@ -398,10 +429,23 @@ impl FieldError {
         }
     }
 
+    /// `ErrorType.String()`.
+    fn type_name(&self) -> &'static str {
+        match self.kind {
+            FieldErrorKind::Forbidden(_) => "Forbidden",
+            FieldErrorKind::Duplicate(_) => "Duplicate value",
+            FieldErrorKind::NotSupported { .. } => "Unsupported value",
+            FieldErrorKind::Invalid { .. } => "Invalid value",
+            FieldErrorKind::Required(_) => "Required value",
+            FieldErrorKind::TooLong(_) => "Too long",
+        }
+    }
+
     /// The cause type (`metav1.CauseType(err.Type)`).
     pub(crate) fn cause_type(&self) -> &'static str {
         match self.kind {
             FieldErrorKind::Forbidden(_) => "FieldValueForbidden",
+            FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
             FieldErrorKind::Invalid { .. } => "FieldValueInvalid",
             FieldErrorKind::Required(_) => "FieldValueRequired",
@@ -409,10 +453,15 @@ impl FieldError {
         }
     }
 
-    /// `ErrorBody()`: the type, the quoted value where the type carries one, then the detail.
+    /// `ErrorBody()`: the type, the quoted value where the type carries one, then the detail
+    /// (`: detail`, when there is one).
     pub(crate) fn body(&self) -> String {
         match &self.kind {
+            FieldErrorKind::Forbidden(d) | FieldErrorKind::Required(d) if d.is_empty() => {
+                self.type_name().to_string()
+            }
             FieldErrorKind::Forbidden(d) => format!("Forbidden: {d}"),
+            FieldErrorKind::Duplicate(v) => format!("Duplicate value: {v}"),
             FieldErrorKind::NotSupported { value, supported } => {
                 let quoted: Vec<String> = supported.iter().map(|v| format!("{v:?}")).collect();
                 format!(

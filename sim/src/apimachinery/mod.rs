@@ -12,3 +12,4 @@ pub(crate) mod options;
 pub(crate) mod schema;
 pub(crate) mod selector;
 pub(crate) mod util;
+pub(crate) mod validation;

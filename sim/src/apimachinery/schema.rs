@@ -79,8 +79,10 @@ impl CustomResource {
 pub(crate) enum NameRule {
     /// DNS-1123 subdomain (most kinds).
     Subdomain,
-    /// DNS-1123 label (namespaces, services).
+    /// DNS-1123 label (namespaces).
     Label,
+    /// DNS-1035 label (services: `ValidateServiceName`, `NameIsDNS1035Label`).
+    Dns1035Label,
 }
 
 /// Which Table columns `kubectl get` shows.
@@ -185,7 +187,7 @@ fn builtins() -> Vec<Builtin> {
         name_rule,
         table,
     };
-    use NameRule::{Label, Subdomain};
+    use NameRule::{Dns1035Label, Label, Subdomain};
     vec![
         b(
             "",
@@ -249,7 +251,7 @@ fn builtins() -> Vec<Builtin> {
             false,
             false,
             &[],
-            Label,
+            Dns1035Label,
             TableKind::Service,
         ),
         b(

@@ -1,4 +1,4 @@
-//! Small helpers: RFC 3339 timestamps, UIDs, name validation, percent-decoding and query strings.
+//! Small helpers: RFC 3339 timestamps, UIDs, subdomain checks, percent-decoding and query strings.
 //! Dates are jiff's, UIDs uuid's and the decoding percent-encoding's and form_urlencoded's: only
 //! what kube-apiserver prints is decided here.
 
@@ -78,21 +78,6 @@ pub(crate) fn validate_subdomain(name: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(MSG.into()) }
 }
 
-/// Validates a DNS-1123 label (namespace and service names).
-pub(crate) fn validate_label(name: &str) -> Result<(), String> {
-    const MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-    if name.len() > 63 {
-        return Err("must be no more than 63 characters".into());
-    }
-    let ok = !name.is_empty()
-        && name
-            .bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if ok { Ok(()) } else { Err(MSG.into()) }
-}
-
 /// Decodes the `%XX` escapes of a path segment (invalid escapes are kept as they are; bytes
 /// that are not UTF-8 become U+FFFD).
 pub(crate) fn percent_decode(s: &str) -> String {
@@ -164,8 +149,6 @@ mod tests {
         assert!(validate_subdomain("Bad_Name").is_err());
         assert!(validate_subdomain("-a").is_err());
         assert!(validate_subdomain("").is_err());
-        assert!(validate_label("a.b").is_err());
-        assert!(validate_label("ab-1").is_ok());
     }
 
     #[test]

@@ -5,16 +5,16 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::apimachinery::errors::ApiError;
+use crate::apimachinery::errors::{ApiError, FieldError};
 use crate::apimachinery::options::{DeleteOptions, PatchKind};
-use crate::apimachinery::schema::{NameRule, ResourceDef};
-use crate::apimachinery::util::{
-    new_uid, now_rfc3339, now_unix, random_suffix, validate_label, validate_subdomain,
-};
+use crate::apimachinery::schema::ResourceDef;
+use crate::apimachinery::util::{new_uid, now_rfc3339, now_unix, random_suffix};
+use crate::registry::decode::{self, FieldValidation, PatchedRepr};
 use crate::registry::defaults;
 use crate::registry::fieldmanager::{self, Request};
 use crate::registry::strategy::{self, CreateStatus, DeletePlan};
 use crate::registry::typed::Schema;
+use crate::registry::validation;
 use crate::storage::object::{Key, StoredObject, meta_mut, meta_str};
 use crate::storage::store::{Outcome, Store, Write};
 
@@ -115,14 +115,6 @@ fn check_namespace(def: &ResourceDef, ns: Option<&str>, body: &mut Value) -> Res
     Ok(())
 }
 
-fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
-    let r = match def.name_rule {
-        NameRule::Subdomain => validate_subdomain(name),
-        NameRule::Label => validate_label(name),
-    };
-    r.map_err(|why| ApiError::invalid(&def.kind, &def.group, name, "metadata.name", name, &why))
-}
-
 /// Ensures namespace `ns` exists, creating it when `auto_create`.
 pub(crate) fn ensure_namespace(store: &Store, ns: &str, auto_create: bool) -> Result<(), ApiError> {
     let Some(nsdef) = store.registry.namespaces().cloned() else {
@@ -175,7 +167,9 @@ pub(crate) fn create(
     )
 }
 
-/// Creates an object keeping the status it carries (for seeding objects in any state).
+/// Creates an object keeping the status it carries (for seeding objects in any state, even
+/// one kube-apiserver's validation would refuse: a test may need what only a buggy or older
+/// server would have stored).
 pub(crate) fn create_keep_status(
     store: &Store,
     def: &ResourceDef,
@@ -216,19 +210,12 @@ fn create_inner(
             .get("generateName")
             .and_then(Value::as_str)
             .unwrap_or("");
-        if gen_name.is_empty() {
-            return Err(ApiError::required(
-                &def.kind,
-                &def.group,
-                "",
-                "metadata.name",
-                "name or generateName is required",
-            ));
+        if !gen_name.is_empty() {
+            // `rest.BeforeCreate`: the name is generated before the validation.
+            name = format!("{gen_name}{}", random_suffix());
+            meta.insert("name".into(), json!(name));
         }
-        name = format!("{gen_name}{}", random_suffix());
-        meta.insert("name".into(), json!(name));
     }
-    validate_name(def, &name)?;
     drop_empty_collections(meta);
     meta.insert("uid".into(), json!(new_uid()));
     meta.insert("creationTimestamp".into(), json!(now));
@@ -261,6 +248,12 @@ fn create_inner(
         }
     }
     defaults::on_create(def, &mut body);
+    // `rest.BeforeCreate`: the strategy's `Validate` (not for harness seeding).
+    if !keep_status {
+        validation::validate_create(def, &body)?;
+    } else if meta_str(&body, "name").is_none_or(str::is_empty) {
+        return Err(ApiError::bad_request("a seeded object needs a name"));
+    }
     if let Some(m) = manager {
         fieldmanager::update(&fm_request(def, Part::Main, &now), None, &mut body, m);
     }
@@ -402,6 +395,13 @@ fn merge_update(
         .get("metadata")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
+    // The uid the request carried: `rest.BeforeUpdate` keeps it when set, and the validation
+    // refuses a different one.
+    let sent_uid = new
+        .get("metadata")
+        .and_then(|m| m.get("uid"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
     match part {
         Part::Main => {
             // Every decoded object is defaulted (an update's body, a patch's result), before
@@ -485,6 +485,9 @@ fn merge_update(
                 .unwrap_or(Value::Null),
         );
     }
+    // `rest.BeforeUpdate`: the strategy's `ValidateUpdate` (or `ValidateStatusUpdate`), on the
+    // prepared object, before anything is written.
+    validation::validate_update(def, &new, old, part == Part::Status, sent_uid.as_deref())?;
     if new == *old {
         return Ok(Write::Noop);
     }
@@ -574,13 +577,16 @@ fn apply_scale(
             )
         })?;
     if replicas < 0 {
-        return Err(ApiError::invalid(
-            "Scale",
+        // `ValidateScale`: an int64 value, printed bare.
+        return Err(ApiError::invalid_errors(
             "autoscaling",
+            "Scale",
             name,
-            "spec.replicas",
-            &replicas.to_string(),
-            "must be greater than or equal to 0",
+            &[FieldError::invalid_printed(
+                "spec.replicas",
+                replicas.to_string(),
+                "must be greater than or equal to 0",
+            )],
         ));
     }
     let mut new = old.clone();
@@ -648,7 +654,8 @@ pub(crate) fn update(
 
 /// Patches an object or one of its subresources, recording the write for `manager` (an apply's
 /// field manager, or the `Update` manager of another patch). The flag says whether an apply
-/// created the object (`patch.go` answers `201 Created` then).
+/// created the object (`patch.go` answers `201 Created` then). For the harness: unknown fields
+/// are dropped silently, as under `fieldValidation=Ignore`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn patch(
     store: &Store,
@@ -663,6 +670,56 @@ pub(crate) fn patch(
     manager: Option<&str>,
     force: bool,
 ) -> Result<(Arc<StoredObject>, bool), ApiError> {
+    let req = PatchRequest {
+        kind,
+        body,
+        dry_run,
+        auto_namespaces,
+        manager,
+        force,
+        validation: FieldValidation::Ignore,
+    };
+    patch_checked(store, def, ns, name, part, &req).map(|(o, created, _)| (o, created))
+}
+
+/// A PATCH request's options.
+pub(crate) struct PatchRequest<'a> {
+    /// The patch type.
+    pub kind: PatchKind,
+    /// The patch body.
+    pub body: &'a [u8],
+    /// `dryRun`.
+    pub dry_run: bool,
+    /// Whether a missing namespace is created (an apply that creates).
+    pub auto_namespaces: bool,
+    /// The field manager: an apply's, or the `Update` manager of another patch.
+    pub manager: Option<&'a str>,
+    /// An apply's `force`.
+    pub force: bool,
+    /// `fieldValidation`.
+    pub validation: FieldValidation,
+}
+
+/// Patches an object or one of its subresources, decoding the patched object as
+/// kube-apiserver's patchers do (see [`decode::check_patched`]): returns the object, whether
+/// an apply created it, and the warnings of `fieldValidation=Warn`.
+pub(crate) fn patch_checked(
+    store: &Store,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    part: Part,
+    req: &PatchRequest<'_>,
+) -> Result<(Arc<StoredObject>, bool, Vec<String>), ApiError> {
+    let PatchRequest {
+        kind,
+        body,
+        dry_run,
+        auto_namespaces,
+        manager,
+        force,
+        validation: fv,
+    } = *req;
     let patch_value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     let json_patch: Option<json_patch::Patch> = if kind == PatchKind::Json {
@@ -685,6 +742,22 @@ pub(crate) fn patch(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
+    // The strict errors of the body itself (`patch.go` `applyJSPatch`, `strategicPatchObject`,
+    // `applyPatcher`), then those of the patched object.
+    let mut warnings = Vec::new();
+    let body_errs = if kind == PatchKind::Apply {
+        warnings = decode::check_apply_body(def, body, fv)?;
+        Vec::new()
+    } else {
+        decode::patch_body_errors(body, kind == PatchKind::Json, fv)?
+    };
+    let repr = || {
+        if kind == PatchKind::Strategic {
+            PatchedRepr::PatchMap(&patch_value)
+        } else {
+            PatchedRepr::PatchedJson
+        }
+    };
     let key = key_of(def, ns, name);
     if kind == PatchKind::Apply && part == Part::Main && store.get(def, &key).is_none() {
         // `patch.go` `applyPatcher.createNewObject`: the configuration applied to an empty
@@ -700,7 +773,7 @@ pub(crate) fn patch(
         check_name(name, &mut body)?;
         match create(store, def, ns, body, dry_run, auto_namespaces, None) {
             Err(e) if e.reason == "AlreadyExists" => {}
-            other => return other.map(|o| (o, true)),
+            other => return other.map(|o| (o, true, warnings)),
         }
     }
     let manage = match (kind, manager) {
@@ -729,6 +802,16 @@ pub(crate) fn patch(
         if part == Part::Scale {
             let mut scale = scale_of(def, &old);
             apply(&mut scale)?;
+            if kind != PatchKind::Apply {
+                warnings.extend(decode::check_patched(
+                    def,
+                    true,
+                    &mut scale,
+                    body_errs,
+                    repr(),
+                    fv,
+                )?);
+            }
             let new = apply_scale(def, name, &old, &scale, cur)?;
             return merge_update(def, &old, new, Part::Scale, manage);
         }
@@ -747,6 +830,16 @@ pub(crate) fn patch(
             _ => {
                 let mut new = old.clone();
                 apply(&mut new)?;
+                if kind != PatchKind::Apply {
+                    warnings.extend(decode::check_patched(
+                        def,
+                        false,
+                        &mut new,
+                        body_errs,
+                        repr(),
+                        fv,
+                    )?);
+                }
                 new
             }
         };
@@ -782,7 +875,7 @@ pub(crate) fn patch(
         kind_check(def, &mut new)?;
         merge_update(def, &old, new, part, manage)
     })?;
-    result_of(outcome).map(|o| (o, false))
+    result_of(outcome).map(|o| (o, false, warnings))
 }
 
 /// Deletes an object as kube-apiserver's generic store does (see `strategy::plan_delete`):
@@ -928,7 +1021,11 @@ mod tests {
             .find("apps", "v1", "deployments")
             .unwrap()
             .clone();
-        let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}, "status": {"replicas": 9}});
+        let d = json!({"metadata": {"name": "web"}, "spec": {"replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"replicas": 9}});
         let o = create(&s, &def, Some("default"), d, false, true, None).unwrap();
         let v = o.to_value(&def).unwrap();
         assert_eq!(v["metadata"]["generation"], 1);
@@ -1049,7 +1146,7 @@ mod tests {
             &s,
             &def,
             Some("default"),
-            json!({"metadata": {"name": "p"}, "spec": {}}),
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
             false,
             true,
             None,

@@ -4,11 +4,14 @@
 //! per-kind strategies (`strategy`: status on create, generation, delete plans), the
 //! defaulting of the built-in kinds (`defaults`), the field manager and server-side apply
 //! (`fieldmanager`, over `fieldpath` sets and `typed` walks), strategic merge patch (`smp`), and
-//! the list types both merge by (`listschema`). Object validation (names, namespaces, kinds) runs in `generic`.
+//! the list types both merge by (`listschema`). Write bodies are decoded against the kinds'
+//! schemas under `fieldValidation` (`decode`); objects are validated as the strategies validate
+//! them (`validation`), called from `generic`'s create, update and patch paths.
 //!
 //! The server's handlers and the test harness write through it, never to the storage
 //! directly. Imports `crate::storage` and `crate::apimachinery`, nothing above.
 
+pub(crate) mod decode;
 pub(crate) mod defaults;
 pub(crate) mod fieldmanager;
 pub(crate) mod fieldpath;
@@ -17,3 +20,4 @@ pub(crate) mod listschema;
 pub(crate) mod smp;
 pub(crate) mod strategy;
 pub(crate) mod typed;
+pub(crate) mod validation;

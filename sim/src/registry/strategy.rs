@@ -96,7 +96,7 @@ fn semantically_empty(v: Option<&Value>) -> bool {
 /// decoded structs, where a null, an empty map or list and an absent field are all the same
 /// (`third_party/forked/golang/reflect/deep_equal.go` treats nil and empty maps and slices as
 /// equal). Pointers to empty structs, which Go tells from nil, are the one case this merges.
-fn semantically_equal(a: Option<&Value>, b: Option<&Value>) -> bool {
+pub(crate) fn semantically_equal(a: Option<&Value>, b: Option<&Value>) -> bool {
     if semantically_empty(a) && semantically_empty(b) {
         return true;
     }

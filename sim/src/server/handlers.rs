@@ -24,6 +24,7 @@ use crate::apimachinery::options::{
 use crate::apimachinery::schema::ResourceDef;
 use crate::apimachinery::selector::{parse_fields, parse_labels};
 use crate::apimachinery::util::Query;
+use crate::registry::decode::FieldValidation;
 use crate::registry::generic::{self as ops, Part};
 use crate::registry::strategy;
 use crate::storage::object::StoredObject;
@@ -90,7 +91,8 @@ pub(crate) async fn resource(
         }
         Verb::Create => {
             let dry_run = write_options(query, "CreateOptions", None)?;
-            let v = body_value(shared, headers, &def, body).await?;
+            let fv = FieldValidation::from_query(query);
+            let (v, warnings) = body_value(shared, headers, &def, body, false, fv).await?;
             let obj = ops::create(
                 store,
                 &def,
@@ -100,14 +102,22 @@ pub(crate) async fn resource(
                 shared.auto_namespaces,
                 Some(&manager),
             )?;
-            render_one(&def, &obj, Repr::Object, 201)
+            Ok(resp::with_warnings(
+                render_one(&def, &obj, Repr::Object, 201)?,
+                &warnings,
+            ))
         }
         Verb::Update => {
             let dry_run = write_options(query, "UpdateOptions", None)?;
-            let v = body_value(shared, headers, &def, body).await?;
+            let fv = FieldValidation::from_query(query);
+            let scale = part == Part::Scale;
+            let (v, warnings) = body_value(shared, headers, &def, body, scale, fv).await?;
             let name = t.name.as_deref().unwrap_or("");
             let obj = ops::update(store, &def, ns, name, part, v, dry_run, Some(&manager))?;
-            render_part(&def, &obj, part)
+            Ok(resp::with_warnings(
+                render_part(&def, &obj, part)?,
+                &warnings,
+            ))
         }
         Verb::Patch => {
             let ct = headers
@@ -119,24 +129,23 @@ pub(crate) async fn resource(
             let dry_run = write_options(query, "PatchOptions", Some(kind))?;
             let b = read_body(shared, headers, body).await?;
             let name = t.name.as_deref().unwrap_or("");
-            let (obj, created) = ops::patch(
-                store,
-                &def,
-                ns,
-                name,
-                part,
+            let req = ops::PatchRequest {
                 kind,
-                &b,
+                body: &b,
                 dry_run,
-                shared.auto_namespaces,
-                Some(&manager),
-                query.get("force").is_some_and(parse_bool),
-            )?;
-            if created {
+                auto_namespaces: shared.auto_namespaces,
+                manager: Some(&manager),
+                force: query.get("force").is_some_and(parse_bool),
+                validation: FieldValidation::from_query(query),
+            };
+            let (obj, created, warnings) = ops::patch_checked(store, &def, ns, name, part, &req)?;
+            let rendered = if created {
                 // `patch.go` `patchResource`: an apply that created the object is a 201.
-                return render_one(&def, &obj, Repr::Object, 201);
-            }
-            render_part(&def, &obj, part)
+                render_one(&def, &obj, Repr::Object, 201)?
+            } else {
+                render_part(&def, &obj, part)?
+            };
+            Ok(resp::with_warnings(rendered, &warnings))
         }
         Verb::Delete => {
             let b = read_body(shared, headers, body).await?;

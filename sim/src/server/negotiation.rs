@@ -17,6 +17,7 @@ use super::table::IncludeObject;
 use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::schema::ResourceDef;
 use crate::apimachinery::util::Query;
+use crate::registry::decode::{self, FieldValidation};
 
 /// How objects are rendered, negotiated from `Accept`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,26 +67,36 @@ fn parse_json_body(b: &[u8]) -> Result<Value, ApiError> {
 /// `negotiation.NegotiateInputSerializer` answers an unknown content type with
 /// `NewUnsupportedMediaTypeError` (415), a body that does not decode is a 400 worded by
 /// `transformDecodeError`.
+///
+/// A JSON body is decoded against the kind's schema (or autoscaling/v1 Scale's when `scale`)
+/// under `fv` ([`decode::decode_body`]); the warnings of `fieldValidation=Warn` are returned
+/// with the value. A protobuf body has no unknown or duplicate fields to report.
 pub(crate) async fn body_value(
     shared: &Shared,
     headers: &HeaderMap,
     def: &ResourceDef,
     body: Incoming,
-) -> Result<Value, ApiError> {
+    scale: bool,
+    fv: FieldValidation,
+) -> Result<(Value, Vec<String>), ApiError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let base = ct.split(';').next().unwrap_or("").trim();
     if base.is_empty() || base == "application/json" || base == "*/*" {
-        return parse_json_body(&read_body(shared, headers, body).await?);
+        let b = read_body(shared, headers, body).await?;
+        // The kind and version are read first (`s.meta.Interpret`): a body that is not
+        // JSON fails there.
+        parse_json_body(&b)?;
+        return decode::decode_body(def, scale, &b, fv);
     }
     let decodes = super::protobuf::decodes(&def.api_version, &def.kind);
     if !super::protobuf::is_protobuf(base) || !decodes {
         return Err(unsupported_body(decodes, None));
     }
     let b = read_body(shared, headers, body).await?;
-    super::protobuf::decode(&b).map_err(|f| {
+    let v = super::protobuf::decode(&b).map_err(|f| {
         use super::protobuf::ProtobufError as P;
         match (f.gvk, f.error) {
             (_, e @ (P::UnsupportedField { .. } | P::UnsupportedKind(_))) => {
@@ -104,7 +115,8 @@ pub(crate) async fn body_value(
                 summarize(&b)
             )),
         }
-    })
+    })?;
+    Ok((v, Vec::new()))
 }
 
 /// `summarizeData(body, 30)` of `create.go`: JSON-looking data as text, else hex.

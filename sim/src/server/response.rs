@@ -78,3 +78,89 @@ where
     );
     r
 }
+
+/// `truncateAtTotalRunes` and `truncateItemRunes` of
+/// `staging/src/k8s.io/apiserver/pkg/endpoints/filters/warning.go`.
+const WARNINGS_TOTAL_RUNES: usize = 4 * 1024;
+const WARNING_ITEM_RUNES: usize = 256;
+
+/// `net.NewWarningHeader(299, "", text)`: `299 - "text"` with `"` and `\` escaped; `None`
+/// for a text with control characters (which the recorder drops).
+fn warning_header(text: &str) -> Option<String> {
+    if text.chars().any(char::is_control) {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    out.push_str("299 - \"");
+    for c in text.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    Some(out)
+}
+
+/// Adds one `Warning` header per warning, as kube-apiserver's warning recorder does
+/// (`staging/src/k8s.io/apiserver/pkg/endpoints/filters/warning.go` `recorder.AddWarning`):
+/// empty and repeated texts are skipped; once the texts pass 4096 runes in all, every
+/// warning is cut to 256 runes, the headers are written again and later ones only while
+/// the total stays within 4096.
+pub(crate) fn with_warnings(mut r: Response<Body>, warnings: &[String]) -> Response<Body> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut ordered: Vec<&str> = Vec::new();
+    let mut headers: Vec<String> = Vec::new();
+    let mut written = 0usize;
+    let mut truncating = false;
+    let cut = |t: &str| -> (String, usize) {
+        let n = t.chars().count();
+        if n > WARNING_ITEM_RUNES {
+            (
+                t.chars().take(WARNING_ITEM_RUNES).collect(),
+                WARNING_ITEM_RUNES,
+            )
+        } else {
+            (t.to_string(), n)
+        }
+    };
+    for text in warnings {
+        if text.is_empty() || (written >= WARNINGS_TOTAL_RUNES && truncating) {
+            continue;
+        }
+        if seen.contains(&text.as_str()) {
+            continue;
+        }
+        seen.push(text);
+        ordered.push(text);
+        let (t, n) = if truncating {
+            cut(text)
+        } else {
+            (text.clone(), text.chars().count())
+        };
+        let Some(h) = warning_header(&t) else {
+            continue;
+        };
+        if written + n <= WARNINGS_TOTAL_RUNES || truncating {
+            written += n;
+            headers.push(h);
+            continue;
+        }
+        truncating = true;
+        written = 0;
+        headers.clear();
+        for w in &ordered {
+            let (t, n) = cut(w);
+            if let Some(h) = warning_header(&t) {
+                written += n;
+                headers.push(h);
+            }
+        }
+    }
+    for h in headers {
+        if let Ok(v) = HeaderValue::from_str(&h) {
+            r.headers_mut().append("warning", v);
+        }
+    }
+    r
+}
