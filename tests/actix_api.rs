@@ -344,7 +344,7 @@ impl Actor for Owner {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let informer = SharedIndexInformer::<Pod>::with_config(
             self.client.clone(),
-            Some("a".into()),
+            Some("a"),
             fast_config(),
         );
         if let Err(e) = informer.start() {
