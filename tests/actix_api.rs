@@ -342,11 +342,8 @@ impl Actor for Owner {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        let informer = SharedIndexInformer::<Pod>::with_config(
-            self.client.clone(),
-            Some("a"),
-            fast_config(),
-        );
+        let informer =
+            SharedIndexInformer::<Pod>::with_config(self.client.clone(), Some("a"), fast_config());
         if let Err(e) = informer.start() {
             tracing::error!(error = %e, "informer did not start");
             ctx.stop();
