@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer::{ObjectKey, notification::Notification};
 use kinformer_actors::{
     InformerOptions, KeyMapper, LazyObject, ListenerConfig, Notify, OverflowPolicy,
-    SharedIndexInformer, SharedInformerFactory, handler_fn,
+    SharedIndexInformer, SharedInformerFactory, Telemetry, handler_fn,
 };
 
 /// Keys a sink received, in order.
@@ -135,12 +135,14 @@ async fn s3_a_user_actor_that_panics_is_a_gone_recipient_and_the_informer_carrie
     let client = sim.client();
     create_pods(&client, "a", 2).await;
     let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
+    let telemetry = Telemetry::new();
+    telemetry.register_informer(&informer);
     let seen = Arc::new(AtomicU64::new(0));
     let arbiter = Arbiter::new();
     let s = Arc::clone(&seen);
     let actor = Panicky::start_in_arbiter(&arbiter.handle(), move |_| Panicky { seen: s });
     let user = informer
-        .add_recipient(actor.recipient(), ListenerConfig::default())
+        .add_recipient(actor.recipient(), ListenerConfig::default().name("panicky"))
         .await
         .unwrap();
     let others = Arc::new(AtomicU64::new(0));
@@ -173,14 +175,48 @@ async fn s3_a_user_actor_that_panics_is_a_gone_recipient_and_the_informer_carrie
         others.load(Ordering::SeqCst) == 4 && informer.lister().len() == 4
     })
     .await;
-    eventually("the next notification finds the recipient gone", || {
-        user.stats().undeliverable() >= 2
+    eventually("the next notification is counted, not sent", || {
+        user.stats().undeliverable() == 2
     })
     .await;
     assert_eq!(user.stats().panics(), 0, "a gone actor is not a panic");
     assert_eq!(user.stats().delivered(), 2, "only what the actor handled");
+    // Not retried: every later notification is counted once and the buffer stays empty.
+    for name in ["later-1", "later-2", "later-3"] {
+        api.create(&Default::default(), &pod("a", name))
+            .await
+            .unwrap();
+    }
+    eventually("each later notification is counted once", || {
+        others.load(Ordering::SeqCst) == 7 && user.stats().undeliverable() == 5
+    })
+    .await;
+    let s = user.stats();
+    assert_eq!(s.buffered(), 0);
+    assert_eq!(s.received(), s.delivered() + s.undeliverable());
+    // Reported beside the other listeners' state (M1, M2).
+    let report = telemetry.informers();
+    let l = report[0]
+        .listeners
+        .iter()
+        .find(|l| l.name == "panicky")
+        .expect("listed in the debug view");
+    assert!(l.recipient_gone && l.undeliverable == 5, "{l:?}");
+    let metrics = telemetry.encode_metrics().unwrap();
+    assert!(
+        metrics.lines().any(|l| {
+            l.starts_with("kinformer_listener_undeliverable_total{")
+                && l.contains("listener=\"panicky\"")
+                && l.ends_with(" 5")
+        }),
+        "{metrics}"
+    );
     assert!(informer.is_running());
-    informer.shutdown().await;
+    let report = informer.shutdown().await;
+    assert_eq!(
+        report.dropped, 0,
+        "undeliverable is not counted again as dropped"
+    );
     arbiter.stop();
 }
 

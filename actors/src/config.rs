@@ -148,6 +148,12 @@ pub struct ListenerConfig {
     pub resync: ResyncPeriod,
     /// A name for logs, traces and the handler thread.
     pub name: Option<String>,
+    /// How long a handler thread waits after its handler panicked before it runs the next
+    /// notification (P7). Default zero: at once. client-go's listener, when a panic does not
+    /// crash the process, runs again after 1 s (`wait.Until`); set `Duration::from_secs(1)`
+    /// for that. Applies to closure and trait handlers (their own thread), not to key sinks or
+    /// user actors. Shutdown and removal cut the pause short.
+    pub panic_pause: Duration,
 }
 
 impl Default for ListenerConfig {
@@ -157,6 +163,7 @@ impl Default for ListenerConfig {
             capacity: 1024,
             resync: ResyncPeriod::Default,
             name: None,
+            panic_pause: Duration::ZERO,
         }
     }
 }
@@ -180,6 +187,11 @@ impl ListenerConfig {
     /// With a name.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+    /// With a pause after each handler panic (P7; client-go's is 1 s).
+    pub fn panic_pause(mut self, pause: Duration) -> Self {
+        self.panic_pause = pause;
         self
     }
     /// With a `Block` capacity.

@@ -14,6 +14,12 @@
 //! application informers join its `System`; from plain tokio they use a background one
 //! ([`runtime`]).
 //!
+//! In an actix or actix-web application, read `docs/actix.md`: which arbiters and threads the
+//! informers use, what each [`OverflowPolicy`] means for your actor registered with
+//! [`SharedIndexInformer::add_recipient`] (one [`Notify`] in its mailbox at a time, B5), actix
+//! `Supervisor` restarts (S4) and gone actors (S3), listers in routes and actors, and shutdown in
+//! order on SIGTERM.
+//!
 //! ## One crate for users
 //!
 //! Everything a user names is re-exported here, so `kinformer-actors` is the only dependency a

@@ -5,8 +5,14 @@
 //! Closure and trait handlers run on their own thread, fed through a small bounded channel (a
 //! blocking handler blocks only itself); a panic is caught, counted and logged (P7), and a panic
 //! on an initial-list notification means the registration never syncs (P5, kubernetes#129024).
-//! `Recipient` handlers are sent each notification and awaited (the user's actor mailbox gives
-//! backpressure). Key sinks are called inline, since they never block.
+//! `Recipient` handlers are sent one notification at a time and the listener waits for the
+//! actor's answer before it sends the next (B5): at most one notification of a registration is
+//! ever in the actor's mailbox, so the listener's buffer and policy (B3) hold the backlog, not
+//! the mailbox. (actix's mailbox capacity cannot bound `send`: a request that finds the mailbox
+//! full queues its message through a fresh sender anyway.) An actor restarted by its
+//! `Supervisor` keeps its mailbox and keeps receiving (S4); one whose mailbox closed is gone:
+//! reported once and never sent to again (S3). Key sinks are called inline, since they never
+//! block.
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
@@ -14,7 +20,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use actix::Recipient;
@@ -63,15 +69,18 @@ pub(crate) enum Destination<K: InformerObject> {
     Thread {
         tx: Option<mpsc::Sender<Delivery<LazyObject<K>>>>,
         abort: Arc<AtomicBool>,
+        /// The handler's thread, woken from a pause after a panic (P7) by `abort` and `close`.
+        thread: std::thread::Thread,
         exited: Option<oneshot::Receiver<()>>,
         /// The handler, until [`Destination::arm`] hands it to the thread: a start that fails after
         /// this thread was spawned takes it back ([`Destination::take_back`]), so nothing is lost.
         pending: Option<Pending<K>>,
     },
-    /// A user's actor (typed notifications).
-    Recipient(Recipient<Notify<K>>),
+    /// A user's actor (typed notifications); shared with the answer in flight, which asks it
+    /// whether the actor still lives when no answer came (S4).
+    Recipient(Arc<Recipient<Notify<K>>>),
     /// A user's actor (lazy objects).
-    LazyRecipient(Recipient<Notify<LazyObject<K>>>),
+    LazyRecipient(Arc<Recipient<Notify<LazyObject<K>>>>),
     /// A non-blocking key sink (workqueue).
     Keys {
         sink: Arc<dyn EnqueueKeys>,
@@ -99,6 +108,7 @@ impl<K: InformerObject> Destination<K> {
         stats: &Arc<ListenerStats>,
         name: &Arc<str>,
         tracer: &Tracer,
+        panic_pause: Duration,
     ) -> Result<Self, (std::io::Error, HandlerKind<K>)> {
         Ok(match handler {
             HandlerKind::Handler(h) => {
@@ -121,22 +131,24 @@ impl<K: InformerObject> Destination<K> {
                     .spawn(move || {
                         // Dropped unarmed (a failed start): exit without running anything.
                         if let Ok(h) = handler_rx.blocking_recv() {
-                            thread_loop(rx, h, s, a, n, t);
+                            thread_loop(rx, h, s, a, n, t, panic_pause);
                         }
                         let _ = exit_tx.send(());
                     });
-                if let Err(e) = spawned {
-                    return Err((e, HandlerKind::Handler(h)));
-                }
+                let thread = match spawned {
+                    Ok(joined) => joined.thread().clone(),
+                    Err(e) => return Err((e, HandlerKind::Handler(h))),
+                };
                 Destination::Thread {
                     tx: Some(tx),
                     abort,
+                    thread,
                     exited: Some(exit_rx),
                     pending: Some((handler_tx, h)),
                 }
             }
-            HandlerKind::Recipient(r) => Destination::Recipient(r),
-            HandlerKind::LazyRecipient(r) => Destination::LazyRecipient(r),
+            HandlerKind::Recipient(r) => Destination::Recipient(Arc::new(r)),
+            HandlerKind::LazyRecipient(r) => Destination::LazyRecipient(Arc::new(r)),
             HandlerKind::Keys(sink, mapper) => Destination::Keys { sink, mapper },
         })
     }
@@ -155,8 +167,11 @@ impl<K: InformerObject> Destination<K> {
     pub(crate) fn take_back(self) -> Option<HandlerKind<K>> {
         match self {
             Destination::Thread { pending, .. } => pending.map(|(_, h)| HandlerKind::Handler(h)),
-            Destination::Recipient(r) => Some(HandlerKind::Recipient(r)),
-            Destination::LazyRecipient(r) => Some(HandlerKind::LazyRecipient(r)),
+            // Never armed: nothing in flight shares it, so no clone is made in practice.
+            Destination::Recipient(r) => Some(HandlerKind::Recipient(Arc::unwrap_or_clone(r))),
+            Destination::LazyRecipient(r) => {
+                Some(HandlerKind::LazyRecipient(Arc::unwrap_or_clone(r)))
+            }
             Destination::Keys { sink, mapper } => Some(HandlerKind::Keys(sink, mapper)),
         }
     }
@@ -208,6 +223,11 @@ impl<K: InformerObject> Destination<K> {
                 Err(mpsc::error::TrySendError::Closed(_)) => Offered::Gone,
             },
             Destination::Thread { tx: None, .. } => Offered::Gone,
+            // S3: a recipient found gone is never sent to again; what it misses is counted.
+            Destination::Recipient(_) | Destination::LazyRecipient(_) if stats.recipient_gone() => {
+                undeliverable(&p, stats);
+                Offered::Taken
+            }
             Destination::Recipient(r) => {
                 // A typed actor is told typed objects: decoded here, once (lean mode, I7).
                 match p.notification.decode() {
@@ -219,7 +239,10 @@ impl<K: InformerObject> Destination<K> {
                             event,
                             trace,
                         });
-                        Offered::Later(answered(send, key, obj, trace, initial, stats, tracer))
+                        let alive = Arc::clone(r);
+                        Offered::Later(answered(
+                            send, alive, key, obj, trace, initial, stats, tracer,
+                        ))
                     }
                     Err(e) => {
                         undecodable(&p, &e, stats);
@@ -235,15 +258,28 @@ impl<K: InformerObject> Destination<K> {
                     event: p.notification,
                     trace,
                 });
-                Offered::Later(answered(send, key, obj, trace, initial, stats, tracer))
+                let alive = Arc::clone(r);
+                Offered::Later(answered(
+                    send, alive, key, obj, trace, initial, stats, tracer,
+                ))
             }
         }
     }
 
+    /// True for a user's actor (typed or lazy).
+    pub(crate) fn is_recipient(&self) -> bool {
+        matches!(
+            self,
+            Destination::Recipient(_) | Destination::LazyRecipient(_)
+        )
+    }
+
     /// Tells the handler thread to skip whatever reaches it from now on (removal, shutdown).
     pub(crate) fn abort(&self) {
-        if let Destination::Thread { abort, .. } = self {
+        if let Destination::Thread { abort, thread, .. } = self {
             abort.store(true, Ordering::Release);
+            // Cuts short a pause after a panic (P7).
+            thread.unpark();
         }
     }
 
@@ -251,8 +287,11 @@ impl<K: InformerObject> Destination<K> {
     /// (after its current notification).
     pub(crate) fn close(&mut self) -> Option<oneshot::Receiver<()>> {
         match self {
-            Destination::Thread { tx, exited, .. } => {
+            Destination::Thread {
+                tx, exited, thread, ..
+            } => {
                 tx.take();
+                thread.unpark();
                 exited.take()
             }
             _ => None,
@@ -262,8 +301,15 @@ impl<K: InformerObject> Destination<K> {
 
 /// A recipient's answer: counts and traces it, finishes the initial-list accounting (P5), and
 /// reports a recipient that is gone (S3). Resolves to false when it is gone.
+///
+/// No answer while the actor's mailbox is still open (`alive` connected) is not a gone actor:
+/// actix's `Supervisor` restarted it while an async handler (`ResponseActFuture`) held this
+/// notification, and the restart dropped that future, or the handler dropped its answer. The
+/// actor was given the notification, so it counts as delivered and is never sent again (S4).
+#[allow(clippy::too_many_arguments)]
 fn answered<K, M>(
     send: actix::dev::RecipientRequest<M>,
+    alive: Arc<Recipient<M>>,
     key: kinformer::ObjectKey,
     obj: Arc<LazyObject<K>>,
     trace: kinformer::TraceId,
@@ -282,15 +328,24 @@ where
     let stats = Arc::clone(stats);
     Box::pin(async move {
         let res = send.await;
-        if let Err(e) = &res {
-            // The user's actor is gone (stopped, or panicked and actix stopped it): a state of
-            // its own, not a panic of this listener (S3). The informer and the other handlers
-            // carry on.
-            stats.undeliverable.fetch_add(1, Ordering::Relaxed);
-            if !stats.recipient_gone.swap(true, Ordering::AcqRel) {
-                tracing::warn!(key = %key, error = %e, "handler actor gone; its notifications are dropped (S3)");
+        let handed = match &res {
+            Ok(()) => true,
+            Err(e) if alive.connected() => {
+                tracing::debug!(key = %key, error = %e, "handler actor gave no answer but lives (restarted?); counted delivered, not sent again (S4)");
+                true
             }
-        } else {
+            Err(e) => {
+                // The user's actor is gone (stopped, or panicked and actix stopped it): a state
+                // of its own, not a panic of this listener (S3). The informer and the other
+                // handlers carry on.
+                stats.undeliverable.fetch_add(1, Ordering::Relaxed);
+                if !stats.recipient_gone.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(key = %key, error = %e, "handler actor gone; its notifications are dropped and counted as undeliverable (S3)");
+                }
+                false
+            }
+        };
+        if handed {
             let took = started.elapsed();
             stats.record_handled(took);
             stats.delivered.fetch_add(1, Ordering::Relaxed);
@@ -299,10 +354,19 @@ where
             }
         }
         if initial {
-            stats.sync.finished(res.is_ok());
+            stats.sync.finished(handed);
         }
-        res.is_ok()
+        handed
     })
+}
+
+/// A notification for a recipient already gone (S3): counted, never sent; an initial-list
+/// one means the registration never syncs (P5).
+fn undeliverable<K>(p: &Delivery<LazyObject<K>>, stats: &ListenerStats) {
+    stats.undeliverable.fetch_add(1, Ordering::Relaxed);
+    if p.initial {
+        stats.sync.finished(false);
+    }
 }
 
 /// A notification whose objects do not decode into `K` (lean mode: the server sent an object
@@ -331,6 +395,7 @@ fn thread_loop<K: InformerObject>(
     abort: Arc<AtomicBool>,
     name: Arc<str>,
     tracer: Tracer,
+    panic_pause: Duration,
 ) {
     while let Some(p) = rx.blocking_recv() {
         if abort.load(Ordering::Acquire) {
@@ -362,5 +427,27 @@ fn thread_loop<K: InformerObject>(
         }
         stats.delivered.fetch_add(1, Ordering::Relaxed);
         tracer.handled(p.trace, p.notification.object(), took, result.is_err());
+        if result.is_err() && !panic_pause.is_zero() {
+            pause_after_panic(panic_pause, &abort);
+        }
+    }
+}
+
+/// Waits `pause` before the handler runs again after a panic (P7, client-go's `wait.Until`
+/// period), or until the listener is removed or shut down (`abort` set, the thread unparked).
+fn pause_after_panic(pause: Duration, abort: &AtomicBool) {
+    // A pause too long to represent is a pause until removal or shutdown.
+    let until = Instant::now().checked_add(pause);
+    while !abort.load(Ordering::Acquire) {
+        match until {
+            Some(until) => {
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                std::thread::park_timeout(until - now);
+            }
+            None => std::thread::park(),
+        }
     }
 }

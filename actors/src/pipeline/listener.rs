@@ -73,7 +73,8 @@ impl<K: InformerObject> ProcessorListener<K> {
             trace::object_kind::<K>(&kind),
         );
         let handler_tracer = tracer.at(Hop::Handler);
-        let destination = Destination::new(handler, &stats, &name, &handler_tracer)?;
+        let destination =
+            Destination::new(handler, &stats, &name, &handler_tracer, config.panic_pause)?;
         let tracker = Arc::clone(&stats.sync);
         let buffer = match config.policy {
             // B3: merging starts once `capacity` notifications wait; a handler that keeps up
@@ -137,6 +138,11 @@ impl<K: InformerObject> ProcessorListener<K> {
     }
 
     fn destination_gone(&mut self) {
+        if self.destination.is_recipient() {
+            // S3: already reported; the buffer drains through the destination, which counts each
+            // notification as undeliverable without sending it.
+            return;
+        }
         tracing::warn!(handler = %self.name, "handler sink closed; dropping its buffered notifications");
         self.clear_buffer();
     }

@@ -186,9 +186,11 @@ impl<K: InformerObject> Message for Notifications<K> {
 /// events). The answer (`()`) tells the listener the actor handled it.
 ///
 /// Register a `Recipient<Notify<K>>` with
-/// [`SharedIndexInformer::add_recipient`](crate::SharedIndexInformer::add_recipient); the
-/// listener awaits the recipient's mailbox, so a slow actor gets backpressure, not a growing queue
-/// (under the `Block` policy) or coalesced notifications (under `Coalesce`).
+/// [`SharedIndexInformer::add_recipient`](crate::SharedIndexInformer::add_recipient). The
+/// listener sends one `Notify` and waits for the actor's answer before the next (B5): at most one
+/// is in the actor's mailbox; a slow actor's backlog waits in the listener under its policy
+/// (`Block`: the pipeline slows; `Coalesce`: merged per key; B3). An actor restarted by actix's
+/// `Supervisor` keeps receiving (S4); one whose mailbox closed is reported, not retried (S3).
 pub struct Notify<K> {
     /// The object's key (`namespace/name`).
     pub key: ObjectKey,

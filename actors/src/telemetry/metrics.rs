@@ -199,6 +199,7 @@ struct TelemetryInner {
 /// | `kinformer_listener_coalesced_total` | counter | notifications folded by Coalesce (B3) |
 /// | `kinformer_listener_panics_total` | counter | handler panics, a key sink's or key mapper's included (P7) |
 /// | `kinformer_listener_decode_failures_total` | counter | lean mode: notifications a typed handler was not given (an object that does not decode) |
+/// | `kinformer_listener_undeliverable_total` | counter | notifications a gone user actor (`Recipient`, mailbox closed) was not given (S3) |
 /// | `kinformer_listener_handle_duration_seconds` | histogram | handler time per notification |
 #[derive(Clone)]
 pub struct Telemetry {
@@ -532,6 +533,10 @@ pub struct ListenerReport {
     pub synced: bool,
     /// True once the listener stopped.
     pub stopped: bool,
+    /// True once the user's actor behind a `Recipient` handler was found gone (S3).
+    pub recipient_gone: bool,
+    /// Notifications a gone user actor was not given (S3).
+    pub undeliverable: u64,
 }
 
 /// A listener's handler panics as a user counts them (P7): its callback's, or for a key sink
@@ -626,6 +631,8 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
                 panics: handler_panics(l),
                 synced: l.sync_tracker().has_synced(synced),
                 stopped: l.stopped(),
+                recipient_gone: l.recipient_gone(),
+                undeliverable: l.undeliverable(),
             })
             .collect(),
     }
@@ -1050,6 +1057,13 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
         "Lean mode: notifications a typed handler was not given (an object that does not decode).",
         Counter,
         listener_rows(&|l| Value::Counter(l.decode_failures())),
+    )?;
+    family(
+        enc,
+        "kinformer_listener_undeliverable",
+        "Notifications a gone user actor (a Recipient whose mailbox closed) was not given (S3).",
+        Counter,
+        listener_rows(&|l| Value::Counter(l.undeliverable())),
     )?;
     family(
         enc,

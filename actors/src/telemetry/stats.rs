@@ -193,9 +193,12 @@ impl ListenerStats {
     }
 
     /// The listener stopped: what was accepted and never handed to the handler is counted as
-    /// dropped (P9).
+    /// dropped (P9), except what a gone recipient could not be given (S3: `undeliverable`).
     pub(crate) fn mark_stopped(&self) {
-        let dropped = self.received().saturating_sub(self.delivered());
+        let dropped = self
+            .received()
+            .saturating_sub(self.delivered())
+            .saturating_sub(self.undeliverable());
         self.dropped.store(dropped, Ordering::Relaxed);
         self.stopped.store(true, Ordering::Release);
     }
@@ -270,7 +273,8 @@ impl ListenerStats {
     pub fn recipient_gone(&self) -> bool {
         self.recipient_gone.load(Ordering::Acquire)
     }
-    /// Notifications that could not be handed to a gone recipient.
+    /// Notifications that could not be handed to a gone recipient (S3): the one whose send
+    /// found the mailbox closed and every later one, counted and never sent.
     pub fn undeliverable(&self) -> u64 {
         self.undeliverable.load(Ordering::Relaxed)
     }
