@@ -13,8 +13,8 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /` | the live page (HTML and a little JS, updated through `/events`) |
-//! | `GET /events` | server-sent events: `summary` at once, then `change` per notification |
+//! | `GET /?limit=` | the live page (HTML and a little JS, updated through `/events`; `limit` is passed on) |
+//! | `GET /events?limit=` | server-sent events: `summary` at once, then `change` per notification (after `limit` of them, `end` and the stream ends) |
 //! | `GET /api/pods?labelSelector=&namespace=` | a `PodList` from the lister (400 on a bad selector) |
 //! | `GET /api/pods/{namespace}/{name}` | the cached pod, 404 when absent |
 //! | `GET /api/counts/{index}` | pods per value of `namespace`, `node` or `phase` (404 for another index) |
@@ -309,16 +309,38 @@ async fn page() -> impl Responder {
         .body(PAGE)
 }
 
-async fn events(state: web::Data<State>) -> HttpResponse {
+#[derive(Deserialize)]
+struct EventsQuery {
+    /// End the stream (with an `end` event) after this many `change` events.
+    limit: Option<u64>,
+}
+
+/// What the `/events` stream has left to send.
+struct EventsState {
+    rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    /// `change` events still to send (None: no limit).
+    left: Option<u64>,
+}
+
+async fn events(state: web::Data<State>, q: web::Query<EventsQuery>) -> HttpResponse {
     let rx = match state.summary.send(Subscribe).await {
         Ok(Ok(rx)) => rx,
         Ok(Err(e)) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     };
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|frame| (Ok::<_, Infallible>(frame), rx))
+    let start = EventsState { rx, left: q.limit };
+    let stream = futures::stream::unfold(Some(start), |st| async move {
+        let mut st = st?;
+        if st.left == Some(0) {
+            // The limit was reached: say so (the page closes its EventSource) and end.
+            let end = summary::sse_frame("end", &serde_json::json!({"reason": "limit"}));
+            return Some((Ok::<_, Infallible>(end), None));
+        }
+        let frame = st.rx.recv().await?;
+        if frame.starts_with(b"event: change") {
+            st.left = st.left.map(|n| n.saturating_sub(1));
+        }
+        Some((Ok(frame), Some(st)))
     });
     HttpResponse::Ok()
         .content_type("text/event-stream")

@@ -352,6 +352,8 @@ mod tests {
         let text = std::str::from_utf8(&f).expect("utf-8");
         assert!(text.starts_with("event: summary\ndata: {"), "{text}");
         assert!(text.ends_with("}\n\n"));
-        assert_eq!(text.lines().count(), 2);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "event, data, blank: {lines:?}");
+        assert_eq!(lines[2], "");
     }
 }
