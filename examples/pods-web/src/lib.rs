@@ -379,7 +379,7 @@ async fn list_pods(state: web::Data<State>, q: web::Query<ListQuery>) -> HttpRes
         Some(ns) if !ns.is_empty() => state.pods.namespaced(ns).list_selected(&selector),
         _ => state.pods.list_selected(&selector),
     };
-    pods.sort_by(|a, b| (a.namespace(), a.name_any()).cmp(&(b.namespace(), b.name_any())));
+    pods.sort_by_key(|p| (p.namespace(), p.name_any()));
     HttpResponse::Ok().json(PodList {
         api_version: "v1",
         kind: "PodList",
