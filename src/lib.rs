@@ -16,7 +16,8 @@
 //!   their metadata parsed, and [`lean::LazyObject`], the object as the pipeline carries it.
 //! - [`known`]: the read-only view of the store the FIFO consults ([`known::KnownObjects`]).
 //! - [`notification`]: handler notifications; [`coalesce`]: the per-key coalescing buffer of B3.
-//! - [`selector`]: label selection over any source of labels (a lean object's parsed metadata).
+//! - [`selector`]: label selection over any source of labels (a lean object's parsed metadata),
+//!   and the `labelSelector` string form parsed into kube's `Selector`.
 //! - [`workqueue`]: client-go's workqueue logic (dedup, delaying, rate limiters), clock injected.
 //! - [`reflector`]: the reflector's resourceVersion rules (R1–R4).
 //! - [`backoff`]: the reflector's restart backoff (R8).
