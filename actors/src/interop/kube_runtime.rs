@@ -504,7 +504,6 @@ impl<K> Stream for Subscription<K> {
     }
 }
 
-
 /// A stream of kube-rs `watcher::Event`s from a [`SharedIndexInformer`]
 /// ([`SharedIndexInformer::watcher_events`]); it never yields `Err`.
 pub type WatcherEvents<K> =
@@ -539,10 +538,8 @@ where
                         config,
                     )
                     .await?;
-                let watch = Arc::clone(&hub).watch_initial_list(
-                    self.fifo_shared(),
-                    Arc::clone(&registration.stats().sync),
-                );
+                let watch = Arc::clone(&hub)
+                    .watch_initial_list(self.fifo_shared(), Arc::clone(&registration.stats().sync));
                 match crate::runtime::io() {
                     Some(io) => drop(io.spawn(watch)),
                     None => match tokio::runtime::Handle::try_current() {
@@ -626,5 +623,114 @@ where
         let trigger = self.shared_objects().await?;
         let reader = self.kube_store().await?;
         Ok(Controller::for_shared_stream(trigger, reader))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::ResourceExt;
+
+    use super::*;
+
+    fn pod(name: &str) -> Arc<Pod> {
+        let mut p = Pod::default();
+        p.metadata.namespace = Some("a".into());
+        p.metadata.name = Some(name.into());
+        Arc::new(p)
+    }
+
+    /// What a subscription yields, as text (without waiting: only what is there now).
+    fn drain(s: &mut Subscription<Pod>) -> Vec<String> {
+        let mut out = Vec::new();
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        while let Poll::Ready(Some(c)) = Pin::new(&mut *s).poll_next(&mut cx) {
+            out.push(match c {
+                Change::Init => "Init".to_string(),
+                Change::InitApply(p) => format!("InitApply({})", p.name_any()),
+                Change::InitDone => "InitDone".to_string(),
+                Change::Apply(p) => format!("Apply({})", p.name_any()),
+                Change::Delete(p) => format!("Delete({})", p.name_any()),
+            });
+        }
+        out
+    }
+
+    /// A subscriber that joins during the initial list gets the part listed so far, then the
+    /// rest, then `InitDone` when the hub ends the list without a live change (the count it
+    /// is told makes it wait for the `InitApply`s still in its channel), then live changes.
+    #[test]
+    fn joining_mid_initial_list_ended_by_the_sync_check() {
+        let hub = Hub::<Pod>::new();
+        let mut before = hub.subscribe();
+        hub.apply(Change::InitApply(pod("p0")));
+        let mut during = hub.subscribe();
+        hub.apply(Change::InitApply(pod("p1")));
+        assert_eq!(
+            drain(&mut during),
+            ["Init", "InitApply(p0)", "InitApply(p1)"]
+        );
+        hub.finish_init();
+        assert_eq!(hub.reader.len(), 2, "the Store holds the initial list");
+        hub.apply(Change::Apply(pod("p2")));
+        assert_eq!(drain(&mut during), ["InitDone", "Apply(p2)"]);
+        assert_eq!(
+            drain(&mut before),
+            [
+                "Init",
+                "InitApply(p0)",
+                "InitApply(p1)",
+                "InitDone",
+                "Apply(p2)"
+            ]
+        );
+        let mut late = hub.subscribe();
+        let got = drain(&mut late);
+        assert_eq!(got.len(), 5, "{got:?}");
+        assert_eq!((got[0].as_str(), got[4].as_str()), ("Init", "InitDone"));
+    }
+
+    /// A live change ends the initial list by itself: `InitDone` first, then the change; the
+    /// Store keeps the change (kube's Writer would drop an `Apply` made before `InitDone`).
+    #[test]
+    fn a_live_change_ends_the_initial_list() {
+        let hub = Hub::<Pod>::new();
+        let mut s = hub.subscribe();
+        hub.apply(Change::InitApply(pod("p0")));
+        hub.apply(Change::Delete(pod("p0")));
+        hub.apply(Change::Apply(pod("p1")));
+        hub.finish_init();
+        assert_eq!(
+            drain(&mut s),
+            [
+                "Init",
+                "InitApply(p0)",
+                "InitDone",
+                "Delete(p0)",
+                "Apply(p1)"
+            ]
+        );
+        let names: Vec<String> = hub.reader.state().iter().map(|p| p.name_any()).collect();
+        assert_eq!(names, ["p1"]);
+    }
+
+    /// A dropped subscriber is forgotten; closing ends the others after what they were sent.
+    #[test]
+    fn dropped_subscribers_are_forgotten_and_close_ends_the_rest() {
+        let hub = Hub::<Pod>::new();
+        let dropped = hub.subscribe();
+        let mut kept = hub.subscribe();
+        drop(dropped);
+        hub.apply(Change::InitApply(pod("p0")));
+        assert_eq!(hub.lock().subscribers.len(), 1);
+        hub.close();
+        assert_eq!(drain(&mut kept), ["Init", "InitApply(p0)"]);
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(
+            Pin::new(&mut kept).poll_next(&mut cx),
+            Poll::Ready(None)
+        ));
     }
 }
