@@ -14,6 +14,12 @@
 //! application informers join its `System`; from plain tokio they use a background one
 //! ([`runtime`]).
 //!
+//! With the `kube-runtime` feature, an informer also feeds kube-rs's runtime
+//! ([`kube_runtime`]): `informer.controller()` is a `kube::runtime::Controller` on it,
+//! `watcher_events()` a `watcher::Event` stream for `WatchStreamExt`, `kube_store()` its
+//! `reflector::Store`; any number of them share the informer's one LIST and WATCH
+//! (`docs/kube-rs.md`).
+//!
 //! ## One crate for users
 //!
 //! Everything a user names is re-exported here, so `kinformer-actors` is the only dependency a
