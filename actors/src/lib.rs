@@ -20,6 +20,12 @@
 //! `Supervisor` restarts (S4) and gone actors (S3), listers in routes and actors, and shutdown in
 //! order on SIGTERM.
 //!
+//! With the `kube-runtime` feature, an informer also feeds kube-rs's runtime
+//! ([`kube_runtime`]): `informer.controller()` is a `kube::runtime::Controller` on it,
+//! `watcher_events()` a `watcher::Event` stream for `WatchStreamExt`, `kube_store()` its
+//! `reflector::Store`; any number of them share the informer's one LIST and WATCH
+//! (`docs/kube-rs.md`).
+//!
 //! ## One crate for users
 //!
 //! Everything a user names is re-exported here, so `kinformer-actors` is the only dependency a
@@ -91,6 +97,7 @@
 // The folders, by concern; imports run downward, never in a circle (each folder's `mod.rs`
 // says what it owns and may import):
 //
+//   interop      kube-rs's runtime on an informer (feature)   -> informer
 //   informer     the handle, its assembly and the factory     -> pipeline, listwatch, telemetry
 //   controller   workqueue front, leader election             -> telemetry
 //   pipeline     the actors, their messages and destinations  -> listwatch, telemetry
@@ -102,6 +109,7 @@ mod controller;
 mod error;
 mod handler;
 mod informer;
+mod interop;
 mod listwatch;
 mod object;
 mod pipeline;
@@ -113,6 +121,14 @@ pub use controller::workqueue;
 pub use listwatch::lister_watcher;
 pub use pipeline::messages;
 pub use telemetry::trace;
+/// kube-rs interop (feature `kube-runtime`): an informer as kube-rs's watcher stream, trigger
+/// stream and `reflector::Store`, for `kube::runtime::Controller` (`docs/kube-rs.md`).
+#[cfg(feature = "kube-runtime")]
+pub mod kube_runtime {
+    pub use crate::interop::kube_runtime::{
+        HUB_LISTENER_NAME, KubeDynamicType, SUBSCRIBER_BUFFER, SharedObjects, WatcherEvents,
+    };
+}
 
 pub use config::{FifoConfig, InformerConfig, ListenerConfig, OverflowPolicy};
 pub use controller::leader_election::{

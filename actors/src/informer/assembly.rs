@@ -112,6 +112,11 @@ pub(crate) struct Inner<K: InformerObject> {
     pub(crate) indexer: Arc<IndexerStatus>,
     pub(crate) state: Mutex<State<K>>,
     pub(crate) next_id: AtomicU64,
+    /// The kube-rs interop's hub (`interop/kube_runtime.rs`): one per informer, made on first
+    /// use. Type-erased because kube's `Store<K>` asks more of `K::DynamicType` than
+    /// `InformerObject` does.
+    #[cfg(feature = "kube-runtime")]
+    pub(crate) kube_hub: tokio::sync::OnceCell<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// What the assembly keeps of a running listener: its name, its `Stop` input (shutdown and

@@ -181,6 +181,8 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                     expected_type: None,
                 }))),
                 next_id: AtomicU64::new(1),
+                #[cfg(feature = "kube-runtime")]
+                kube_hub: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -260,6 +262,18 @@ impl<K: InformerObject> SharedIndexInformer<K> {
     /// The FIFO's live counters.
     pub fn fifo_status(&self) -> &FifoStatus {
         &self.inner.fifo
+    }
+
+    /// The kube-rs interop's hub of this informer, made on first use (`interop/kube_runtime.rs`).
+    #[cfg(feature = "kube-runtime")]
+    pub(crate) fn kube_hub(&self) -> &tokio::sync::OnceCell<Arc<dyn std::any::Any + Send + Sync>> {
+        &self.inner.kube_hub
+    }
+
+    /// The FIFO's counters, shared (the kube-rs interop waits for the sync on them).
+    #[cfg(feature = "kube-runtime")]
+    pub(crate) fn fifo_shared(&self) -> Arc<FifoStatus> {
+        Arc::clone(&self.inner.fifo)
     }
 
     /// The indexer's live counters.

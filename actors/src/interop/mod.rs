@@ -1,0 +1,10 @@
+//! Interop: kinformer informers seen through other libraries' interfaces.
+//!
+//! Owns: [`kube_runtime`] (feature `kube-runtime`): an informer as kube-rs's watcher event
+//! stream, trigger stream and `reflector::Store`, so that `kube::runtime::Controller` runs on it.
+//!
+//! Imports: `informer` (the handle it adapts), `config`, `error`, `handler`, `object`,
+//! `runtime`; it sits on top, beside `informer`, and nothing imports it but `lib.rs`.
+
+#[cfg(feature = "kube-runtime")]
+pub(crate) mod kube_runtime;
