@@ -10,7 +10,7 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kinformer_sim::{Sim, SimConfig, Verb};
 use kube::api::{Api, PostParams};
 
@@ -22,6 +22,15 @@ async fn create(api: &Api<Pod>, name: &str) -> anyhow::Result<()> {
     let mut pod = Pod::default();
     pod.metadata.name = Some(name.into());
     pod.metadata.labels = Some(BTreeMap::from([("app".into(), "web".into())]));
+    // One container: kube-apiserver (and the sim) refuse a pod without.
+    pod.spec = Some(PodSpec {
+        containers: vec![Container {
+            name: "app".into(),
+            image: Some("registry.example/app:1".into()),
+            ..Container::default()
+        }],
+        ..PodSpec::default()
+    });
     api.create(&PostParams::default(), &pod)
         .await
         .with_context(|| format!("creating pod {name}"))?;
