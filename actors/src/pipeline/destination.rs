@@ -299,6 +299,10 @@ impl<K: InformerObject> Destination<K> {
     }
 }
 
+/// How often, and how far apart, a missing answer re-checks whether the actor's mailbox closed.
+const GONE_CHECKS: u32 = 100;
+const GONE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// A recipient's answer: counts and traces it, finishes the initial-list accounting (P5), and
 /// reports a recipient that is gone (S3). Resolves to false when it is gone.
 ///
@@ -328,6 +332,18 @@ where
     let stats = Arc::clone(stats);
     Box::pin(async move {
         let res = send.await;
+        // An actor that panicked drops its answer a moment before actix drops its mailbox (the
+        // thread is unwinding): give the mailbox a bounded moment to close before taking a
+        // missing answer for a restart. A restarted actor's mailbox stays open, so S4 costs
+        // this wait once per restart.
+        if res.is_err() {
+            for _ in 0..GONE_CHECKS {
+                if !alive.connected() {
+                    break;
+                }
+                tokio::time::sleep(GONE_CHECK_INTERVAL).await;
+            }
+        }
         let handed = match &res {
             Ok(()) => true,
             Err(e) if alive.connected() => {
