@@ -155,11 +155,12 @@ async fn s3_a_user_actor_that_panics_is_a_gone_recipient_and_the_informer_carrie
         .unwrap();
     informer.start().unwrap();
     synced(&informer).await;
+    // The actor counts before it answers, and the listener marks itself synced only once the
+    // answer is back, so the two are waited for together rather than one asserted after the other.
     eventually("the user's actor had the initial list", || {
-        seen.load(Ordering::SeqCst) == 2
+        seen.load(Ordering::SeqCst) == 2 && user.has_synced()
     })
     .await;
-    assert!(user.has_synced());
     let api: kube::Api<Pod> = kube::Api::namespaced(client.clone(), "a");
     api.create(&Default::default(), &pod("a", "boom"))
         .await
