@@ -18,6 +18,8 @@
 //! - [`notification`]: handler notifications; [`coalesce`]: the per-key coalescing buffer of B3.
 //! - [`selector`]: label selection over any source of labels (a lean object's parsed metadata),
 //!   and the `labelSelector` string form parsed into kube's `Selector`.
+//! - [`shard`]: KEP-5866 shards: hash ranges over `metadata.uid` or `metadata.namespace`, their
+//!   wire form (`shardSelector`), matching and range algebra.
 //! - [`workqueue`]: client-go's workqueue logic (dedup, delaying, rate limiters), clock injected.
 //! - [`reflector`]: the reflector's resourceVersion rules (R1–R4).
 //! - [`backoff`]: the reflector's restart backoff (R8).
@@ -40,6 +42,7 @@ pub mod notification;
 pub mod processor;
 pub mod reflector;
 pub mod selector;
+pub mod shard;
 pub mod store;
 pub mod trace;
 pub mod workqueue;
