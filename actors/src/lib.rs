@@ -135,6 +135,7 @@ pub use controller::leader_election::{
     LeaderCallbacks, LeaderElectionError, LeaderElectionHealth, LeaderElectionStatus,
     LeaderElector, LeaderElectorActor, LeaderElectorHandle, StopElection,
 };
+pub use controller::ownership::{OwnershipView, ShardOwnership};
 pub use error::{InformerError, ReflectorError, WatchWarning};
 pub use handler::{
     EnqueueKeys, FnHandler, KeyMapper, ResourceEventHandler, ResourceEventHandlerFuncs, handler_fn,
