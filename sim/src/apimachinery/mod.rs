@@ -11,5 +11,6 @@ pub(crate) mod errors;
 pub(crate) mod options;
 pub(crate) mod schema;
 pub(crate) mod selector;
+pub(crate) mod sharding;
 pub(crate) mod util;
 pub(crate) mod validation;
