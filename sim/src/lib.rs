@@ -92,7 +92,8 @@
 //! `POST /sim/faults/end-watches[?on=false]`, `POST /sim/faults/expire-every-watch?mode=http|event|off`,
 //! `POST /sim/faults/reject-watch-list[?on=false]`, `POST /sim/faults/ignore-watch-list[?on=false]`,
 //! `POST /sim/faults/strip-resource-versions[?on=false]`,
-//! `POST /sim/faults/clear`,
+//! `POST /sim/faults/clear`, `POST /sim/features/sharded-list-and-watch[?on=false]` (the
+//! `ShardedListAndWatch` feature gate; `clear` leaves it),
 //! `GET /sim/faults` (counters), `GET /sim/requests` (request counts, open watches),
 //! `GET /sim/state` (resourceVersion), `POST /sim/churn/start?rate=N&namespaces=a,b&kinds=pods,configmaps&seed=S`,
 //! `POST /sim/churn/stop`, `GET /sim/churn`.
@@ -218,6 +219,7 @@ impl Sim {
         let kubeconfig = KubeconfigFile::write(&url, cfg.write_kubeconfig.as_deref())?;
         let (shutdown_tx, shutdown_rx) = tokio_watch::channel(false);
         let faults = Arc::new(server::faults::FaultState::new());
+        faults.set_sharded_list_and_watch(cfg.sharded_list_and_watch);
         let requests = RequestCounters::default();
         let control = Arc::new(Control::new(
             Faults {

@@ -167,6 +167,7 @@ pub(crate) struct ShardSelector {
 
 impl ShardSelector {
     /// The ranges, in the order written.
+    #[cfg(test)]
     pub(crate) fn requirements(&self) -> &[ShardRangeRequirement] {
         &self.requirements
     }
