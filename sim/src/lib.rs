@@ -28,6 +28,10 @@
 //!   synthetic ADDED events end with a BOOKMARK annotated `k8s.io/initial-events-end`. Bookmarks
 //!   come every [`SimConfig::bookmark_interval`] and 2 s before a watch's timeout.
 //! - Lists with `resourceVersion=0` are served whole (limit ignored), like the watch cache.
+//! - `shardSelector` (KEP-5866) filters lists, watches and watch-list initial events by FNV-1a
+//!   ranges of `metadata.uid` or `metadata.namespace` and lists echo it in
+//!   `metadata.shardInfo`, as with the `ShardedListAndWatch` gate on; turn it off with
+//!   [`SimConfig::sharded_list_and_watch`] or [`Faults::sharded_list_and_watch`].
 //!   List items of built-in kinds carry no `apiVersion`/`kind` (as kube-apiserver's typed lists);
 //!   items of custom kinds do. Watch event objects always do.
 //! - `application/strategic-merge-patch+json` merges lists of the built-in kinds by their
