@@ -42,6 +42,12 @@ pub struct SimConfig {
     /// stand-in, terminating pods stay until deleted with `gracePeriodSeconds=0` (as with a
     /// node that is down). Unscheduled pods and grace period 0 are deleted at once either way.
     pub pod_termination: Option<Duration>,
+    /// kube-apiserver's `ShardedListAndWatch` feature gate (KEP-5866, alpha): LIST and WATCH
+    /// honour `shardSelector` (only the objects whose FNV-1a 64 hash of `metadata.uid` or
+    /// `metadata.namespace` is in the selector's ranges; lists echo it in
+    /// `metadata.shardInfo`). On by default; off plays a server without the gate, which ignores
+    /// the parameter. [`crate::Faults::sharded_list_and_watch`] flips it at runtime.
+    pub sharded_list_and_watch: bool,
 }
 
 impl Default for SimConfig {
@@ -58,6 +64,7 @@ impl Default for SimConfig {
             seed_demo: false,
             resource_version_wait: Duration::from_secs(3),
             pod_termination: Some(Duration::from_millis(500)),
+            sharded_list_and_watch: true,
         }
     }
 }

@@ -28,6 +28,10 @@
 //!   synthetic ADDED events end with a BOOKMARK annotated `k8s.io/initial-events-end`. Bookmarks
 //!   come every [`SimConfig::bookmark_interval`] and 2 s before a watch's timeout.
 //! - Lists with `resourceVersion=0` are served whole (limit ignored), like the watch cache.
+//! - `shardSelector` (KEP-5866) filters lists, watches and watch-list initial events by FNV-1a
+//!   ranges of `metadata.uid` or `metadata.namespace` and lists echo it in
+//!   `metadata.shardInfo`, as with the `ShardedListAndWatch` gate on; turn it off with
+//!   [`SimConfig::sharded_list_and_watch`] or [`Faults::sharded_list_and_watch`].
 //!   List items of built-in kinds carry no `apiVersion`/`kind` (as kube-apiserver's typed lists);
 //!   items of custom kinds do. Watch event objects always do.
 //! - `application/strategic-merge-patch+json` merges lists of the built-in kinds by their
@@ -92,7 +96,8 @@
 //! `POST /sim/faults/end-watches[?on=false]`, `POST /sim/faults/expire-every-watch?mode=http|event|off`,
 //! `POST /sim/faults/reject-watch-list[?on=false]`, `POST /sim/faults/ignore-watch-list[?on=false]`,
 //! `POST /sim/faults/strip-resource-versions[?on=false]`,
-//! `POST /sim/faults/clear`,
+//! `POST /sim/faults/clear`, `POST /sim/features/sharded-list-and-watch[?on=false]` (the
+//! `ShardedListAndWatch` feature gate; `clear` leaves it),
 //! `GET /sim/faults` (counters), `GET /sim/requests` (request counts, open watches),
 //! `GET /sim/state` (resourceVersion), `POST /sim/churn/start?rate=N&namespaces=a,b&kinds=pods,configmaps&seed=S`,
 //! `POST /sim/churn/stop`, `GET /sim/churn`.
@@ -218,6 +223,7 @@ impl Sim {
         let kubeconfig = KubeconfigFile::write(&url, cfg.write_kubeconfig.as_deref())?;
         let (shutdown_tx, shutdown_rx) = tokio_watch::channel(false);
         let faults = Arc::new(server::faults::FaultState::new());
+        faults.set_sharded_list_and_watch(cfg.sharded_list_and_watch);
         let requests = RequestCounters::default();
         let control = Arc::new(Control::new(
             Faults {

@@ -46,6 +46,10 @@ struct Args {
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, default_value_t = 60.0)]
     bookmark_interval_secs: f64,
+    /// kube-apiserver's `ShardedListAndWatch` feature gate (`shardSelector` on LIST and
+    /// WATCH); `--sharded-list-and-watch=false` plays a server without it.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    sharded_list_and_watch: bool,
 }
 
 #[tokio::main]
@@ -67,6 +71,7 @@ async fn main() -> anyhow::Result<()> {
         bookmark_interval: bookmark,
         write_kubeconfig: args.write_kubeconfig.clone(),
         seed_demo: args.seed_demo,
+        sharded_list_and_watch: args.sharded_list_and_watch,
         ..SimConfig::default()
     };
     let sim = Sim::start(cfg)

@@ -266,6 +266,13 @@ impl ApiError {
         .with_details(json!({"causes": [{"message": message}]}))
     }
 
+    /// What `responsewriters.ErrorToAPIStatus` makes of an error that is not a `Status`
+    /// (a plain `fmt.Errorf` from the storage): 500, reason `StatusReasonUnknown` (""), the
+    /// error's text as the message, no details.
+    pub(crate) fn not_a_status(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// An injected failure with an arbitrary code.
     pub(crate) fn injected(code: u16, retry_after: u64) -> Self {
         match code {

@@ -2,7 +2,8 @@
 //! `Status` errors with kube-apiserver's codes, reasons and causes (`errors`); request options
 //! as decoded and validated (`options`: `ListOptions`, `DeleteOptions`, write options, patch
 //! types); the kinds served and their group, version, plural and scope (`schema`, with the
-//! public `CustomResource` and `Scope`); label and field selectors (`selector`); and small
+//! public `CustomResource` and `Scope`); label and field selectors (`selector`); KEP-5866 shard
+//! selectors (`sharding`: the `shardSelector` parser, FNV-1a hash, matching); and small
 //! helpers: timestamps, UIDs, name validation, query strings (`util`).
 //!
 //! The bottom layer: it imports nothing else of the crate. Every other folder may import it.
@@ -11,5 +12,6 @@ pub(crate) mod errors;
 pub(crate) mod options;
 pub(crate) mod schema;
 pub(crate) mod selector;
+pub(crate) mod sharding;
 pub(crate) mod util;
 pub(crate) mod validation;

@@ -289,6 +289,9 @@ pub(crate) struct ListOptions {
     pub continue_token: String,
     /// `sendInitialEvents` (a pointer in kube: unset differs from false).
     pub send_initial_events: Option<bool>,
+    /// `shardSelector` as sent (empty when unset; KEP-5866, parsed by the registry's store
+    /// only under the `ShardedListAndWatch` gate, see `crate::registry::generic::shard_selector`).
+    pub shard_selector: String,
 }
 
 /// `Convert_Slice_string_To_bool`: only `0` and `false` (any case) are false; any other value,
@@ -322,6 +325,7 @@ impl ListOptions {
             resource_version_match: query.get("resourceVersionMatch").unwrap_or("").to_string(),
             continue_token: query.get("continue").unwrap_or("").to_string(),
             send_initial_events: query.get("sendInitialEvents").map(parse_bool),
+            shard_selector: query.get("shardSelector").unwrap_or("").to_string(),
             ..ListOptions::default()
         };
         if let Some(v) = query.get("limit") {

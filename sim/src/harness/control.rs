@@ -209,6 +209,10 @@ impl Mount for Control {
                 faults.strip_resource_versions(on());
                 ok(json!({"ok": true}))
             }
+            ["features", "sharded-list-and-watch"] if post => {
+                faults.sharded_list_and_watch(on());
+                ok(json!({"ok": true}))
+            }
             ["faults", "clear"] if post => {
                 faults.clear();
                 ok(json!({"ok": true}))
@@ -240,7 +244,9 @@ impl Mount for Control {
                     json!({"running": slot.is_some(), "counts": slot.as_ref().map(ChurnHandle::counts)}),
                 )
             }
-            ["faults" | "requests" | "state" | "churn", ..] => Err(ApiError::method_not_allowed()),
+            ["faults" | "features" | "requests" | "state" | "churn", ..] => {
+                Err(ApiError::method_not_allowed())
+            }
             _ => Err(ApiError::unknown_path()),
         }
     }

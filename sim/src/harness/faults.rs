@@ -127,6 +127,15 @@ impl Faults {
         self.state.set_ignore_watch_list(on);
     }
 
+    /// Turns kube-apiserver's `ShardedListAndWatch` feature gate (KEP-5866) on or off (it
+    /// starts as [`crate::SimConfig::sharded_list_and_watch`] says; [`Faults::clear`] leaves
+    /// it). Off, the server is one without the gate: `shardSelector` is ignored entirely (no
+    /// filtering, no `metadata.shardInfo`, no error for a bad selector). Requests already
+    /// being served keep the gate they started with.
+    pub fn sharded_list_and_watch(&self, on: bool) {
+        self.state.set_sharded_list_and_watch(on);
+    }
+
     /// While on, objects in list responses and watch events (ADDED, MODIFIED, DELETED) carry no
     /// `metadata.resourceVersion` (the field is removed from the JSON); the list's own
     /// `metadata.resourceVersion` and BOOKMARKs keep theirs. Stored objects are unchanged. Table

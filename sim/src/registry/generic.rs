@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use crate::apimachinery::errors::{ApiError, FieldError};
 use crate::apimachinery::options::{DeleteOptions, PatchKind};
 use crate::apimachinery::schema::ResourceDef;
+use crate::apimachinery::sharding::{self, ShardSelector};
 use crate::apimachinery::util::{new_uid, now_rfc3339, now_unix, random_suffix};
 use crate::registry::decode::{self, FieldValidation, PatchedRepr};
 use crate::registry::defaults;
@@ -116,6 +117,20 @@ fn check_namespace(def: &ResourceDef, ns: Option<&str>, body: &mut Value) -> Res
 }
 
 /// Ensures namespace `ns` exists, creating it when `auto_create`.
+/// The shard selector of a LIST, WATCH or DELETECOLLECTION, as `Store.ListPredicate` and
+/// `Store.Watch` (`staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`) take
+/// it: only under the `ShardedListAndWatch` gate (`gate`) and a non-empty parameter, parsed by
+/// `sharding.Parse`; a bad one is `fmt.Errorf("invalid shard selector: %w")`, which the handler
+/// answers as any error that is not a `Status` (500, no reason).
+pub(crate) fn shard_selector(gate: bool, raw: &str) -> Result<Option<ShardSelector>, ApiError> {
+    if !gate || raw.is_empty() {
+        return Ok(None);
+    }
+    sharding::parse(raw)
+        .map(Some)
+        .map_err(|e| ApiError::not_a_status(format!("invalid shard selector: {e}")))
+}
+
 pub(crate) fn ensure_namespace(store: &Store, ns: &str, auto_create: bool) -> Result<(), ApiError> {
     let Some(nsdef) = store.registry.namespaces().cloned() else {
         return Ok(());

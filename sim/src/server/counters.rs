@@ -64,6 +64,8 @@ impl Verb {
 struct PerKey {
     count: u64,
     arrivals: VecDeque<Instant>,
+    /// The `shardSelector` parameter of each request kept in `arrivals`, as sent.
+    shard_selectors: VecDeque<Option<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -85,15 +87,29 @@ pub struct RequestCounters {
 }
 
 impl RequestCounters {
-    pub(crate) fn record(&self, resource: &str, verb: Verb) {
+    pub(crate) fn record(&self, resource: &str, verb: Verb, shard_selector: Option<&str>) {
         let now = Instant::now();
         let mut m = self.inner.counts.lock().unwrap_or_else(|e| e.into_inner());
         let e = m.entry((resource.to_string(), verb)).or_default();
         e.count += 1;
         if e.arrivals.len() == MAX_ARRIVALS {
             e.arrivals.pop_front();
+            e.shard_selectors.pop_front();
         }
         e.arrivals.push_back(now);
+        e.shard_selectors
+            .push_back(shard_selector.map(str::to_string));
+    }
+
+    /// The `shardSelector` parameter (KEP-5866) of each request of `verb` on `resource`, as
+    /// sent (`None`: absent), oldest first, for the same requests as [`Self::arrivals`]. Kept
+    /// whether or not the server honours it ([`crate::Faults::sharded_list_and_watch`]), so a
+    /// test can assert that every LIST and WATCH of a sharded informer carried its selector.
+    pub fn shard_selectors(&self, resource: &str, verb: Verb) -> Vec<Option<String>> {
+        let m = self.inner.counts.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&(resource.to_string(), verb))
+            .map(|e| e.shard_selectors.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Requests of `verb` on `resource` (plural, e.g. `pods`, or `pods/status`) so far.

@@ -207,6 +207,9 @@ pub(crate) struct FaultState {
     reject_watch_list: AtomicBool,
     ignore_watch_list: AtomicBool,
     strip_rv: AtomicBool,
+    /// The `ShardedListAndWatch` feature gate: not a fault, but kept here so every handle
+    /// (server, [`crate::Faults`], control endpoint) reaches it; [`Self::clear`] leaves it.
+    sharded_list_and_watch: AtomicBool,
     counts: Counts,
 }
 
@@ -224,6 +227,7 @@ impl FaultState {
             reject_watch_list: AtomicBool::new(false),
             ignore_watch_list: AtomicBool::new(false),
             strip_rv: AtomicBool::new(false),
+            sharded_list_and_watch: AtomicBool::new(true),
             counts: Counts::default(),
         }
     }
@@ -259,6 +263,16 @@ impl FaultState {
     /// Whether watch-list requests are answered 422.
     pub(crate) fn rejects_watch_list(&self) -> bool {
         self.reject_watch_list.load(Ordering::Relaxed)
+    }
+
+    /// Whether the `ShardedListAndWatch` gate is on (`shardSelector` served).
+    pub(crate) fn shards_lists_and_watches(&self) -> bool {
+        self.sharded_list_and_watch.load(Ordering::Relaxed)
+    }
+
+    /// Turns the `ShardedListAndWatch` gate on or off.
+    pub(crate) fn set_sharded_list_and_watch(&self, on: bool) {
+        self.sharded_list_and_watch.store(on, Ordering::Relaxed);
     }
 
     /// Whether `sendInitialEvents` is ignored (served as a plain watch).

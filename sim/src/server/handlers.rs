@@ -10,7 +10,7 @@ use http::{HeaderMap, Method, Response, header};
 use hyper::body::Incoming;
 
 use super::counters::Verb;
-use super::list::{self, render_list_full};
+use super::list::{self, ListMeta, render_list_full};
 use super::negotiation::{Repr, body_value, negotiate, read_body};
 use super::request_info::{Target, verb_of};
 use super::response::{self as resp, Body};
@@ -28,7 +28,7 @@ use crate::registry::decode::FieldValidation;
 use crate::registry::generic::{self as ops, Part};
 use crate::registry::strategy;
 use crate::storage::object::StoredObject;
-use crate::storage::predicate::select;
+use crate::storage::predicate::{Selectors, select};
 use crate::storage::store::Outcome;
 use crate::storage::versioner::parse_rv;
 use crate::storage::watch_cache::wait_until_fresh;
@@ -44,7 +44,9 @@ pub(crate) async fn resource(
     body: Incoming,
 ) -> Result<Response<Body>, ApiError> {
     let verb = verb_of(method, &t, query)?;
-    shared.requests.record(&t.counter_name(), verb);
+    shared
+        .requests
+        .record(&t.counter_name(), verb, query.get("shardSelector"));
     if let Some(e) = shared.faults.take_failure(&t.counter_name(), verb) {
         return Err(e);
     }
@@ -187,16 +189,27 @@ pub(crate) async fn resource(
         Verb::DeleteCollection => {
             // handlers/delete.go DeleteCollection: the list options are decoded (400) and
             // validated (422 ListOptions) before the delete options.
-            ListOptions::parse(query, false)?;
+            let list_opts = ListOptions::parse(query, false)?;
             let b = read_body(shared, headers, body).await?;
             let opts = DeleteOptions::from_request(&b, query)?;
             let labels = parse_labels(query)?;
             let fields = parse_fields(&def.field_labels, query)?;
+            // `Store.DeleteCollection` lists through `Store.List`, so a shard selector limits
+            // what is deleted (and the answer carries `shardInfo`).
+            let shard = ops::shard_selector(
+                shared.faults.shards_lists_and_watches(),
+                &list_opts.shard_selector,
+            )?;
+            let sel = Selectors {
+                labels: &labels,
+                fields: &fields,
+                shard: shard.as_ref(),
+            };
             // `store.go` `DeleteCollection`: every listed object is deleted (one already gone
             // is skipped, any other error fails the request), and the answer is the list as
             // listed, at the list's resourceVersion.
             let (map, rv) = store.snapshot(&def, false);
-            let listed: Vec<Arc<StoredObject>> = select(&map, ns, &labels, &fields, None).collect();
+            let listed: Vec<Arc<StoredObject>> = select(&map, ns, sel, None).collect();
             for obj in &listed {
                 match ops::delete(store, &def, ns, &obj.name, &opts) {
                     Ok(_) => {}
@@ -204,7 +217,12 @@ pub(crate) async fn resource(
                     Err(e) => return Err(e),
                 }
             }
-            Ok(render_list_full(&def, listed, rv, None, None, false))
+            let lm = ListMeta {
+                rv,
+                shard_info: shard.as_ref().map(ToString::to_string),
+                ..ListMeta::default()
+            };
+            Ok(render_list_full(&def, listed, lm, false))
         }
     }
 }

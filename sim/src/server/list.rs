@@ -20,9 +20,10 @@ use crate::apimachinery::options::ListOptions;
 use crate::apimachinery::schema::ResourceDef;
 use crate::apimachinery::selector::{parse_fields, parse_labels};
 use crate::apimachinery::util::Query;
+use crate::registry::generic::shard_selector;
 use crate::storage::continue_token;
 use crate::storage::object::{StoredObject, strip_rv};
-use crate::storage::predicate::{in_scope, matches};
+use crate::storage::predicate::{Selectors, in_scope, matches};
 use crate::storage::versioner::parse_rv_etcd;
 use crate::storage::watch_cache::wait_until_fresh;
 
@@ -45,6 +46,17 @@ pub(crate) async fn list(
     if !errs.is_empty() {
         return Err(ApiError::invalid_list_options(&errs));
     }
+    // `Store.ListPredicate` parses the shard selector before the storage looks at the
+    // continue token or the resourceVersion.
+    let shard = shard_selector(
+        shared.faults.shards_lists_and_watches(),
+        &opts.shard_selector,
+    )?;
+    let sel = Selectors {
+        labels: &labels,
+        fields: &fields,
+        shard: shard.as_ref(),
+    };
     let rv = opts.resource_version.as_str();
     let rvm = opts.resource_version_match.as_str();
     // `storage.ValidateListOptions` (`staging/src/k8s.io/apiserver/pkg/storage/interfaces.go`),
@@ -111,13 +123,14 @@ pub(crate) async fn list(
     let after = after.map(|(k, _)| k);
     // `Cacher.GetList`: the items under the prefix are filtered until the limit is reached;
     // a continue token follows when any item (matching or not) is left after that point, and
-    // `remainingItemCount` (`PrepareContinueToken`) only without selectors.
+    // `remainingItemCount` (`PrepareContinueToken`) only without selectors, the shard selector
+    // included (`SelectionPredicate.Empty`).
     let ns = t.namespace.as_deref();
     let mut scope = in_scope(&map, ns, after);
     let mut items: Vec<Arc<StoredObject>> = Vec::new();
     let mut rest = 0;
     for o in scope.by_ref() {
-        if matches(o, ns, &labels, &fields) {
+        if matches(o, ns, sel) {
             items.push(o.clone());
             if limit.is_some_and(|l| items.len() >= l) {
                 rest = scope.count();
@@ -131,12 +144,17 @@ pub(crate) async fn list(
         && let Some(last) = items.last()
     {
         continue_token = Some(continue_token::encode(list_rv, last, ns.is_some()));
-        if labels.is_empty() && fields.is_empty() {
+        if sel.is_empty() {
             remaining = Some(rest);
         }
     }
     // Tables (kubectl's output) are left alone.
     let strip = shared.faults.strips_resource_versions() && !matches!(repr, Repr::Table(_));
+    // `SetShardInfoOnList` sets `metadata.shardInfo` on the typed list; the handler's
+    // conversions to a PartialObjectMetadataList or a Table copy only the resourceVersion,
+    // continue and remainingItemCount (`asPartialObjectMetadataList`, `DefaultTableConvertor`),
+    // so those carry none.
+    let shard_info = shard.as_ref().map(ToString::to_string);
     if strip {
         shared.faults.stripped(items.len());
     }
@@ -144,9 +162,12 @@ pub(crate) async fn list(
         Repr::Object => Ok(render_list_full(
             def,
             std::mem::take(&mut items),
-            list_rv,
-            continue_token,
-            remaining,
+            ListMeta {
+                rv: list_rv,
+                continue_token,
+                remaining,
+                shard_info,
+            },
             strip,
         )),
         Repr::Metadata => {
@@ -198,23 +219,37 @@ fn write_item(def: &ResourceDef, o: &StoredObject, strip: bool, out: &mut BytesM
     }
 }
 
+/// A list's `metav1.ListMeta`.
+#[derive(Debug, Default)]
+pub(crate) struct ListMeta {
+    /// `resourceVersion`.
+    pub rv: u64,
+    /// `continue`.
+    pub continue_token: Option<String>,
+    /// `remainingItemCount`.
+    pub remaining: Option<usize>,
+    /// `shardInfo.selector`: the canonical form of the shard selector applied (KEP-5866).
+    pub shard_info: Option<String>,
+}
+
 /// A list response streamed in chunks from pre-serialized items (items without their
 /// resourceVersion when `strip`).
 pub(crate) fn render_list_full(
     def: &Arc<ResourceDef>,
     items: Vec<Arc<StoredObject>>,
-    rv: u64,
-    cont: Option<String>,
-    remaining: Option<usize>,
+    lm: ListMeta,
     strip: bool,
 ) -> Response<Body> {
     let mut meta = serde_json::Map::new();
-    meta.insert("resourceVersion".into(), json!(rv.to_string()));
-    if let Some(c) = cont {
+    meta.insert("resourceVersion".into(), json!(lm.rv.to_string()));
+    if let Some(c) = lm.continue_token {
         meta.insert("continue".into(), json!(c));
     }
-    if let Some(r) = remaining {
+    if let Some(r) = lm.remaining {
         meta.insert("remainingItemCount".into(), json!(r));
+    }
+    if let Some(s) = lm.shard_info {
+        meta.insert("shardInfo".into(), json!({ "selector": s }));
     }
     let header = format!(
         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",

@@ -22,10 +22,12 @@ use crate::apimachinery::errors::ApiError;
 use crate::apimachinery::options::ListOptions;
 use crate::apimachinery::schema::ResourceDef;
 use crate::apimachinery::selector::{FieldSelector, LabelSelector, parse_fields, parse_labels};
+use crate::apimachinery::sharding::ShardSelector;
 use crate::apimachinery::util::Query;
+use crate::registry::generic::shard_selector;
 use crate::storage::object::meta_mut;
 use crate::storage::object::{StoredObject, strip_rv};
-use crate::storage::predicate::matches;
+use crate::storage::predicate::{Selectors, matches};
 use crate::storage::store::{Event, EventType, write_event_line};
 use crate::storage::versioner::parse_rv;
 use crate::storage::watch_cache::wait_until_fresh;
@@ -47,10 +49,23 @@ pub(crate) struct WatchParams {
     pub namespace: Option<String>,
     pub labels: LabelSelector,
     pub fields: FieldSelector,
+    /// The shard selector (KEP-5866), when the gate is on and one was sent: filters the
+    /// initial and the live events, never the bookmarks (`filterWithAttrsAndPrefixFunction`).
+    pub shard: Option<ShardSelector>,
     pub start: Start,
     pub bookmarks: bool,
     pub timeout: Option<Duration>,
     pub repr: Repr,
+}
+
+impl WatchParams {
+    fn selectors(&self) -> Selectors<'_> {
+        Selectors {
+            labels: &self.labels,
+            fields: &self.fields,
+            shard: self.shard.as_ref(),
+        }
+    }
 }
 
 /// A line that no JSON decoder accepts.
@@ -113,7 +128,7 @@ pub(crate) fn stream(
             let ns = p.namespace.as_deref();
             let items: Vec<Arc<StoredObject>> = map
                 .values()
-                .filter(|o| matches(o, ns, &p.labels, &p.fields))
+                .filter(|o| matches(o, ns, p.selectors()))
                 .cloned()
                 .collect();
             (
@@ -137,10 +152,7 @@ pub(crate) fn stream(
             }
         },
     };
-    let unfiltered = p.namespace.is_none()
-        && p.labels.is_empty()
-        && p.fields.is_empty()
-        && p.repr == Repr::Object;
+    let unfiltered = p.namespace.is_none() && p.selectors().is_empty() && p.repr == Repr::Object;
     // An absurd timeoutSeconds overflows the clock: treat it as no timeout.
     let deadline = p.timeout.and_then(|t| now.checked_add(t));
     let st = WatchStream {
@@ -284,12 +296,7 @@ impl WatchStream {
     }
 
     fn passes(&self, o: &StoredObject) -> bool {
-        matches(
-            o,
-            self.p.namespace.as_deref(),
-            &self.p.labels,
-            &self.p.fields,
-        )
+        matches(o, self.p.namespace.as_deref(), self.p.selectors())
     }
 
     /// The (type, object) to send for a stored event, after selectors.
@@ -601,6 +608,12 @@ pub(crate) async fn serve_watch(
     if !errs.is_empty() {
         return Err(ApiError::invalid_list_options(&errs));
     }
+    // `Store.Watch` parses the shard selector before the cacher starts the watch; an object's
+    // UID and namespace never change, so an object never moves in or out of a shard.
+    let shard = shard_selector(
+        shared.faults.shards_lists_and_watches(),
+        &opts.shard_selector,
+    )?;
     let rv = opts.resource_version.as_str();
     let bookmarks = opts.allow_watch_bookmarks;
     // `timeoutSeconds=0` (or unset) leaves the server's own (long) timeout; a negative one has
@@ -685,6 +698,7 @@ pub(crate) async fn serve_watch(
         namespace: t.namespace.clone(),
         labels,
         fields,
+        shard,
         start,
         bookmarks,
         timeout,

@@ -1,6 +1,6 @@
 //! Which objects a request selects (`k8s.io/apiserver/pkg/storage/selection_predicate.go`
-//! `SelectionPredicate`): the namespace scope and the label and field selectors, over one
-//! object or a range of a snapshot.
+//! `SelectionPredicate`): the namespace scope, the label and field selectors and the shard
+//! selector (KEP-5866, `MatchesSharding`), over one object or a range of a snapshot.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -8,29 +8,46 @@ use std::sync::Arc;
 use super::object::StoredObject;
 use super::store::ObjectMap;
 use crate::apimachinery::selector::{FieldSelector, LabelSelector};
+use crate::apimachinery::sharding::ShardSelector;
 
-/// Whether `obj` is in scope and matches both selectors.
-pub(crate) fn matches(
-    obj: &StoredObject,
-    ns: Option<&str>,
-    labels: &LabelSelector,
-    fields: &FieldSelector,
-) -> bool {
+/// The selectors of one request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Selectors<'a> {
+    /// The label selector.
+    pub labels: &'a LabelSelector,
+    /// The field selector.
+    pub fields: &'a FieldSelector,
+    /// The shard selector, when the `ShardedListAndWatch` gate is on and one was sent.
+    pub shard: Option<&'a ShardSelector>,
+}
+
+impl Selectors<'_> {
+    /// `SelectionPredicate.Empty`: no selector filters (a shard selector counts).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.shard.is_none() && self.labels.is_empty() && self.fields.is_empty()
+    }
+}
+
+/// Whether `obj` is in scope and matches every selector (the shard selector first, as
+/// `SelectionPredicate.Matches` checks it).
+pub(crate) fn matches(obj: &StoredObject, ns: Option<&str>, sel: Selectors<'_>) -> bool {
     ns.is_none_or(|n| obj.namespace == n)
-        && (labels.is_empty() || labels.matches(&obj.labels))
-        && (fields.is_empty() || fields.matches(|f| obj.field(f)))
+        && sel
+            .shard
+            .is_none_or(|s| s.matches(&obj.uid, &obj.namespace))
+        && (sel.labels.is_empty() || sel.labels.matches(&obj.labels))
+        && (sel.fields.is_empty() || sel.fields.matches(|f| obj.field(f)))
 }
 
 /// Objects of `map` in scope, in key order, strictly after `after`.
 pub(crate) fn select<'a>(
     map: &'a ObjectMap,
     ns: Option<&'a str>,
-    labels: &'a LabelSelector,
-    fields: &'a FieldSelector,
+    sel: Selectors<'a>,
     after: Option<(String, String)>,
 ) -> impl Iterator<Item = Arc<StoredObject>> + 'a {
     in_scope(map, ns, after)
-        .filter(move |o| matches(o, ns, labels, fields))
+        .filter(move |o| matches(o, ns, sel))
         .cloned()
 }
 
