@@ -27,16 +27,18 @@ use serde_json::json;
 const RECOVERY_DEADLINE: Duration = Duration::from_secs(10);
 
 fn config() -> InformerConfig {
-    let mut c = InformerConfig::default();
-    c.backoff = BackoffConfig {
-        initial: Duration::from_millis(500),
-        max: Duration::from_secs(30),
-        factor: 8.0,
-        jitter: 0.0,
-        ..BackoffConfig::default()
-    };
-    c
+    InformerConfig {
+        backoff: BackoffConfig {
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+            factor: 8.0,
+            jitter: 0.0,
+            ..BackoffConfig::default()
+        },
+        ..InformerConfig::default()
+    }
 }
+
 
 /// A pod change made while the server is down, straight into its storage.
 fn change_during_outage(sim: &Sim, round: u32) {
@@ -118,7 +120,10 @@ async fn r9_r10_two_restarts_the_cache_is_exact_soon_after_the_return_and_stalen
         !r.is_ready() && r.stale.len() == 1,
         "stale past the threshold: not ready ({r:?})"
     );
-    assert!(informer.has_synced(), "has_synced keeps client-go's meaning");
+    assert!(
+        informer.has_synced(),
+        "has_synced keeps client-go's meaning"
+    );
     sim.faults().come_back();
 
     // Restart 2, half a second later: down for another second, more changes.
@@ -129,9 +134,11 @@ async fn r9_r10_two_restarts_the_cache_is_exact_soon_after_the_return_and_stalen
     sim.faults().come_back();
     let returned = Instant::now();
 
-    let took = within(RECOVERY_DEADLINE, "the cache equals a direct LIST", async || {
-        cache_pods(&informer) == server_pods(&client).await
-    })
+    let took = within(
+        RECOVERY_DEADLINE,
+        "the cache equals a direct LIST",
+        async || cache_pods(&informer) == server_pods(&client).await,
+    )
     .await;
     let h = informer.health();
     assert!(h.expired >= 1, "the return was answered 410: {h:?}");
@@ -148,7 +155,10 @@ async fn r9_r10_two_restarts_the_cache_is_exact_soon_after_the_return_and_stalen
     assert!(telemetry.readiness().is_ready());
     let c = sim.faults().counters();
     assert_eq!(c.outages, 2);
-    assert!(c.connections_refused >= 1, "the informer was refused: {c:?}");
+    assert!(
+        c.connections_refused >= 1,
+        "the informer was refused: {c:?}"
+    );
     eprintln!(
         "exact {took:?} after the watch, {:?} after the server's return",
         returned.elapsed()

@@ -272,7 +272,9 @@ impl ReflectorStatus {
                 Some(at) if g.is_none_or(|(was, _)| was != at) => {
                     // The wall-clock time of `at`: now, less how long ago it was.
                     let ago = Instant::now().saturating_duration_since(at);
-                    let wall = SystemTime::now().checked_sub(ago).unwrap_or(SystemTime::now());
+                    let wall = SystemTime::now()
+                        .checked_sub(ago)
+                        .unwrap_or(SystemTime::now());
                     *g = Some((at, wall));
                 }
                 Some(_) => {}
