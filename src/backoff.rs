@@ -5,6 +5,10 @@
 //! plus up to 100 % jitter (so a fleet of informers does not relist in lockstep); after two
 //! minutes without a failure the base resets to 800 ms. Time and randomness are injected, so
 //! the policy is tested deterministically.
+//!
+//! One exception to the grown delay (R9): the relist after a 410 that answers the first request
+//! following an outage waits only [`Backoff::recovery_delay`], a jitter in
+//! `[0, recovery_jitter)`, because the 410 itself proves the server is back.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +25,10 @@ pub struct BackoffConfig {
     pub factor: f64,
     /// Jitter fraction: the delay is `base * (1 + jitter * r)` for r in [0, 1) (1.0).
     pub jitter: f64,
+    /// Bound of the delay before the recovery relist (R9): after an outage, the relist that a
+    /// 410 asks for waits a uniform `[0, recovery_jitter)` instead of the grown backoff, so a
+    /// fleet of clients does not relist at once when the API server returns (1 s).
+    pub recovery_jitter: Duration,
 }
 
 impl Default for BackoffConfig {
@@ -31,6 +39,7 @@ impl Default for BackoffConfig {
             reset_after: Duration::from_secs(120),
             factor: 2.0,
             jitter: 1.0,
+            recovery_jitter: Duration::from_secs(1),
         }
     }
 }
@@ -83,6 +92,18 @@ impl Backoff {
         let grown = self.base.mul_f64(self.config.factor.max(1.0));
         self.base = grown.min(self.config.max);
         jittered
+    }
+
+    /// The delay before a recovery relist (R9): `recovery_jitter * random`, `random` a uniform
+    /// sample in [0, 1) (clamped). Neither grows nor resets the backoff: a failure of the relist
+    /// itself backs off from where the outage left it.
+    pub fn recovery_delay(&self, random: f64) -> Duration {
+        let r = if random.is_finite() {
+            random.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self.config.recovery_jitter.mul_f64(r)
     }
 
     /// Forgets past failures (e.g. after a manual restart).
@@ -146,5 +167,21 @@ mod tests {
         assert_eq!(b.next_delay(t, 7.0), Duration::from_millis(1600));
         let mut b = Backoff::new(BackoffConfig::default());
         assert_eq!(b.next_delay(t, f64::NAN), Duration::from_millis(800));
+    }
+
+    #[test]
+    fn r9_the_recovery_delay_is_a_jitter_below_its_bound_and_leaves_the_backoff_alone() {
+        let mut b = no_jitter();
+        let t = Instant::now();
+        for i in 0..4 {
+            b.next_delay(t + Duration::from_secs(i), 0.0);
+        }
+        let grown = b.current_base();
+        assert_eq!(b.recovery_delay(0.0), Duration::ZERO);
+        assert_eq!(b.recovery_delay(0.25), Duration::from_millis(250));
+        assert!(b.recovery_delay(0.999_999) < Duration::from_secs(1));
+        assert_eq!(b.recovery_delay(f64::NAN), Duration::ZERO);
+        assert_eq!(b.recovery_delay(9.0), Duration::from_secs(1));
+        assert_eq!(b.current_base(), grown, "the outage's backoff is kept");
     }
 }

@@ -660,6 +660,7 @@ async fn healthz_cycle(quiet: bool) {
     let informer = started(&sim, "a", 2).await;
     let telemetry = Telemetry::with_options(TelemetryOptions {
         failing_grace: Duration::from_millis(300),
+        ..TelemetryOptions::default()
     });
     telemetry.register_informer(&informer);
     informer.start().expect("start");

@@ -79,6 +79,10 @@
 //! - Creating an object with status through the main resource of a kind with a status
 //!   subresource resets it (a Pod starts `Pending`), as the real registry strategies do; use the
 //!   `status` subresource to set it, or seed objects in any state with [`Sim::create_object`].
+//! - [`Sim::restart`] (or [`Faults::go_down`] / [`Faults::come_back`]) simulates a
+//!   kube-apiserver restart: while down, every connection is aborted or reset; back up, the
+//!   objects are unchanged but the watch cache starts at the current resourceVersion, so older
+//!   watches get `410 Expired` and their clients relist.
 //! - No controllers run: no garbage collection by ownerReferences, no pod scheduling, no
 //!   deployment controller (write status yourself). Deleting a namespace deletes its objects at
 //!   once (pods with grace period 0; objects with finalizers are marked and stay).
@@ -334,6 +338,17 @@ impl Sim {
     /// The fault injector.
     pub fn faults(&self) -> Faults {
         self.control.faults.clone()
+    }
+
+    /// Restarts the API server: it goes down (every connection aborted, new ones reset) for
+    /// `down_for`, then comes back on the same address with the same objects and a watch cache
+    /// that starts at the current resourceVersion, so watches from older ones get `410
+    /// Expired`, as after a kube-apiserver restart. Objects may be changed meanwhile through
+    /// the direct methods ([`Sim::create_object`], ...). For a test that acts during the
+    /// outage, [`Faults::go_down`] and [`Faults::come_back`] split it. Returns the
+    /// resourceVersion the new watch cache starts at.
+    pub async fn restart(&self, down_for: Duration) -> u64 {
+        self.faults().restart(down_for).await
     }
 
     /// Request counters by (resource, verb), and open watches.

@@ -1070,3 +1070,76 @@ async fn clear_turns_every_switch_off() {
     f.clear();
     assert!(cms.watch(&WatchParams::default(), "0").await.is_ok());
 }
+
+/// A kube-apiserver restart: down, every connection ends and new ones are reset; objects
+/// change meanwhile through the direct API; back up on the same address, the objects are all
+/// there but a watch from an RV before the restart gets 410, one from the new start works.
+#[tokio::test]
+async fn restart_refuses_connections_then_serves_the_same_objects_with_a_fresh_watch_cache() {
+    let sim = common::sim().await;
+    let old = create(&sim, "a").await;
+    let cms: Api<ConfigMap> = Api::namespaced(common::client_without_retry(&sim), "default");
+    let mut w = cms
+        .watch(&WatchParams::default(), &old.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    common::wait_open_watches(&sim, 1).await;
+
+    sim.faults().go_down();
+    assert!(sim.faults().is_down());
+    match next(&mut w).await {
+        None | Some(Err(_)) => {}
+        Some(Ok(e)) => panic!("the watch should end with the server, got {e:?}"),
+    }
+    match cms.list(&ListParams::default()).await {
+        Err(kube::Error::Api(s)) => panic!("a down server answers nothing, got {s:?}"),
+        Err(_) => {}
+        Ok(_) => panic!("a down server answers nothing"),
+    }
+    sim.create_object(
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "during-outage"}}),
+    )
+    .unwrap();
+    let c = sim.faults().counters();
+    assert_eq!(c.outages, 1);
+    assert!(c.connections_refused >= 1, "{c:?}");
+
+    let start = sim.faults().come_back();
+    assert_eq!(start, sim.resource_version());
+    let names: Vec<String> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(names, ["a", "during-outage"]);
+    let mut w = cms
+        .watch(&WatchParams::default(), &old.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    match next(&mut w).await.unwrap().unwrap() {
+        WatchEvent::Error(s) => assert_eq!((s.code, s.reason.as_str()), (410, "Expired")),
+        e => panic!("expected ERROR 410, got {e:?}"),
+    }
+    let mut w = cms
+        .watch(&WatchParams::default(), &start.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    create(&sim, "b").await;
+    assert!(matches!(next(&mut w).await, Some(Ok(WatchEvent::Added(_)))));
+
+    // Sim::restart is the same, in one call.
+    let before = sim.resource_version();
+    let rv = sim.restart(Duration::from_millis(20)).await;
+    assert_eq!(rv, before);
+    assert!(!sim.faults().is_down());
+    assert_eq!(sim.faults().counters().outages, 2);
+    assert!(cms.list(&ListParams::default()).await.is_ok());
+}

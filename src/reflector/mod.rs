@@ -45,6 +45,14 @@
 //!   for good, as client-go does; a transient failure falls back for that cycle only.
 //! - **R8** One backoff ([`Backoff`]) for every failure path: list errors, watch errors, very
 //!   short watches, idle watches, 410 relists; and never less than a 429's Retry-After.
+//! - **R9** Recovery: a 410 that answers the first request after an *outage* (failures where the
+//!   server did not answer or said it was unavailable: transport errors, 5xx, undecodable
+//!   answers, idle watches) proves the server is back, so the relist it asks for waits only a
+//!   jitter in `[0, recovery_jitter)`, not the backoff the outage grew. Once per outage: a 410
+//!   that follows anything else (another 410, a very short watch, a 429) backs off as usual.
+//! - **R10** Staleness: the cache is *not known current* from the first failure after it was
+//!   last known current until a watch opens from a completed LIST's RV, or a watch delivers an
+//!   event or a bookmark ([`stale_since`](ReflectorMachine::stale_since)).
 //! - **S1** A failure is reported as [`ReflectorEvent::Failed`] with the time of the retry; the
 //!   machine then waits in [`Phase::BackingOff`]. The actor layer ends the reflector actor there
 //!   and its supervisor (which keeps this machine across restarts) starts a new one when the
@@ -268,6 +276,18 @@ pub enum ErrorKind {
     TooLargeResourceVersion,
 }
 
+impl ErrorKind {
+    /// True for the failures of an *outage* (R9): the server did not answer (transport), said
+    /// it was unavailable (5xx), or its answer broke off (decode). A 410 that follows one
+    /// relists after the recovery jitter instead of the grown backoff.
+    pub fn is_outage(&self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Transport | ErrorKind::Server { .. } | ErrorKind::Decode
+        )
+    }
+}
+
 /// The message kube-apiserver gives a `ResourceVersionTooLarge` error (apiserver's
 /// `storage.NewTooLargeResourceVersionError`); client-go's `isTooLargeResourceVersionError`
 /// matches on it too, for servers that send no cause.
@@ -478,6 +498,9 @@ pub struct ReflectorCounters {
     pub retry_after_waits: u64,
     /// Watch-lists that fell back to LIST (R7).
     pub watch_list_fallbacks: u64,
+    /// Relists after a 410 that followed an outage, sent after the recovery jitter instead of
+    /// the grown backoff (R9).
+    pub recovery_relists: u64,
 }
 
 /// What comes after the current wait.
@@ -541,6 +564,15 @@ pub struct ReflectorMachine<T> {
     list_once: bool,
     /// A continue token expired: the restarted list is unpaged (R1).
     unpaged_restart: bool,
+    /// The last failure was an outage (the server did not answer, or said it was unavailable)
+    /// and nothing but that has happened since: a 410 now relists after the recovery jitter,
+    /// not the grown backoff (R9).
+    after_outage: bool,
+    /// Since when the cache has not been known current (R10); None while it is.
+    stale_since: Option<Instant>,
+    /// A LIST completed and no watch has opened from its RV yet: the next open makes the cache
+    /// known current (R10).
+    listed_unconfirmed: bool,
     /// The phase last reported.
     phase: Phase,
     outputs: VecDeque<FifoCommand<T>>,
@@ -579,6 +611,9 @@ impl<T: Versioned> ReflectorMachine<T> {
             watch_list,
             list_once: false,
             unpaged_restart: false,
+            after_outage: false,
+            stale_since: None,
+            listed_unconfirmed: false,
             phase: Phase::Listing,
             outputs: VecDeque::new(),
             events: VecDeque::new(),
@@ -604,6 +639,17 @@ impl<T: Versioned> ReflectorMachine<T> {
     /// The resourceVersion the cache is synced to.
     pub fn last_sync_resource_version(&self) -> &str {
         &self.last_sync_resource_version
+    }
+
+    /// Since when the cache has not been known current (R10): the first failure after it last
+    /// was, until a watch opens from a completed LIST's RV or a watch delivers an event or a
+    /// bookmark. None while known current, and before the first failure (before the first
+    /// sync, `has_synced` says more).
+    ///
+    /// Unlike `has_synced`, which stays true after the first sync (client-go's meaning), this
+    /// says whether the cache follows the server *now*.
+    pub fn stale_since(&self) -> Option<Instant> {
+        self.stale_since
     }
 
     /// True while a watch is open: the driver reads it until this turns false (the machine
@@ -741,7 +787,8 @@ impl<T: Versioned> ReflectorMachine<T> {
                 "watch idle for {:?} (no event or bookmark); reopening",
                 self.config.idle_timeout
             );
-            self.fail(now, FailureCause::Idle, msg, None, Next::Watch);
+            // A silent watch is most often a connection the server (or a proxy) lost: an outage.
+            self.fail(now, FailureCause::Idle, msg, None, Next::Watch, true);
         }
     }
 
@@ -823,6 +870,10 @@ impl<T: Versioned> ReflectorMachine<T> {
         };
         if !watch_list {
             self.set_phase(Phase::Watching);
+            if std::mem::take(&mut self.listed_unconfirmed) {
+                // R10: watching from the RV of a complete list: the cache follows the server.
+                self.known_current();
+            }
         }
     }
 
@@ -923,6 +974,11 @@ impl<T: Versioned> ReflectorMachine<T> {
         }
         let rv = rv
             .or_else(|| rv_at.and_then(|i| batch.get(i)?.1.resource_version().map(str::to_string)));
+        if !in_initial && received > 0 {
+            // R10: the watch delivers from our RV: whatever happened before, the cache follows
+            // the server again (an ERROR later in the group makes it stale again).
+            self.known_current();
+        }
         self.emit_events(batch, rv);
         if unannotated_bookmark {
             self.fall_back(FallbackReason::Ignored(
@@ -969,6 +1025,7 @@ impl<T: Versioned> ReflectorMachine<T> {
                 "very short watch: the watch ended in under a second with no event".to_string(),
                 None,
                 Next::Watch,
+                false,
             );
             return;
         }
@@ -1064,6 +1121,7 @@ impl<T: Versioned> ReflectorMachine<T> {
 
     fn listed(&mut self, items: Vec<T>, resource_version: String) {
         self.list_once = false;
+        self.listed_unconfirmed = true;
         self.last_sync_resource_version = resource_version.clone();
         self.last_sync_unavailable = false;
         self.outputs.push_back(FifoCommand::Replace {
@@ -1087,6 +1145,8 @@ impl<T: Versioned> ReflectorMachine<T> {
         let Some(i) = initial.take() else { return };
         self.last_sync_resource_version = resource_version.clone();
         self.last_sync_unavailable = false;
+        // R10: a watch-list's initial events ended on an open watch: the cache is current.
+        self.known_current();
         self.outputs.push_back(FifoCommand::Replace {
             items: i.items,
             resource_version: resource_version.clone(),
@@ -1127,18 +1187,28 @@ impl<T: Versioned> ReflectorMachine<T> {
                 // the backoff (R8: a server answering 410 to everything must not be hammered).
                 self.counters.expired += 1;
                 self.last_sync_unavailable = true;
-                self.fail(now, FailureCause::Expired, e.message, None, Next::List);
+                self.fail(
+                    now,
+                    FailureCause::Expired,
+                    e.message,
+                    None,
+                    Next::List,
+                    false,
+                );
             }
             ErrorKind::TooManyRequests { retry_after } => {
-                self.fail(now, cause, e.message, retry_after, next)
+                self.fail(now, cause, e.message, retry_after, next, false)
             }
             ErrorKind::TooLargeResourceVersion => {
                 // Our RV is ahead of this server's: resuming from it would fail again; relist
                 // the latest state, after the backoff.
                 self.last_sync_unavailable = true;
-                self.fail(now, cause, e.message, None, Next::List)
+                self.fail(now, cause, e.message, None, Next::List, false)
             }
-            _ => self.fail(now, cause, e.message, None, next),
+            _ => {
+                let outage = e.kind.is_outage();
+                self.fail(now, cause, e.message, None, next, outage)
+            }
         }
     }
 
@@ -1152,21 +1222,43 @@ impl<T: Versioned> ReflectorMachine<T> {
                 self.counters.expired += 1;
                 self.last_sync_unavailable = true;
                 self.note_fallback(FallbackReason::Failed(e.message.clone()), false);
-                self.fail(now, FailureCause::Expired, e.message, None, Next::List);
+                self.fail(
+                    now,
+                    FailureCause::Expired,
+                    e.message,
+                    None,
+                    Next::List,
+                    false,
+                );
             }
             ErrorKind::TooManyRequests { retry_after } => {
                 self.note_fallback(FallbackReason::Failed(e.message.clone()), false);
-                self.fail(now, FailureCause::Watch, e.message, retry_after, Next::List);
+                self.fail(
+                    now,
+                    FailureCause::Watch,
+                    e.message,
+                    retry_after,
+                    Next::List,
+                    false,
+                );
             }
             ErrorKind::TooLargeResourceVersion => {
                 self.last_sync_unavailable = true;
                 self.note_fallback(FallbackReason::Failed(e.message.clone()), false);
-                self.fail(now, FailureCause::Watch, e.message, None, Next::List);
+                self.fail(now, FailureCause::Watch, e.message, None, Next::List, false);
             }
             _ => {
                 // client-go: "making progress is better than deadlocking": list this cycle.
+                let outage = e.kind.is_outage();
                 self.note_fallback(FallbackReason::Failed(e.message.clone()), false);
-                self.fail(now, FailureCause::Watch, e.message, None, Next::List);
+                self.fail(
+                    now,
+                    FailureCause::Watch,
+                    e.message,
+                    None,
+                    Next::List,
+                    outage,
+                );
             }
         }
     }
@@ -1192,7 +1284,14 @@ impl<T: Versioned> ReflectorMachine<T> {
             .push_back(ReflectorEvent::WatchListFallback(reason));
     }
 
-    /// Backs off (R8) and reports the failure (S1).
+    /// R10: the cache follows the server again; an outage before it is over (R9).
+    fn known_current(&mut self) {
+        self.stale_since = None;
+        self.after_outage = false;
+    }
+
+    /// Backs off (R8) and reports the failure (S1). `outage`: the server did not answer, or
+    /// said it was unavailable (R9).
     fn fail(
         &mut self,
         now: Instant,
@@ -1200,10 +1299,24 @@ impl<T: Versioned> ReflectorMachine<T> {
         message: String,
         retry_after: Option<Duration>,
         next: Next,
+        outage: bool,
     ) {
         self.counters.failures += 1;
+        // R10: the cache is not known current from the first failure on.
+        self.stale_since.get_or_insert(now);
         let r: f64 = self.rng.random();
-        let mut delay = self.backoff.next_delay(now, r);
+        let recovering = cause == FailureCause::Expired && self.after_outage;
+        // R9: one quick relist per outage; anything that is not an outage (this 410 included)
+        // ends the exception, so a server answering 410 to everything meets the backoff.
+        self.after_outage = outage;
+        let mut delay = if recovering {
+            // The 410 proves the server is back: the backoff the outage grew would only keep
+            // the cache stale. A jitter spreads a fleet's relists.
+            self.counters.recovery_relists += 1;
+            self.backoff.recovery_delay(r)
+        } else {
+            self.backoff.next_delay(now, r)
+        };
         if let Some(ra) = retry_after
             && ra > delay
         {

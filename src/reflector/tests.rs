@@ -806,6 +806,16 @@ fn run(
     horizon: Duration,
     seed: u64,
 ) -> (Vec<Instant>, ReflectorMachine<Obj>, Instant) {
+    run_with(config, |i| script[i % script.len()].clone(), horizon, seed)
+}
+
+/// Like [`run`], the `i`-th request answered with `script(i)`.
+fn run_with(
+    config: ReflectorConfig,
+    mut script: impl FnMut(usize) -> Answer,
+    horizon: Duration,
+    seed: u64,
+) -> (Vec<Instant>, ReflectorMachine<Obj>, Instant) {
     let t0 = Instant::now();
     let mut now = t0;
     let mut m = ReflectorMachine::<Obj>::new(config, BackoffConfig::default(), seed);
@@ -825,7 +835,7 @@ fn run(
             continue;
         };
         sent.push(now);
-        let a = script[i % script.len()].clone();
+        let a = script(i);
         i += 1;
         now += ms(1); // the server answers within a millisecond
         match (req, a) {
@@ -930,4 +940,204 @@ proptest! {
             prop_assert!(w[1] >= w[0]);
         }
     }
+}
+
+// ---- R9 / R10: recovery after an outage, staleness ----------------------------------------
+
+/// An outage: the open watch (if any) breaks, then reopens fail with transport errors, `n`
+/// failures in all, each retried when its backoff ends; returns the time after the last failure's backoff and the delays seen.
+fn outage(m: &mut ReflectorMachine<Obj>, mut now: Instant, n: usize) -> (Instant, Vec<Duration>) {
+    let mut delays = Vec::new();
+    for _ in 0..n {
+        if !m.is_watching() {
+            // The open watch breaks first; then every reopen fails.
+            watch_req(m.poll_request(now));
+        }
+        m.handle_watch_error(now, err(ErrorKind::Transport));
+        let f = failures(m);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].0, FailureCause::Watch);
+        delays.push(f[0].1);
+        now += f[0].1;
+    }
+    (now, delays)
+}
+
+/// The restarted server's answer to a watch from our old RV: `200`, then one ERROR 410 event
+/// (kube-apiserver's cacher), or an HTTP 410.
+fn restarted_server_expires(m: &mut ReflectorMachine<Obj>, now: Instant, as_event: bool) {
+    watch_req(m.poll_request(now));
+    if as_event {
+        m.handle_watch_opened(now);
+        m.handle_watch_events(now, vec![WatchEvent::Error(err(ErrorKind::Gone))]);
+    } else {
+        m.handle_watch_error(now, err(ErrorKind::Gone));
+    }
+}
+
+#[test]
+fn r9_after_an_outage_the_410_relists_within_the_recovery_jitter_not_the_grown_backoff() {
+    for as_event in [true, false] {
+        let t = Instant::now();
+        let mut m =
+            ReflectorMachine::<Obj>::new(ReflectorConfig::default(), BackoffConfig::default(), 11);
+        synced(&mut m, t, "10");
+        let (now, delays) = outage(&mut m, t, 7);
+        assert!(
+            delays[6] >= Duration::from_secs(30),
+            "the outage grew the backoff: {delays:?}"
+        );
+        restarted_server_expires(&mut m, now, as_event);
+        let f = failures(&mut m);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].0, FailureCause::Expired);
+        assert!(
+            f[0].1 < Duration::from_secs(1),
+            "{as_event}: recovery relist after {:?}",
+            f[0].1
+        );
+        assert_eq!(m.counters().recovery_relists, 1);
+        let l = list_req(m.poll_request(now + f[0].1));
+        assert_eq!(l.resource_version, None, "R3: the latest state");
+        // A failure of the relist itself backs off from where the outage left the backoff.
+        let now = now + f[0].1;
+        m.handle_list_error(now, err(ErrorKind::Rejected { code: 403 }));
+        let f = failures(&mut m);
+        assert!(f[0].1 >= Duration::from_secs(30), "{f:?}");
+        assert_eq!(m.counters().recovery_relists, 1);
+    }
+}
+
+#[test]
+fn r9_a_410_without_an_outage_before_it_backs_off_as_before() {
+    // A 410 after a 429 or after a very short watch: the server was up all along.
+    let t = Instant::now();
+    let mut m = machine(ReflectorConfig::default());
+    synced(&mut m, t, "10");
+    let (now, _) = outage(&mut m, t, 3); // 800, 1600, 3200
+    watch_req(m.poll_request(now));
+    m.handle_watch_error(now, RequestError::from_status(429, None, "busy"));
+    assert_eq!(failures(&mut m)[0].1, ms(6400));
+    let now = now + ms(6400);
+    restarted_server_expires(&mut m, now, true);
+    assert_eq!(failures(&mut m), [(FailureCause::Expired, ms(12800))]);
+    assert_eq!(m.counters().recovery_relists, 0);
+}
+
+#[test]
+fn r9_a_fleet_spreads_its_recovery_relists() {
+    let mut delays: Vec<Duration> = (0..32u64)
+        .map(|seed| {
+            let t = Instant::now();
+            let mut m = ReflectorMachine::<Obj>::new(
+                ReflectorConfig::default(),
+                BackoffConfig::default(),
+                seed,
+            );
+            synced(&mut m, t, "10");
+            let (now, _) = outage(&mut m, t, 6);
+            restarted_server_expires(&mut m, now, true);
+            let f = failures(&mut m);
+            assert_eq!(f[0].0, FailureCause::Expired);
+            f[0].1
+        })
+        .collect();
+    assert!(
+        delays.iter().all(|d| *d < Duration::from_secs(1)),
+        "{delays:?}"
+    );
+    delays.sort();
+    delays.dedup();
+    assert!(delays.len() >= 30, "distinct delays: {}", delays.len());
+    let spread = delays[delays.len() - 1] - delays[0];
+    assert!(spread >= ms(700), "relists spread over {spread:?}");
+}
+
+#[test]
+fn r9_r8_a_server_that_answers_410_to_every_watch_after_an_outage_is_not_hammered() {
+    // Five failed requests (the outage), then the server lists fine and answers every watch
+    // with 410: one quick relist, then the backoff as before the change.
+    let script = |i: usize| {
+        if i < 5 {
+            Answer::ServerError
+        } else if i % 2 == 1 {
+            Answer::ListOk
+        } else {
+            Answer::Gone
+        }
+    };
+    let (sent, m, _) = run_with(
+        ReflectorConfig::default(),
+        script,
+        Duration::from_secs(120),
+        5,
+    );
+    assert_eq!(m.counters().recovery_relists, 1, "{:?}", m.counters());
+    assert!(m.counters().expired >= 3);
+    // After the quick relist every cycle waits at least the initial backoff.
+    let after_recovery: Vec<_> = sent.iter().skip(8).collect();
+    for w in after_recovery.windows(3) {
+        assert!(*w[2] - *w[0] >= ms(800), "{:?}", w);
+    }
+    assert!(sent.len() <= 24, "{} requests in 120 s", sent.len());
+}
+
+#[test]
+fn r10_the_cache_is_stale_from_the_first_failure_until_known_current_again() {
+    let t = Instant::now();
+    let mut m = machine(ReflectorConfig::default());
+    assert_eq!(m.stale_since(), None);
+    synced(&mut m, t, "10");
+    assert_eq!(m.stale_since(), None, "a watch opened from a complete list");
+    let (now, _) = outage(&mut m, t + ms(5), 2);
+    assert_eq!(m.stale_since(), Some(t + ms(5)), "since the first failure");
+    // A resumed watch that opens proves nothing yet (the restarted server's 410 comes on an
+    // open watch); an event or a bookmark does.
+    watch_req(m.poll_request(now));
+    m.handle_watch_opened(now);
+    assert_eq!(m.stale_since(), Some(t + ms(5)));
+    m.handle_watch_events(
+        now,
+        vec![WatchEvent::Bookmark {
+            resource_version: "12".into(),
+            initial_events_end: false,
+        }],
+    );
+    assert_eq!(m.stale_since(), None, "a bookmark: current again");
+
+    // A 410: stale through the relist until the watch from the list's RV opens.
+    let now = now + ms(10);
+    m.handle_watch_events(now, vec![WatchEvent::Error(err(ErrorKind::Gone))]);
+    assert_eq!(m.stale_since(), Some(now));
+    let later = now + Duration::from_secs(5);
+    list_req(m.poll_request(later));
+    m.handle_list_page(later, page(vec![], "20", None));
+    assert_eq!(m.stale_since(), Some(now), "listed, not watching yet");
+    watch_req(m.poll_request(later));
+    m.handle_watch_error(later, err(ErrorKind::Transport));
+    let retry = later + Duration::from_secs(10);
+    watch_req(m.poll_request(retry));
+    m.handle_watch_opened(retry);
+    assert_eq!(m.stale_since(), None, "watching from the list's RV");
+}
+
+#[test]
+fn r10_a_watch_list_is_current_once_its_initial_events_end() {
+    let t = Instant::now();
+    let mut m = watch_list_machine();
+    watch_req(m.poll_request(t));
+    m.handle_watch_opened(t);
+    m.handle_watch_events(t, vec![end_bookmark("5")]);
+    assert_eq!(m.stale_since(), None);
+    // A 410 on the watch: the relist is a watch-list again.
+    m.handle_watch_events(t, vec![WatchEvent::Error(err(ErrorKind::Gone))]);
+    assert_eq!(m.stale_since(), Some(t));
+    let now = t + Duration::from_secs(2);
+    let w = watch_req(m.poll_request(now));
+    assert!(w.send_initial_events);
+    m.handle_watch_opened(now);
+    m.handle_watch_events(now, vec![WatchEvent::Added(obj("a", "3"))]);
+    assert_eq!(m.stale_since(), Some(t), "initial events are not the end");
+    m.handle_watch_events(now, vec![end_bookmark("9")]);
+    assert_eq!(m.stale_since(), None);
 }

@@ -266,6 +266,7 @@ async fn flush<K: InformerObject>(
     // Counters first: what is handed over may sync the informer before this task resumes, and
     // a scrape after sync must already count the LIST that fed it.
     cx.status.publish(m.counters());
+    cx.status.set_stale_since(m.stale_since());
     let mut handed = false;
     while let Some(out) = m.poll_output() {
         handed = true;
@@ -305,6 +306,8 @@ async fn flush<K: InformerObject>(
         }
     }
     cx.status.publish(m.counters());
+    // R10: after the events, so a failure that ends this reflector is already stale.
+    cx.status.set_stale_since(m.stale_since());
     Ok(failed)
 }
 

@@ -71,7 +71,7 @@ impl Telemetry {
     /// |---|---|
     /// | `GET /metrics` | every metric, OpenMetrics text (`application/openmetrics-text; version=1.0.0`) |
     /// | `GET /healthz` | `200 ok`, or `503` with one line per informer whose reflector has been failing longer than [`TelemetryOptions::failing_grace`](crate::TelemetryOptions::failing_grace) |
-    /// | `GET /readyz` | `200 ok` once every registered informer synced, else `503` listing the others |
+    /// | `GET /readyz` | `200 ok` once every registered informer synced and none has been not known current (R10) longer than [`TelemetryOptions::stale_threshold`](crate::TelemetryOptions::stale_threshold), else `503` listing the others |
     /// | `GET /debug/informers` | JSON: every informer ([`InformerReport`]); a self-refreshing HTML page when the request's `Accept` prefers `text/html` (a browser), or with `?format=html` |
     ///
     /// Other paths answer 404, other methods 405. The endpoint stops when its handle is dropped or
@@ -203,11 +203,16 @@ fn route(telemetry: &Telemetry, req: &Request<Incoming>) -> Response<Full<Bytes>
             if r.is_ready() {
                 respond(StatusCode::OK, TEXT, "ok\n")
             } else {
-                respond(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    TEXT,
-                    lines("not synced", &r.unsynced),
-                )
+                // Unsynced informers first (under the title tests and probes know), then the
+                // stale ones (R10).
+                let mut body = String::new();
+                if !r.unsynced.is_empty() {
+                    body.push_str(&lines("not synced", &r.unsynced));
+                }
+                if !r.stale.is_empty() {
+                    body.push_str(&lines("not known current", &r.stale));
+                }
+                respond(StatusCode::SERVICE_UNAVAILABLE, TEXT, body)
             }
         }
         _ => {
@@ -323,7 +328,7 @@ fn render_html(informers: &[InformerReport]) -> String {
         h.push_str("<p>No informer registered.</p>\n");
     }
     for i in informers {
-        let state_class = if i.synced && i.failing_since.is_none() {
+        let state_class = if i.synced && i.failing_since.is_none() && i.stale_since.is_none() {
             "ok"
         } else {
             "bad"
@@ -354,6 +359,13 @@ fn render_html(informers: &[InformerReport]) -> String {
         row("restarts", &i.restarts.to_string());
         if let Some(since) = &i.failing_since {
             row("failing since", since);
+        }
+        if let Some(since) = &i.stale_since {
+            // R10: synced, but not following the server since then.
+            row(
+                "not known current since",
+                &format!("{since} ({:.1}s)", i.stale_seconds),
+            );
         }
         match &i.last_error {
             Some(e) => row("last error", &format!("{} at {}", e.message, e.at)),

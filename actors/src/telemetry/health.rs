@@ -11,7 +11,19 @@
 //! compares with its grace period ([`TelemetryOptions::failing_grace`]); it flips back as soon
 //! as a list or watch succeeds.
 //!
+//! # Stale
+//!
+//! Failing says whether requests succeed; *stale* says whether the cache follows the server
+//! (docs/semantics.md R10). The cache is not known current from the first failure after it
+//! last was until a watch opens from a complete LIST's resourceVersion or a watch delivers an
+//! event or a bookmark. A restarted API server shows the difference: the watch reopens (no
+//! longer failing) and is answered 410 at once, and the cache stays stale until the relist
+//! is done and watched from. [`ReflectorStatus::stale_for`] is what `/readyz` compares with
+//! [`TelemetryOptions::stale_threshold`] and what `kinformer_informer_stale_seconds` shows.
+//! `has_synced` is another thing again: true from the first sync on, as in client-go.
+//!
 //! [`TelemetryOptions::failing_grace`]: crate::TelemetryOptions::failing_grace
+//! [`TelemetryOptions::stale_threshold`]: crate::TelemetryOptions::stale_threshold
 
 use std::{
     sync::{
@@ -105,6 +117,16 @@ pub struct ReflectorHealth {
     /// opened). None while healthy (S2). The telemetry's `/healthz` compares its age with
     /// [`TelemetryOptions::failing_grace`](crate::TelemetryOptions::failing_grace).
     pub failing_since: Option<SystemTime>,
+    /// Since when the cache has not been known current (R10): the first failure after it last
+    /// was, until a watch opened from a complete LIST or delivered an event or a bookmark.
+    /// None while current. Unlike `has_synced`, it turns back on after the first sync.
+    pub stale_since: Option<SystemTime>,
+    /// How long the cache has not been known current, in seconds, as of this snapshot (0 while
+    /// current; see `stale_since`).
+    pub stale_seconds: f64,
+    /// Relists after a 410 that followed an outage, sent after the recovery jitter instead of
+    /// the grown backoff (R9).
+    pub recovery_relists: u64,
 }
 
 /// Shared, lock-light status of one informer's reflector, published by the reflector and read
@@ -131,6 +153,12 @@ pub struct ReflectorStatus {
     failures: AtomicU64,
     retry_after_waits: AtomicU64,
     watch_list_fallbacks: AtomicU64,
+    recovery_relists: AtomicU64,
+    /// True while `stale_since` is set: lets the current path skip the lock.
+    stale: AtomicBool,
+    /// Since when the cache has not been known current (R10), as the machine says: monotonic
+    /// (for the gauge and the threshold) and wall clock (for people).
+    stale_since: Mutex<Option<(Instant, SystemTime)>>,
     /// True while `failing_since` is set: lets the success path skip the lock.
     failing: AtomicBool,
     /// The first failure since the last success: monotonic (for the grace period) and wall
@@ -163,6 +191,9 @@ impl Default for ReflectorStatus {
             failures: AtomicU64::new(0),
             retry_after_waits: AtomicU64::new(0),
             watch_list_fallbacks: AtomicU64::new(0),
+            recovery_relists: AtomicU64::new(0),
+            stale: AtomicBool::new(false),
+            stale_since: Mutex::new(None),
             failing: AtomicBool::new(false),
             failing_since: Mutex::new(None),
             namespace: OnceLock::new(),
@@ -229,6 +260,52 @@ impl ReflectorStatus {
             .and_then(|g| g.map(|(_, wall)| wall))
     }
 
+    /// Publishes the machine's [`stale_since`](kinformer::reflector::ReflectorMachine::stale_since)
+    /// (R10). One relaxed load while the cache stays current.
+    pub(crate) fn set_stale_since(&self, since: Option<Instant>) {
+        if since.is_none() && !self.stale.load(Ordering::Acquire) {
+            return;
+        }
+        if let Ok(mut g) = self.stale_since.lock() {
+            match since {
+                None => *g = None,
+                Some(at) if g.is_none_or(|(was, _)| was != at) => {
+                    // The wall-clock time of `at`: now, less how long ago it was.
+                    let ago = Instant::now().saturating_duration_since(at);
+                    let wall = SystemTime::now()
+                        .checked_sub(ago)
+                        .unwrap_or(SystemTime::now());
+                    *g = Some((at, wall));
+                }
+                Some(_) => {}
+            }
+            self.stale.store(g.is_some(), Ordering::Release);
+        }
+    }
+
+    /// How long the cache has not been known current at `now` (R10); None while it is.
+    pub fn stale_for(&self, now: Instant) -> Option<Duration> {
+        if !self.stale.load(Ordering::Acquire) {
+            return None;
+        }
+        self.stale_since
+            .lock()
+            .ok()
+            .and_then(|g| g.map(|(at, _)| now.saturating_duration_since(at)))
+    }
+
+    /// The wall-clock time since which the cache has not been known current (see
+    /// [`stale_for`](Self::stale_for)).
+    pub fn stale_since(&self) -> Option<SystemTime> {
+        if !self.stale.load(Ordering::Acquire) {
+            return None;
+        }
+        self.stale_since
+            .lock()
+            .ok()
+            .and_then(|g| g.map(|(_, wall)| wall))
+    }
+
     /// Counts one item or stream the reflector could not decode.
     pub(crate) fn record_decode_error(&self) {
         self.decode_errors.fetch_add(1, Ordering::Relaxed);
@@ -272,6 +349,7 @@ impl ReflectorStatus {
         set(&self.failures, c.failures);
         set(&self.retry_after_waits, c.retry_after_waits);
         set(&self.watch_list_fallbacks, c.watch_list_fallbacks);
+        set(&self.recovery_relists, c.recovery_relists);
     }
 
     /// The resourceVersion the cache is synced to.
@@ -309,6 +387,11 @@ impl ReflectorStatus {
             retry_after_waits: c(&self.retry_after_waits),
             watch_list_fallbacks: c(&self.watch_list_fallbacks),
             failing_since: self.failing_since(),
+            stale_since: self.stale_since(),
+            stale_seconds: self
+                .stale_for(Instant::now())
+                .map_or(0.0, |d| d.as_secs_f64()),
+            recovery_relists: c(&self.recovery_relists),
         }
     }
 }
@@ -352,5 +435,27 @@ mod tests {
             "a LIST handed to the FIFO is a success"
         );
         assert_eq!(s.health().failing_since, None);
+    }
+
+    /// Staleness follows what the machine publishes: set once (a later publication of the
+    /// same start keeps it), cleared by None, and shown in the health snapshot.
+    #[test]
+    fn stale_since_follows_the_machine() {
+        let s = ReflectorStatus::default();
+        s.set_stale_since(None);
+        assert_eq!(s.stale_for(Instant::now()), None);
+        assert_eq!(s.health().stale_seconds, 0.0);
+        let at = Instant::now();
+        s.set_stale_since(Some(at));
+        let wall = s.stale_since().expect("stale");
+        s.set_stale_since(Some(at));
+        assert_eq!(s.stale_since(), Some(wall), "the same start is kept");
+        let d = s.stale_for(at + Duration::from_secs(3)).expect("stale_for");
+        assert_eq!(d, Duration::from_secs(3));
+        assert!(s.health().stale_since.is_some());
+        s.set_stale_since(None);
+        assert_eq!(s.stale_for(at + Duration::from_secs(4)), None);
+        assert_eq!(s.health().stale_since, None);
+        assert_eq!(s.health().stale_seconds, 0.0);
     }
 }

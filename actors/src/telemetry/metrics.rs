@@ -61,12 +61,17 @@ pub struct TelemetryOptions {
     /// Default 60 s: above a few of the reflector's backoff steps (R8), so a single failed
     /// request or a short API server restart never fails a liveness probe.
     pub failing_grace: Duration,
+    /// How long an informer's cache may be not known current (docs/semantics.md R10: since a
+    /// failure, until a watch follows the server again) before `/readyz` reports it not ready.
+    /// Default 60 s: a restarted API server is back and relisted well within it (R9).
+    pub stale_threshold: Duration,
 }
 
 impl Default for TelemetryOptions {
     fn default() -> Self {
         TelemetryOptions {
             failing_grace: Duration::from_secs(60),
+            stale_threshold: Duration::from_secs(60),
         }
     }
 }
@@ -181,6 +186,8 @@ struct TelemetryInner {
 /// | `kinformer_reflector_very_short_watches_total` | counter | watches ended at once with no event (R4) |
 /// | `kinformer_reflector_retry_after_waits_total` | counter | 429 Retry-After honoured (R8) |
 /// | `kinformer_reflector_failing_seconds` | gauge | time since the first failure after the last success (0: healthy) |
+/// | `kinformer_informer_stale_seconds` | gauge | how long the cache has not been known current (R10; 0: current) |
+/// | `kinformer_reflector_recovery_relists_total` | counter | relists after the 410 that ended an outage, sent after a jitter (R9) |
 /// | `kinformer_reflector_last_sync_resource_version` | gauge | the synced resourceVersion, when numeric |
 /// | `kinformer_fifo_queued_keys` | gauge | keys in the DeltaFIFO |
 /// | `kinformer_fifo_pending_deltas` | gauge | deltas in the DeltaFIFO |
@@ -349,17 +356,23 @@ impl Telemetry {
     }
 
     /// Readiness (what `/readyz` serves): ready once every registered informer has synced
-    /// (F5).
+    /// (F5) and none has been not known current (R10) for longer than
+    /// [`TelemetryOptions::stale_threshold`].
     pub fn readiness(&self) -> ReadinessReport {
-        let unsynced = self
-            .inner
-            .sources
-            .live_informers()
-            .into_iter()
-            .filter(|(_, p)| !p.fifo().has_synced())
-            .map(|(name, _)| name.to_string())
-            .collect();
-        ReadinessReport { unsynced }
+        let now = Instant::now();
+        let threshold = self.inner.options.stale_threshold;
+        let mut report = ReadinessReport::default();
+        for (name, p) in self.inner.sources.live_informers() {
+            if !p.fifo().has_synced() {
+                report.unsynced.push(name.to_string());
+            } else if let Some(d) = p.reflector().stale_for(now).filter(|d| *d > threshold) {
+                report.stale.push(format!(
+                    "{name}: not known current for {:.1}s (threshold {threshold:?})",
+                    d.as_secs_f64()
+                ));
+            }
+        }
+        report
     }
 }
 
@@ -398,12 +411,15 @@ impl HealthReport {
 pub struct ReadinessReport {
     /// Names of the registered informers that have not synced (F5).
     pub unsynced: Vec<String>,
+    /// One line per synced informer whose cache has not been known current for longer than
+    /// the stale threshold (R10): name and for how long.
+    pub stale: Vec<String>,
 }
 
 impl ReadinessReport {
-    /// True when every registered informer has synced.
+    /// True when every registered informer has synced and none is stale past the threshold.
     pub fn is_ready(&self) -> bool {
-        self.unsynced.is_empty()
+        self.unsynced.is_empty() && self.stale.is_empty()
     }
 }
 
@@ -438,6 +454,10 @@ pub struct InformerReport {
     pub failing_since: Option<String>,
     /// Seconds since `failing_since`.
     pub failing_seconds: Option<f64>,
+    /// Since when the cache has not been known current (RFC 3339), while stale (R10).
+    pub stale_since: Option<String>,
+    /// Seconds the cache has not been known current (0: current).
+    pub stale_seconds: f64,
     /// The last error with its time.
     pub last_error: Option<ErrorReport>,
     /// The reflector's counters.
@@ -508,6 +528,8 @@ pub struct ReflectorCountersReport {
     pub decode_errors: u64,
     /// Watch-lists that fell back to LIST (R7).
     pub watch_list_fallbacks: u64,
+    /// Relists after the 410 that ended an outage, sent after a jitter (R9).
+    pub recovery_relists: u64,
 }
 
 /// One listener in the debug view.
@@ -588,6 +610,8 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
         restarts: h.restarts,
         failing_since: h.failing_since.map(rfc3339),
         failing_seconds: status.failing_for(now).map(|d| d.as_secs_f64()),
+        stale_since: h.stale_since.map(rfc3339),
+        stale_seconds: status.stale_for(now).map_or(0.0, |d| d.as_secs_f64()),
         last_error: h.last_error.as_ref().map(|(at, message)| ErrorReport {
             at: rfc3339(*at),
             message: message.clone(),
@@ -603,6 +627,7 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
             dropped_objects: h.dropped_objects,
             decode_errors: h.decode_errors,
             watch_list_fallbacks: h.watch_list_fallbacks,
+            recovery_relists: h.recovery_relists,
         },
         fifo_queued_keys: p.fifo().queued_keys(),
         fifo_pending_deltas: p.fifo().pending_deltas(),
@@ -723,6 +748,7 @@ struct InformerSample {
     up: bool,
     synced: bool,
     failing_seconds: f64,
+    stale_seconds: f64,
     queued_keys: u64,
     pending_deltas: u64,
     store_objects: u64,
@@ -747,6 +773,7 @@ impl Collector for KinformerCollector {
                     up: p.lifecycle() == Lifecycle::Running,
                     synced: p.fifo().has_synced(),
                     failing_seconds: status.failing_for(now).map_or(0.0, |d| d.as_secs_f64()),
+                    stale_seconds: status.stale_for(now).map_or(0.0, |d| d.as_secs_f64()),
                     queued_keys: p.fifo().queued_keys(),
                     pending_deltas: p.fifo().pending_deltas(),
                     store_objects: p.store_objects() as u64,
@@ -904,6 +931,20 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
         "Seconds since the reflector's first failure after its last success (0: healthy).",
         Gauge,
         per(&|s| Value::Gauge(s.failing_seconds)),
+    )?;
+    family(
+        enc,
+        "kinformer_informer_stale_seconds",
+        "Seconds the informer's cache has not been known current: since a failure, until a watch follows the server again (R10; 0: current).",
+        Gauge,
+        per(&|s| Value::Gauge(s.stale_seconds)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_recovery_relists",
+        "Relists after the 410 that ended an outage, sent after a jitter instead of the grown backoff (R9).",
+        Counter,
+        per(&|s| Value::Counter(s.health.recovery_relists)),
     )?;
     let rv: Vec<_> = informers
         .iter()

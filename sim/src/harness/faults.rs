@@ -193,9 +193,46 @@ impl Faults {
         self.state.set_stalled(stalled);
     }
 
+    /// Takes the server down, as a kube-apiserver that stops: every open connection (watch
+    /// streams, idle keep-alive connections, requests in flight) is aborted, and until
+    /// [`Faults::come_back`] every new connection is reset as soon as it is accepted (clients
+    /// see a transport error). The stored objects stay, and [`crate::Sim`]'s direct methods
+    /// ([`crate::Sim::create_object`], ...) keep working, so a test can change objects while
+    /// the server is down. Counted in `outages` and `connections_refused`.
+    pub fn go_down(&self) {
+        self.state.set_down(true);
+    }
+
+    /// Brings the server back after [`Faults::go_down`], on the same address, with the same
+    /// objects and a watch cache that starts afresh at the current resourceVersion, as a
+    /// restarted kube-apiserver's does: a watch from an older resourceVersion gets `410
+    /// Expired` (a `200` whose only event is an ERROR, as the cacher answers), so its client
+    /// relists. Returns the resourceVersion the watch cache starts at.
+    pub fn come_back(&self) -> u64 {
+        // The new watch cache first, then the connections: no client can watch from an older
+        // resourceVersion in between.
+        let rv = self.store.compact();
+        self.state.set_down(false);
+        rv
+    }
+
+    /// Whether the server is down ([`Faults::go_down`]).
+    pub fn is_down(&self) -> bool {
+        self.state.is_down()
+    }
+
+    /// A kube-apiserver restart: [`Faults::go_down`], `down_for` later [`Faults::come_back`].
+    /// Returns the resourceVersion the new watch cache starts at.
+    pub async fn restart(&self, down_for: Duration) -> u64 {
+        self.go_down();
+        tokio::time::sleep(down_for).await;
+        self.come_back()
+    }
+
     /// Disarms every pending failure (throttling included) and stream fault, the slowdown, the
     /// stall and every switch (watch faults, watch-list faults, stripped resourceVersions);
-    /// counters stay.
+    /// counters stay. An outage ([`Faults::go_down`]) is not a switch: it ends only with
+    /// [`Faults::come_back`].
     pub fn clear(&self) {
         self.state.clear();
     }

@@ -1,6 +1,6 @@
-//! The fault injection points of the server: what the handlers and the watch streams consult
-//! (failed requests, watch faults, dropped, expired, corrupted, slow or stalled streams,
-//! stripped resourceVersions) and the counters of every fault that took effect, so tests can
+//! The fault injection points of the server: what the accept loop, the handlers and the watch
+//! streams consult (an outage, failed requests, watch faults, dropped, expired, corrupted, slow
+//! or stalled streams, stripped resourceVersions) and the counters of every fault that took effect, so tests can
 //! assert it really happened. The test harness arms them through [`crate::Faults`]; the server
 //! only reads them.
 
@@ -58,6 +58,10 @@ pub struct FaultCounters {
     pub objects_without_resource_version: u64,
     /// Requests answered `429 TooManyRequests` by [`crate::Faults::throttle`] or a 429 [`crate::Faults::fail_next`].
     pub throttled: u64,
+    /// Outages begun by [`crate::Faults::go_down`] (and so by [`crate::Sim::restart`]).
+    pub outages: u64,
+    /// Connections reset at accept while the server was down.
+    pub connections_refused: u64,
 }
 
 #[derive(Debug, Default)]
@@ -80,6 +84,8 @@ struct Counts {
     watch_lists_ignored: AtomicU64,
     objects_without_resource_version: AtomicU64,
     throttled: AtomicU64,
+    outages: AtomicU64,
+    connections_refused: AtomicU64,
 }
 
 /// A counter kind, for internal increments.
@@ -98,6 +104,7 @@ pub(crate) enum Count {
     WatchesRefusedExpired,
     WatchListsRejected,
     WatchListsIgnored,
+    ConnectionsRefused,
 }
 
 /// How [`crate::Faults::expire_every_watch`] answers a watch request.
@@ -202,6 +209,9 @@ pub(crate) struct FaultState {
     pub(crate) drop_tx: watch::Sender<u64>,
     pub(crate) expire_tx: watch::Sender<u64>,
     pub(crate) stall_tx: watch::Sender<bool>,
+    /// True while the server is down ([`crate::Faults::go_down`]): the accept loop resets new
+    /// connections and, when it turns true, aborts every open one.
+    pub(crate) down_tx: watch::Sender<bool>,
     /// 0: off, 1: end at once, 2: 410 over HTTP, 3: 410 as the first ERROR event.
     watch_fault: AtomicU8,
     reject_watch_list: AtomicBool,
@@ -223,6 +233,7 @@ impl FaultState {
             drop_tx: watch::channel(0).0,
             expire_tx: watch::channel(0).0,
             stall_tx: watch::channel(false).0,
+            down_tx: watch::channel(false).0,
             watch_fault: AtomicU8::new(0),
             reject_watch_list: AtomicBool::new(false),
             ignore_watch_list: AtomicBool::new(false),
@@ -247,6 +258,7 @@ impl FaultState {
             Count::WatchesRefusedExpired => &self.counts.watches_refused_expired,
             Count::WatchListsRejected => &self.counts.watch_lists_rejected,
             Count::WatchListsIgnored => &self.counts.watch_lists_ignored,
+            Count::ConnectionsRefused => &self.counts.connections_refused,
         };
         a.fetch_add(1, Ordering::Relaxed);
     }
@@ -348,6 +360,23 @@ impl FaultState {
         self.expire_tx.send_modify(|n| *n += 1);
     }
 
+    /// Whether the server is down (an outage: every connection refused).
+    pub(crate) fn is_down(&self) -> bool {
+        *self.down_tx.borrow()
+    }
+
+    /// Takes the server down (`true`: open connections are aborted, new ones reset) or brings
+    /// it back. Returns whether this changed anything.
+    pub(crate) fn set_down(&self, down: bool) -> bool {
+        let changed = self
+            .down_tx
+            .send_if_modified(|d| std::mem::replace(d, down) != down);
+        if changed && down {
+            self.counts.outages.fetch_add(1, Ordering::Relaxed);
+        }
+        changed
+    }
+
     /// Silences (or resumes) every watch stream.
     pub(crate) fn set_stalled(&self, stalled: bool) {
         self.stall_tx.send_replace(stalled);
@@ -439,6 +468,8 @@ impl FaultState {
             watch_lists_ignored: l(&c.watch_lists_ignored),
             objects_without_resource_version: l(&c.objects_without_resource_version),
             throttled: l(&c.throttled),
+            outages: l(&c.outages),
+            connections_refused: l(&c.connections_refused),
         }
     }
 }

@@ -57,9 +57,16 @@ pub(crate) async fn serve(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut conns = JoinSet::new();
+    let mut down = shared.faults.down_tx.subscribe();
     loop {
         tokio::select! {
             r = listener.accept() => match r {
+                Ok((stream, _)) if shared.faults.is_down() => {
+                    // An outage (a restarting kube-apiserver): reset the connection at once.
+                    let _ = stream.set_zero_linger();
+                    shared.faults.bump(faults::Count::ConnectionsRefused);
+                    drop(stream);
+                }
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
                     let shared = shared.clone();
@@ -82,6 +89,12 @@ pub(crate) async fn serve(
                 }
             },
             _ = shutdown.changed() => break,
+            // The server went down: every open connection (watches, idle keep-alives) ends.
+            Ok(()) = down.changed() => {
+                if *down.borrow_and_update() {
+                    conns.abort_all();
+                }
+            }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
