@@ -142,7 +142,12 @@ async fn r9_r10_two_restarts_the_cache_is_exact_soon_after_the_return_and_stalen
     .await;
     let h = informer.health();
     assert!(h.expired >= 1, "the return was answered 410: {h:?}");
-    assert_eq!(h.recovery_relists, 1, "one quick relist: {h:?}");
+    // One per outage at most (pinned by the core's R9 tests); on a loaded machine the first
+    // retry may land after the first return and take its own quick relist.
+    assert!(
+        (1..=2).contains(&h.recovery_relists),
+        "a quick relist per outage: {h:?}"
+    );
     within(Duration::from_secs(5), "no longer stale", async || {
         informer.health().stale_since.is_none()
     })
