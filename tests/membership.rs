@@ -74,7 +74,11 @@ impl Sampler {
 
     fn sample(&self) {
         let now = Instant::now();
-        let members = self.members.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let members = self
+            .members
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let views: Vec<_> = members
             .iter()
             .map(|(id, o)| (id.clone(), o.view()))
@@ -148,7 +152,7 @@ fn converged(members: &[&Member]) -> bool {
         let v = m.ownership.view();
         if v.held != owned_by(&ring, FIELD, &m.id)
             || !v.draining.is_empty()
-            || !v.valid_until.is_some_and(|t| now < t)
+            || v.valid_until.is_none_or(|t| now >= t)
         {
             return false;
         }
@@ -185,15 +189,26 @@ async fn a_released_members_ranges_move_without_waiting_for_expiry() {
     let v = c.ownership.view();
     assert!(v.held.is_empty(), "c holds nothing after leaving");
     let lease = api.get("ctrl-c").await.expect("c's Lease");
-    assert_eq!(lease.spec.expect("spec").holder_identity.as_deref(), Some(""));
+    assert_eq!(
+        lease.spec.expect("spec").holder_identity.as_deref(),
+        Some("")
+    );
     let refs: Vec<&Member> = members.iter().collect();
     eventually("a and b take c's ranges", || converged(&refs)).await;
     let took = stopped.elapsed();
-    assert!(took < LEASE_DURATION + SLACK, "took {took:?}: waited for an expiry");
+    assert!(
+        took < LEASE_DURATION + SLACK,
+        "took {took:?}: waited for an expiry"
+    );
     c.controller.abort();
     sampling.abort();
     sampler.assert_clean();
-    let health = members[0].handle.as_ref().expect("running").status().health();
+    let health = members[0]
+        .handle
+        .as_ref()
+        .expect("running")
+        .status()
+        .health();
     assert!(health.joined && health.handovers > 0 && health.held_fraction > 0.3);
     assert!(health.members.iter().any(|m| m.identity == "c"));
 }
@@ -211,19 +226,37 @@ async fn a_crashed_members_ranges_move_after_twice_its_lease_duration() {
     c.controller.abort();
     let refs: Vec<&Member> = members.iter().collect();
     let gained = |refs: &[&Member]| {
-        refs.iter()
-            .any(|m| m.ownership.view().held.intersection(&c_held).is_ok_and(|i| !i.is_empty()))
+        refs.iter().any(|m| {
+            m.ownership
+                .view()
+                .held
+                .intersection(&c_held)
+                .is_ok_and(|i| !i.is_empty())
+        })
     };
     eventually("someone takes a range of c's", || gained(&refs)).await;
     let first = crashed.elapsed();
     // c's last renew was at most a round before the crash; nobody may move before 2 × lease.
-    assert!(first >= LEASE_DURATION * 2 - RETRY_PERIOD, "moved after {first:?}");
+    assert!(
+        first >= LEASE_DURATION * 2 - RETRY_PERIOD,
+        "moved after {first:?}"
+    );
     eventually("a and b take all of c's ranges", || converged(&refs)).await;
     let all = crashed.elapsed();
-    assert!(all < LEASE_DURATION * 2 + Duration::from_secs(3), "took {all:?}");
+    assert!(
+        all < LEASE_DURATION * 2 + Duration::from_secs(3),
+        "took {all:?}"
+    );
     let takeovers: u64 = members
         .iter()
-        .map(|m| m.handle.as_ref().expect("running").status().health().takeovers)
+        .map(|m| {
+            m.handle
+                .as_ref()
+                .expect("running")
+                .status()
+                .health()
+                .takeovers
+        })
         .sum();
     assert_eq!(takeovers, 1);
     sampling.abort();
@@ -236,12 +269,21 @@ async fn a_fourth_member_takes_its_part_in_bounded_steps() {
     let sampler = Sampler::default();
     let sampling = sampler.start();
     let mut members = three(&sim, &sampler).await;
-    *sampler.max_draining.lock().unwrap_or_else(|e| e.into_inner()) = 0;
+    *sampler
+        .max_draining
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = 0;
     members.push(start(&sim, &sampler, "d"));
     let refs: Vec<&Member> = members.iter().collect();
     eventually("four members partition the space", || converged(&refs)).await;
-    let max = *sampler.max_draining.lock().unwrap_or_else(|e| e.into_inner());
-    assert!((1..=MAX_IN_FLIGHT).contains(&max), "{max} ranges draining at once");
+    let max = *sampler
+        .max_draining
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    assert!(
+        (1..=MAX_IN_FLIGHT).contains(&max),
+        "{max} ranges draining at once"
+    );
     // d's ranges came with the previous owners' last write.
     let d = members[3].ownership.view();
     assert!(!d.handover.is_empty());

@@ -17,41 +17,41 @@
 //!   [`poll_timeout`](MembershipMachine::poll_timeout), [`poll_event`](MembershipMachine::poll_event),
 //!   and the ownership to publish, [`view`](MembershipMachine::view).
 //!
-//! # The rules (docs/semantics.md M1–M10)
+//! # The rules (docs/semantics.md H1–H11)
 //!
-//! - **M1 Leases.** Spec `holderIdentity` = identity, `leaseDurationSeconds`, `renewTime`;
+//! - **H1 Leases.** Spec `holderIdentity` = identity, `leaseDurationSeconds`, `renewTime`;
 //!   annotations [`HELD_ANNOTATION`] (the ranges its replica may act on, compact form
 //!   [`format_ranges`]), [`CLAIMING_ANNOTATION`] (ranges it is about to take), [`LAST_WRITE_ANNOTATION`]
 //!   (the resourceVersion of its replica's last write), [`LEAVING_ANNOTATION`] (shutting down).
-//! - **M2 Rounds.** Every `retry_period` (jittered by up to 10 %) a round LISTs the ring's Leases
+//! - **H2 Rounds.** Every `retry_period` (jittered by up to 10 %) a round LISTs the ring's Leases
 //!   (a consistent read), decides, PUTs its own Lease on the `resourceVersion` it read (the renew,
 //!   carrying the annotations), then takes over at most one Uncertain member. A 409 on its own PUT
 //!   starts a new round at once. One request is in flight at a time, each bounded by
 //!   `renew_deadline`.
-//! - **M3 Member states**, on our own clock from when we observed the Lease's current
+//! - **H3 Member states**, on our own clock from when we observed the Lease's current
 //!   `resourceVersion` (as leader election's `observedTime`): *Ready* (observed change within
 //!   `leaseDurationSeconds`), *Expired* (within twice that), *Uncertain* (older), *Dead* (its
 //!   `holderIdentity` is not its identity: released, or taken over). A replica that sees a member
 //!   Uncertain PUTs its Lease with `holderIdentity: ""` on the `resourceVersion` it read (a 409:
 //!   the member renewed, or another replica was first); success makes it Dead.
-//! - **M4 Validity.** `valid_until` = when the last successful PUT of our own Lease was *sent*
-//!   + `renew_deadline`. Nobody takes a Lease over before `2 × leaseDuration` after observing its
-//!   last change, which is later than `sent + renew_deadline`: a replica has stopped acting on
-//!   its ranges before anyone may declare it Dead (given clocks that run at the same rate).
-//! - **M5 Own Lease lost.** A replica whose Lease is found taken over (or deleted) drops every
+//! - **H4 Validity.** `valid_until` is when the last successful PUT of our own Lease was
+//!   *sent*, plus `renew_deadline`. Nobody takes a Lease over before `2 × leaseDuration` after
+//!   observing its last change, which is later than that: a replica has stopped acting on its
+//!   ranges before anyone may declare it Dead (given clocks that run at the same rate).
+//! - **H5 Own Lease lost.** A replica whose Lease is found taken over (or deleted) drops every
 //!   range, claim and drain at once and rejoins with a fresh record (no ranges). At start, a
 //!   Lease of our identity left by a previous process is rejoined at once when it holds and
 //!   claims nothing (or is Dead), otherwise only once it is Uncertain, as any other member.
-//! - **M6 Target ring.** [`target_ring`]: `virtual_nodes` tokens per Ready, not leaving member
+//! - **H6 Target ring.** [`target_ring`]: `virtual_nodes` tokens per Ready, not leaving member
 //!   (ourselves included while joined and not leaving) at [`token`] (`fnv1a64("{identity}#{i}")`,
 //!   finalized); each token
 //!   owns the arc from itself up to the next token, the last one wrapping around `2^64`.
-//! - **M7 Drain.** A held range the target gives to someone else is put into `draining`
+//! - **H7 Drain.** A held range the target gives to someone else is put into `draining`
 //!   (at most `max_in_flight` drains at a time; everything at once when leaving); it stays held
 //!   (not acted on anew) until the controller acknowledges it, then leaves `held` at once and
 //!   the next PUT removes it from the Lease. A drain whose range the target gives back is
 //!   cancelled.
-//! - **M8 Claim (a flag protocol).** A range the target gives us that no other live member holds
+//! - **H8 Claim (a flag protocol).** A range the target gives us that no other live member holds
 //!   or claims is *announced* in our `claiming` annotation (at most `max_in_flight` claims). A
 //!   LIST sent after that PUT succeeded that shows no other live member holding or claiming any of
 //!   it *promotes* it: the next PUT moves it from `claiming` to `held` in one write, and after that
@@ -60,17 +60,17 @@
 //!   one with the larger identity withdraws, and nobody announces a range another live member
 //!   holds or claims. Members that are Expired or Uncertain still count as live: their ranges move
 //!   only once they are Dead.
-//! - **M9 Lease ⊇ local.** What a Lease says is held always covers what its replica acts on:
+//! - **H9 Lease ⊇ local.** What a Lease says is held always covers what its replica acts on:
 //!   ranges are added locally only after the PUT that announced them as held succeeded, and
 //!   removed locally before the PUT that drops them is sent.
-//! - **M10 Handover.** A promoted range records the newest `last-write` among the members whose
+//! - **H10 Handover.** A promoted range records the newest `last-write` among the members whose
 //!   Leases we saw holding part of it (every member's when none), so the new owner's cache waits
 //!   for the previous owner's last write (KEP-5647).
-//! - **M11 Leave.** [`handle_cancel`](MembershipMachine::handle_cancel) marks the Lease leaving
+//! - **H11 Leave.** [`handle_cancel`](MembershipMachine::handle_cancel) marks the Lease leaving
 //!   (others drop us from their target), drains everything and withdraws every claim; once all
 //!   drains are acknowledged it releases the Lease (`holderIdentity: ""`, `leaseDurationSeconds:
 //!   1`, nothing held) so the others claim at once. If the acknowledgements do not come by the
-//!   deadline it stops without releasing: the Lease expires and is taken over (M3, M4).
+//!   deadline it stops without releasing: the Lease expires and is taken over (H3, H4).
 //!
 //! What the guarantee assumes: clocks that run at the same rate, LISTs that are consistent reads,
 //! and nobody but the members writing the ring's Leases (a Lease deleted by hand frees its ranges
@@ -100,11 +100,11 @@ mod tests;
 pub const RING_LABEL: &str = "kinformer.io/ring";
 /// Annotation: the ranges the member may act on ([`format_ranges`]).
 pub const HELD_ANNOTATION: &str = "kinformer.io/held";
-/// Annotation: the ranges the member is about to take (M8).
+/// Annotation: the ranges the member is about to take (H8).
 pub const CLAIMING_ANNOTATION: &str = "kinformer.io/claiming";
-/// Annotation: the resourceVersion of the member's last write (M10).
+/// Annotation: the resourceVersion of the member's last write (H10).
 pub const LAST_WRITE_ANNOTATION: &str = "kinformer.io/last-write";
-/// Annotation: `"true"` while the member shuts down (M11).
+/// Annotation: `"true"` while the member shuts down (H11).
 pub const LEAVING_ANNOTATION: &str = "kinformer.io/leaving";
 /// Annotation written by a take-over: who declared the member Dead.
 pub const TAKEN_OVER_BY_ANNOTATION: &str = "kinformer.io/taken-over-by";
@@ -197,7 +197,11 @@ impl MembershipConfig {
     }
 
     fn lease_duration_seconds(&self) -> i32 {
-        let secs = self.lease_duration.as_nanos().div_ceil(1_000_000_000).max(1);
+        let secs = self
+            .lease_duration
+            .as_nanos()
+            .div_ceil(1_000_000_000)
+            .max(1);
         i32::try_from(secs).unwrap_or(i32::MAX)
     }
 }
@@ -244,7 +248,7 @@ pub fn parse_ranges(field: ShardField, s: &str) -> Result<ShardSelector, ShardEr
     Ok(ShardSelector::new(field, out))
 }
 
-/// The target ring (M6): every arc of the space with its owner, in order. `members` need not be
+/// The target ring (H6): every arc of the space with its owner, in order. `members` need not be
 /// sorted or unique; empty when there are none. Equal tokens go to the smaller identity.
 pub fn target_ring(members: &[&str], virtual_nodes: u32) -> Vec<(HashRange, String)> {
     let mut tokens: Vec<(u64, &str)> = members
@@ -291,13 +295,11 @@ pub fn token(identity: &str, i: u32) -> u64 {
 pub fn owned_by(ring: &[(HashRange, String)], field: ShardField, identity: &str) -> ShardSelector {
     ShardSelector::new(
         field,
-        ring.iter()
-            .filter(|(_, o)| o == identity)
-            .map(|(r, _)| *r),
+        ring.iter().filter(|(_, o)| o == identity).map(|(r, _)| *r),
     )
 }
 
-/// A member's state as observed (M3).
+/// A member's state as observed (H3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MemberState {
     /// Renewed within its lease duration.
@@ -340,7 +342,7 @@ pub enum MemberRequest {
 
 impl MemberRequest {
     /// Stamps `renewTime` (and `acquireTime` when unset) of a CREATE or own PUT with the wall
-    /// clock; the machine never reads them (M3 measures on our own clock).
+    /// clock; the machine never reads them (H3 measures on our own clock).
     pub fn stamp(&mut self, now: MicroTime) {
         if let MemberRequest::Create(l) | MemberRequest::Update(l) = self {
             let spec = l.spec.get_or_insert_with(LeaseSpec::default);
@@ -357,7 +359,7 @@ impl MemberRequest {
 pub enum MemberEvent {
     /// Our Lease is written and renewed: we are a member.
     Joined,
-    /// Our Lease was found taken over or deleted: everything dropped (M5).
+    /// Our Lease was found taken over or deleted: everything dropped (H5).
     LostLease,
     /// We declared this member Dead.
     TookOver(String),
@@ -436,7 +438,7 @@ struct Member {
     claiming: ShardSelector,
     last_write: Option<String>,
     leaving: bool,
-    /// Every range we ever saw it hold (M10).
+    /// Every range we ever saw it hold (H10).
     history: ShardSelector,
 }
 
@@ -456,7 +458,9 @@ impl Member {
     }
 
     fn flags(&self) -> ShardSelector {
-        self.held.union(&self.claiming).unwrap_or_else(|_| self.held.clone())
+        self.held
+            .union(&self.claiming)
+            .unwrap_or_else(|_| self.held.clone())
     }
 }
 
@@ -477,8 +481,14 @@ enum Planned {
 
 #[derive(Debug)]
 enum Step {
-    Idle { not_before: Option<Instant> },
-    InFlight { op: Op, sent: Instant, deadline: Instant },
+    Idle {
+        not_before: Option<Instant>,
+    },
+    InFlight {
+        op: Op,
+        sent: Instant,
+        deadline: Instant,
+    },
     Stopped,
 }
 
@@ -565,7 +575,7 @@ impl MembershipMachine {
         matches!(self.step, Step::Stopped)
     }
 
-    /// Until when held ranges may be acted on (M4); `None`: not now.
+    /// Until when held ranges may be acted on (H4); `None`: not now.
     pub fn valid_until(&self) -> Option<Instant> {
         if !self.joined {
             return None;
@@ -585,7 +595,10 @@ impl MembershipMachine {
 
     /// The ownership to publish.
     pub fn view(&self) -> MemberView {
-        let wanted = self.held.union(&self.target).unwrap_or_else(|_| self.held.clone());
+        let wanted = self
+            .held
+            .union(&self.target)
+            .unwrap_or_else(|_| self.held.clone());
         MemberView {
             held: self.held.clone(),
             wanted,
@@ -721,7 +734,7 @@ impl MembershipMachine {
     }
 
     /// The controller stopped its workers for `ranges` (a part of `draining`): they leave
-    /// `held` now (M7, M9) and the next PUT, sent at once, tells the others.
+    /// `held` now (H7, H9) and the next PUT, sent at once, tells the others.
     pub fn handle_drained(&mut self, now: Instant, ranges: &ShardSelector) {
         if ranges.is_empty() || ranges.field() != self.config.field {
             return;
@@ -730,13 +743,18 @@ impl MembershipMachine {
         let mut kept = Vec::new();
         for d in std::mem::take(&mut self.drains) {
             let d_sel = self.sel([d]);
-            let acked = d_sel.intersection(ranges).unwrap_or_else(|_| self.nothing());
+            let acked = d_sel
+                .intersection(ranges)
+                .unwrap_or_else(|_| self.nothing());
             if acked.is_empty() {
                 kept.push(d);
                 continue;
             }
             changed = true;
-            self.held = self.held.difference(&acked).unwrap_or_else(|_| self.nothing());
+            self.held = self
+                .held
+                .difference(&acked)
+                .unwrap_or_else(|_| self.nothing());
             for r in acked.ranges() {
                 self.stats.drains += 1;
                 self.events.push_back(MemberEvent::Drained(*r));
@@ -753,7 +771,7 @@ impl MembershipMachine {
         }
     }
 
-    /// Leave the ring (M11): drain everything and withdraw claims; once every drain is
+    /// Leave the ring (H11): drain everything and withdraw claims; once every drain is
     /// acknowledged, release the Lease. At `deadline` stop without releasing if drains are still
     /// unacknowledged. Call again with `release: false` (or first) to stop at once like a
     /// crash, nothing released.
@@ -789,14 +807,17 @@ impl MembershipMachine {
 
     fn advance(&mut self, now: Instant) {
         if self.leaving.is_some_and(|d| now >= d) && !self.is_stopped() {
-            // The drains were not acknowledged in time: stop without releasing (M11).
+            // The drains were not acknowledged in time: stop without releasing (H11).
             self.stop();
             return;
         }
         if let Step::InFlight { sent, deadline, .. } = self.step
             && now >= deadline
         {
-            self.failed(now, LeaseError::TimedOut(deadline.saturating_duration_since(sent)));
+            self.failed(
+                now,
+                LeaseError::TimedOut(deadline.saturating_duration_since(sent)),
+            );
         }
     }
 
@@ -879,7 +900,9 @@ impl MembershipMachine {
             holder: spec.holder_identity.unwrap_or_default(),
             claiming: ranges(CLAIMING_ANNOTATION),
             last_write: annotations.get(LAST_WRITE_ANNOTATION).cloned(),
-            leaving: annotations.get(LEAVING_ANNOTATION).is_some_and(|v| v == "true"),
+            leaving: annotations
+                .get(LEAVING_ANNOTATION)
+                .is_some_and(|v| v == "true"),
             history: held.clone(),
             held,
             identity,
@@ -915,9 +938,14 @@ impl MembershipMachine {
             }
             self.observe(now, lease);
         }
-        // Deleted Leases are no members (their history is kept for M10).
-        self.members
-            .retain(|_, m| m.lease.metadata.name.as_ref().is_some_and(|n| seen.contains(n)));
+        // Deleted Leases are no members (their history goes with them).
+        self.members.retain(|_, m| {
+            m.lease
+                .metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| seen.contains(n))
+        });
         if self.joined {
             let ours = own
                 .as_ref()
@@ -931,7 +959,7 @@ impl MembershipMachine {
         self.own = own;
     }
 
-    /// M5: our Lease is gone or taken over.
+    /// H5: our Lease is gone or taken over.
     fn lose(&mut self) {
         self.joined = false;
         self.renewed_at = None;
@@ -967,7 +995,8 @@ impl MembershipMachine {
             let rv = self.handover_rv(&r);
             for piece in r.ranges() {
                 self.stats.handovers += 1;
-                self.events.push_back(MemberEvent::Claimed(*piece, rv.clone()));
+                self.events
+                    .push_back(MemberEvent::Claimed(*piece, rv.clone()));
                 if let Some(rv) = &rv {
                     self.handover.push((*piece, rv.clone()));
                 }
@@ -975,7 +1004,7 @@ impl MembershipMachine {
         }
     }
 
-    /// M10: the newest last-write of the members we saw holding part of `r`, else of all.
+    /// H10: the newest last-write of the members we saw holding part of `r`, else of all.
     fn handover_rv(&self, r: &ShardSelector) -> Option<String> {
         let others = self
             .members
@@ -1011,7 +1040,7 @@ impl MembershipMachine {
         });
     }
 
-    /// Decisions after a LIST (M3, M5–M8): the round's plan.
+    /// Decisions after a LIST (H3, H5–H8): the round's plan.
     fn decide(&mut self, now: Instant) {
         self.plan.clear();
         let me = self.config.identity.clone();
@@ -1053,15 +1082,11 @@ impl MembershipMachine {
             .iter()
             .map(|m| (m.identity.clone(), m.held.clone(), m.claiming.clone()))
             .collect();
-        let others_flags = flags_by
-            .iter()
-            .fold(self.nothing(), |acc, (_, h, c)| {
-                acc.union(h)
-                    .and_then(|a| a.union(c))
-                    .unwrap_or(acc)
-            });
+        let others_flags = flags_by.iter().fold(self.nothing(), |acc, (_, h, c)| {
+            acc.union(h).and_then(|a| a.union(c)).unwrap_or(acc)
+        });
 
-        // M7: cancel drains given back, start new ones.
+        // H7: cancel drains given back, start new ones.
         if self.leaving.is_none() {
             let target = self.target.clone();
             self.drains.retain(|d| {
@@ -1071,7 +1096,7 @@ impl MembershipMachine {
         }
         self.start_drains(now);
 
-        // M8: confirm, wait for, or withdraw claims.
+        // H8: confirm, wait for, or withdraw claims.
         let target = self.target.clone();
         let mut kept = Vec::new();
         for mut c in std::mem::take(&mut self.claims) {
@@ -1079,13 +1104,11 @@ impl MembershipMachine {
                 kept.push(c);
                 continue;
             }
-            if c.range.intersection(&target).is_ok_and(|i| i.is_empty()) || self.leaving.is_some()
-            {
+            if c.range.intersection(&target).is_ok_and(|i| i.is_empty()) || self.leaving.is_some() {
                 continue; // no longer ours: withdraw
             }
-            let conflict = |sel: &ShardSelector| {
-                c.range.intersection(sel).is_ok_and(|i| !i.is_empty())
-            };
+            let conflict =
+                |sel: &ShardSelector| c.range.intersection(sel).is_ok_and(|i| !i.is_empty());
             let mut blocked = false;
             let mut lose = false;
             for (id, h, cl) in &flags_by {
@@ -1134,7 +1157,7 @@ impl MembershipMachine {
         }
     }
 
-    /// M7: new drains, up to the limit (everything when leaving).
+    /// H7: new drains, up to the limit (everything when leaving).
     fn start_drains(&mut self, _now: Instant) {
         let away = if self.leaving.is_some() {
             self.held.clone()
@@ -1163,10 +1186,8 @@ impl MembershipMachine {
     /// The PUT (or CREATE) of our Lease with the current state.
     fn own_write(&mut self) -> (Op, MemberRequest) {
         let me = self.config.identity.clone();
-        let release = self.joined
-            && self.leaving.is_some()
-            && self.held.is_empty()
-            && self.claims.is_empty();
+        let release =
+            self.joined && self.leaving.is_some() && self.held.is_empty() && self.claims.is_empty();
         let mut lease = self.own.clone().unwrap_or_else(|| Lease {
             metadata: ObjectMeta {
                 name: Some(self.lease_name.clone()),
@@ -1187,7 +1208,10 @@ impl MembershipMachine {
                 claiming = claiming.union(&c.range).unwrap_or(claiming);
             }
         }
-        let a = lease.metadata.annotations.get_or_insert_with(Default::default);
+        let a = lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
         a.insert(HELD_ANNOTATION.to_string(), format_ranges(&held));
         a.insert(CLAIMING_ANNOTATION.to_string(), format_ranges(&claiming));
         a.remove(TAKEN_OVER_BY_ANNOTATION);

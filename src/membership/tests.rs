@@ -86,7 +86,12 @@ impl Store {
         self.leases
             .values()
             .filter_map(|l| {
-                let id = l.metadata.name.as_deref()?.strip_prefix("ring-")?.to_string();
+                let id = l
+                    .metadata
+                    .name
+                    .as_deref()?
+                    .strip_prefix("ring-")?
+                    .to_string();
                 let holder = l.spec.as_ref()?.holder_identity.clone().unwrap_or_default();
                 (holder == id).then(|| {
                     let held = l
@@ -104,6 +109,7 @@ impl Store {
 }
 
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // a test's in-memory answer; size does not matter
 enum Answer {
     List(Result<Vec<Lease>, LeaseError>),
     Write(Result<Lease, LeaseError>),
@@ -265,12 +271,11 @@ impl World {
         self.nodes[i].paused_until = None;
         // Time passes first: a request past its deadline is abandoned (and may still land).
         self.nodes[i].m.handle_timeout(now);
-        if self.nodes[i].flight.is_some() && !self.nodes[i].m.awaiting_response() {
-            if let Some(f) = self.nodes[i].flight.take()
-                && f.answer.is_none()
-            {
-                self.orphans.push(f);
-            }
+        if !self.nodes[i].m.awaiting_response()
+            && let Some(f) = self.nodes[i].flight.take()
+            && f.answer.is_none()
+        {
+            self.orphans.push(f);
         }
         // An answer arrives.
         let due = self.nodes[i]
@@ -305,7 +310,9 @@ impl World {
         }
         // Writes of the controller.
         let rv = self.store.rv;
-        self.nodes[i].m.set_last_write(Some(format!("{}", rv * 10 + i as u64)));
+        self.nodes[i]
+            .m
+            .set_last_write(Some(format!("{}", rv * 10 + i as u64)));
         // A request goes out.
         if self.nodes[i].flight.is_none()
             && let Some(mut req) = self.nodes[i].m.poll_request(now)
@@ -438,7 +445,11 @@ fn the_ring_partitions_the_space_among_its_members() {
         at = r.end();
     }
     assert_eq!(at, HASH_SPACE_END);
-    assert_eq!(ring.len(), 3 * 16 + 1, "one arc per token, plus the wrap-around");
+    assert_eq!(
+        ring.len(),
+        3 * 16 + 1,
+        "one arc per token, plus the wrap-around"
+    );
     // Deterministic whatever the order, and every member gets a fair part.
     assert_eq!(ring, target_ring(&["a", "b", "c", "a"], 16));
     for m in ["a", "b", "c"] {
@@ -509,7 +520,11 @@ fn a_lone_member_creates_its_lease_and_claims_everything_in_two_rounds() {
     };
     assert_eq!(l.metadata.name.as_deref(), Some("ring-a"));
     assert_eq!(
-        l.metadata.labels.unwrap().get(RING_LABEL).map(String::as_str),
+        l.metadata
+            .labels
+            .unwrap()
+            .get(RING_LABEL)
+            .map(String::as_str),
         Some("ring")
     );
     assert_eq!(m.poll_event(), Some(MemberEvent::Joined));
@@ -685,7 +700,10 @@ fn a_leaving_member_drains_then_releases_and_others_claim_at_once() {
     let spec = lease.spec.as_ref().unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some(""));
     assert_eq!(spec.lease_duration_seconds, Some(1));
-    assert_eq!(lease.metadata.annotations.as_ref().unwrap()[HELD_ANNOTATION], "");
+    assert_eq!(
+        lease.metadata.annotations.as_ref().unwrap()[HELD_ANNOTATION],
+        ""
+    );
     // Well before a lease duration: nobody waits for an expiry.
     w.run_until(ms(2_900), "the others took c's ranges", World::converged);
     w.assert_no_violations();
@@ -718,8 +736,14 @@ fn a_restarted_process_waits_for_its_previous_lease_to_be_uncertain() {
     let crash = w.now;
     w.nodes[1].crashed = true;
     w.add("b"); // the same identity, a new process
-    w.run_until(ms(30_000), "the new b joined", |w| w.node("b").m.is_joined());
-    assert!(w.now >= crash + ms(6_000), "rejoined {:?} after", w.now - crash);
+    w.run_until(ms(30_000), "the new b joined", |w| {
+        w.node("b").m.is_joined()
+    });
+    assert!(
+        w.now >= crash + ms(6_000),
+        "rejoined {:?} after",
+        w.now - crash
+    );
     w.run_until(ms(30_000), "convergence", World::converged);
     w.assert_no_violations();
 }

@@ -2,7 +2,7 @@
 //! [`MembershipMachine`] driven over `kube::Api<Lease>`, publishing into a [`ShardOwnership`].
 //!
 //! The protocol (Leases, member states, the ring, drains, claims, validity; docs/semantics.md
-//! M1–M11) is `kinformer::membership`. This module moves the machine's requests to the API
+//! H1–H11) is `kinformer::membership`. This module moves the machine's requests to the API
 //! server (LIST with the ring's label selector, CREATE, PUT with the `resourceVersion`), bounds
 //! each by the machine's deadline, collects the controller's drain acks
 //! ([`ShardOwnership::ack_drained`]) and its last write ([`ShardOwnership::record_write`]), and
@@ -173,7 +173,7 @@ impl ShardMemberStatus {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopMode {
     /// Drain everything (waiting up to this long for the controller's acks), then release the
-    /// Lease so the others claim at once (M11).
+    /// Lease so the others claim at once (H11).
     Release(Duration),
     /// Stop at once, nothing released: the others take over after the Lease expires.
     Abandon,
@@ -347,7 +347,8 @@ impl ShardMemberHandle {
     /// Leaves the ring: drains everything (waiting up to [`DEFAULT_DRAIN_TIMEOUT`] for the
     /// controller's acks), releases the Lease; returns once done.
     pub async fn stop(self) -> Result<(), ShardMemberError> {
-        self.shutdown(StopMode::Release(DEFAULT_DRAIN_TIMEOUT)).await
+        self.shutdown(StopMode::Release(DEFAULT_DRAIN_TIMEOUT))
+            .await
     }
 
     /// Stops as `mode` says.
@@ -372,7 +373,7 @@ impl Drop for ShardMemberHandle {
 /// One answer of the API server, classified for the machine.
 enum Answer {
     List(Result<Vec<Lease>, LeaseError>),
-    Write(Result<Lease, LeaseError>),
+    Write(Box<Result<Lease, LeaseError>>),
 }
 
 type Call = Pin<Box<dyn Future<Output = Answer> + Send>>;
@@ -388,7 +389,8 @@ fn publish_view(m: &MembershipMachine, ownership: &ShardOwnership) {
         && current.draining == v.draining
         && current.handover == v.handover
         && (current.valid_until == valid_until
-            || (v.valid_until.is_none() && current.valid_until.is_some_and(|t| t <= Instant::now())));
+            || (v.valid_until.is_none()
+                && current.valid_until.is_some_and(|t| t <= Instant::now())));
     if same {
         return;
     }
@@ -443,7 +445,7 @@ async fn drive(
                 call = None;
                 match answer {
                     Answer::List(r) => m.handle_list(Instant::now(), r),
-                    Answer::Write(r) => m.handle_write_result(Instant::now(), r),
+                    Answer::Write(r) => m.handle_write_result(Instant::now(), *r),
                 }
             }
             () = sleep(wake) => {
@@ -478,7 +480,9 @@ fn log_event(ring: &str, e: &MemberEvent, last_error: &mut Option<(SystemTime, S
         MemberEvent::Claimed(r, rv) => {
             tracing::info!(target: TARGET, ring, range = %r, handover = ?rv, "claimed")
         }
-        MemberEvent::DrainStarted(r) => tracing::debug!(target: TARGET, ring, range = %r, "draining"),
+        MemberEvent::DrainStarted(r) => {
+            tracing::debug!(target: TARGET, ring, range = %r, "draining")
+        }
         MemberEvent::Drained(r) => tracing::info!(target: TARGET, ring, range = %r, "handed over"),
         MemberEvent::Released => tracing::info!(target: TARGET, ring, "released the Lease"),
         MemberEvent::RequestFailed(err) if err.is_lost_race() => {
@@ -492,31 +496,29 @@ fn log_event(ring: &str, e: &MemberEvent, last_error: &mut Option<(SystemTime, S
 }
 
 /// Sends one request on kinformer's I/O runtime.
-fn perform(api: Api<Lease>, selector: String, request: MemberRequest) -> impl Future<Output = Answer> + Send {
-    async move {
-        match request {
-            MemberRequest::List => {
-                let lp = ListParams::default().labels(&selector);
-                Answer::List(
-                    on_io(async move { api.list(&lp).await })
-                        .await
-                        .map(|l| l.items)
-                        .map_err(classify),
-                )
-            }
-            MemberRequest::Create(lease) => Answer::Write(
-                on_io(async move { api.create(&PostParams::default(), &lease).await })
+async fn perform(api: Api<Lease>, selector: String, request: MemberRequest) -> Answer {
+    match request {
+        MemberRequest::List => {
+            let lp = ListParams::default().labels(&selector);
+            Answer::List(
+                on_io(async move { api.list(&lp).await })
+                    .await
+                    .map(|l| l.items)
+                    .map_err(classify),
+            )
+        }
+        MemberRequest::Create(lease) => Answer::Write(Box::new(
+            on_io(async move { api.create(&PostParams::default(), &lease).await })
+                .await
+                .map_err(classify),
+        )),
+        MemberRequest::Update(lease) | MemberRequest::TakeOver(lease) => {
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            Answer::Write(Box::new(
+                on_io(async move { api.replace(&name, &PostParams::default(), &lease).await })
                     .await
                     .map_err(classify),
-            ),
-            MemberRequest::Update(lease) | MemberRequest::TakeOver(lease) => {
-                let name = lease.metadata.name.clone().unwrap_or_default();
-                Answer::Write(
-                    on_io(async move { api.replace(&name, &PostParams::default(), &lease).await })
-                        .await
-                        .map_err(classify),
-                )
-            }
+            ))
         }
     }
 }
