@@ -25,6 +25,8 @@
 //! - [`backoff`]: the reflector's restart backoff (R8).
 //! - [`trace`]: the trace id carried by every delta and notification (T1).
 //! - [`leader_election`]: client-go's leader election over a Lease (one leader among replicas).
+//! - [`membership`]: Lease-based membership of a sharded controller's replicas and the
+//!   consistent-hash ring that assigns hash ranges to them.
 //!
 //! Objects are held as `Arc<K>` (or, in the pipeline, `Arc<LazyObject<K>>`) everywhere: handing
 //! one out never deep-copies it.
@@ -38,6 +40,7 @@ pub mod key;
 pub mod known;
 pub mod leader_election;
 pub mod lean;
+pub mod membership;
 pub mod notification;
 pub mod processor;
 pub mod reflector;

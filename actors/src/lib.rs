@@ -99,7 +99,7 @@
 //
 //   interop      kube-rs's runtime on an informer (feature)   -> informer
 //   informer     the handle, its assembly and the factory     -> pipeline, listwatch, telemetry
-//   controller   workqueue front, leader election             -> telemetry
+//   controller   workqueue front, leader election, shard ring -> telemetry
 //   pipeline     the actors, their messages and destinations  -> listwatch, telemetry
 //   listwatch    the kube seam: list/watch and decoding       -> base files only
 //   telemetry    counters, health, traces, metrics, endpoint  -> base files only
@@ -134,6 +134,10 @@ pub use config::{FifoConfig, InformerConfig, ListenerConfig, OverflowPolicy};
 pub use controller::leader_election::{
     LeaderCallbacks, LeaderElectionError, LeaderElectionHealth, LeaderElectionStatus,
     LeaderElector, LeaderElectorActor, LeaderElectorHandle, StopElection,
+};
+pub use controller::membership::{
+    DEFAULT_DRAIN_TIMEOUT, ShardMember, ShardMemberActor, ShardMemberError, ShardMemberHandle,
+    ShardMemberHealth, ShardMemberStatus, StopMember, StopMode,
 };
 pub use controller::ownership::{OwnershipView, ShardOwnership};
 pub use error::{InformerError, ReflectorError, WatchWarning};

@@ -532,14 +532,14 @@ async fn drive(
 }
 
 /// `fut`'s output, or `None` at `deadline`.
-async fn until<T>(deadline: Option<Instant>, fut: impl Future<Output = T>) -> Option<T> {
+pub(super) async fn until<T>(deadline: Option<Instant>, fut: impl Future<Output = T>) -> Option<T> {
     match deadline {
         Some(d) => tokio::time::timeout_at(d.into(), fut).await.ok(),
         None => Some(fut.await),
     }
 }
 
-async fn sleep(wake: Option<Instant>) {
+pub(super) async fn sleep(wake: Option<Instant>) {
     match wake {
         Some(t) => tokio::time::sleep_until(t.into()).await,
         // Nothing scheduled (cannot happen while running): yield rather than spin.
@@ -548,7 +548,7 @@ async fn sleep(wake: Option<Instant>) {
 }
 
 /// The wall clock as a MicroTime (for `renewTime`/`acquireTime`).
-fn wall_now() -> MicroTime {
+pub(super) fn wall_now() -> MicroTime {
     let micros = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
@@ -585,7 +585,7 @@ async fn perform(api: Api<Lease>, name: String, request: LeaseRequest) -> Answer
 }
 
 /// Runs `fut` on the I/O runtime, aborting it when dropped.
-async fn on_io<T: Send + 'static>(
+pub(super) async fn on_io<T: Send + 'static>(
     fut: impl Future<Output = Result<T, kube::Error>> + Send + 'static,
 ) -> Result<T, kube::Error> {
     struct AbortOnDrop(tokio::task::AbortHandle);
@@ -605,7 +605,7 @@ async fn on_io<T: Send + 'static>(
 }
 
 /// kube's error as the machine sees it: a 409 is a lost race, not a failure.
-fn classify(e: kube::Error) -> LeaseError {
+pub(super) fn classify(e: kube::Error) -> LeaseError {
     match e {
         kube::Error::Api(s) if s.is_already_exists() => LeaseError::AlreadyExists(s.message),
         kube::Error::Api(s) if s.is_conflict() => LeaseError::Conflict(s.message),

@@ -75,6 +75,8 @@ struct Inner {
     drained: Mutex<ShardSelector>,
     /// The newest resourceVersion this replica wrote (numeric when the server's RVs are).
     last_write: Mutex<Option<String>>,
+    /// Woken by every ack (the ring hands drained ranges over without waiting for a round).
+    acked: tokio::sync::Notify,
 }
 
 /// A replica's ownership of a sharded kind, shared by its controller, workqueue and informers.
@@ -104,6 +106,7 @@ impl ShardOwnership {
                 changed,
                 drained: Mutex::new(ShardSelector::nothing(field)),
                 last_write: Mutex::new(None),
+                acked: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -169,6 +172,15 @@ impl ShardOwnership {
         if let Ok(u) = d.union(ranges) {
             *d = u;
         }
+        drop(d);
+        // notify_one keeps a permit when nobody waits: an ack is never missed.
+        self.inner.acked.notify_one();
+    }
+
+    /// Completes after the next [`ack_drained`](Self::ack_drained) (at once if one came since
+    /// the last wait). For the one task that collects acks (the membership ring).
+    pub async fn acked(&self) {
+        self.inner.acked.notified().await
     }
 
     /// The draining ranges acknowledged so far (for the ring), and forgets them.
