@@ -884,7 +884,10 @@ fn w5_adds_of_items_not_owned_are_dropped_and_counted() {
     assert_eq!(q.num_requeues(&"b"), 0, "the limiter is not consulted");
     assert!(!AddOutcome::NotOwned.is_accepted());
     let m = q.metrics(t);
-    assert_eq!((m.depth, m.adds, m.retries, m.dropped_not_owned), (1, 1, 0, 3));
+    assert_eq!(
+        (m.depth, m.adds, m.retries, m.dropped_not_owned),
+        (1, 1, 0, 3)
+    );
     assert_eq!(q.waiting(), 0);
     assert!(q.is_owned(&"a") && !q.is_owned(&"b"));
 }
@@ -905,13 +908,21 @@ fn w5_purge_removes_queued_delayed_and_rearmed_items_no_longer_owned() {
     // Ownership shrinks to "b" and "e".
     *owned.lock().unwrap() = vec!["b", "e"];
     assert_eq!(q.processing_not_owned(), 1, "a is still being processed");
-    assert_eq!(q.purge_not_owned(), 3, "a (re-added), c (delayed), d (queued)");
+    assert_eq!(
+        q.purge_not_owned(),
+        3,
+        "a (re-added), c (delayed), d (queued)"
+    );
     assert_eq!(q.num_requeues(&"c"), 0, "its failures are forgotten");
     assert!(!q.done(&"a", t), "a finishes and is not queued again");
     assert_eq!(q.processing_not_owned(), 0);
     assert_eq!(q.get(t), GetResult::Item("b"));
     assert_eq!(q.get(t), GetResult::Empty);
-    assert_eq!(q.next_ready_at(), Some(t + ms(50)), "e, still owned, still waits");
+    assert_eq!(
+        q.next_ready_at(),
+        Some(t + ms(50)),
+        "e, still owned, still waits"
+    );
     assert_eq!(q.get(c.step(ms(50))), GetResult::Item("e"));
     assert_eq!(q.metrics(c.now).dropped_not_owned, 3);
 }
@@ -928,7 +939,11 @@ fn w5_filter_is_read_again_at_promotion_and_done() {
     // Ownership moves away without a purge: nothing not owned is handed out any more.
     owned.lock().unwrap().clear();
     assert!(!q.done(&"b", t), "b is not re-queued");
-    assert_eq!(q.get(c.step(ms(10))), GetResult::Empty, "a is dropped at its deadline");
+    assert_eq!(
+        q.get(c.step(ms(10))),
+        GetResult::Empty,
+        "a is dropped at its deadline"
+    );
     assert_eq!(q.metrics(c.now).dropped_not_owned, 2);
     assert_eq!((q.len(), q.waiting(), q.processing()), (0, 0, 0));
 }

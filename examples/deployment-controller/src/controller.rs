@@ -45,7 +45,9 @@ use tracing::Instrument as _;
 
 use crate::reconcile::AdoptionError;
 use crate::reconcile::{self as sync, Action};
-use crate::shard::{self as sharding, ShardCounters, ShardOptions, ShardProbe, ShardStats, WriteRecord};
+use crate::shard::{
+    self as sharding, ShardCounters, ShardOptions, ShardProbe, ShardStats, WriteRecord,
+};
 
 /// The label selector of the Deployments the example manages by default.
 pub const DEFAULT_SELECTOR: &str = "kinformer.example/managed=true";
@@ -811,13 +813,18 @@ async fn follow_ownership(inner: Arc<Inner>) {
         if let Ok(entered) = view.held.difference(&held)
             && !entered.is_empty()
         {
-            inner.shard_counters.handovers.fetch_add(1, Ordering::Relaxed);
+            inner
+                .shard_counters
+                .handovers
+                .fetch_add(1, Ordering::Relaxed);
             let keys: Vec<ObjectKey> = inner
                 .deployments
                 .lister()
                 .list()
                 .iter()
-                .filter(|d| entered.matches_value(d.metadata.namespace.as_deref().unwrap_or_default()))
+                .filter(|d| {
+                    entered.matches_value(d.metadata.namespace.as_deref().unwrap_or_default())
+                })
                 .map(|d| ObjectKey::new(d.metadata.namespace.as_deref(), &d.name_any()))
                 .collect();
             tracing::info!(replica = %sh.id, ranges = %entered, deployments = keys.len(), "ranges moved in");
@@ -842,7 +849,10 @@ impl ShardProbe for Inner {
             .lister()
             .list()
             .iter()
-            .filter(|d| sh.ownership.owns_value(d.metadata.namespace.as_deref().unwrap_or_default()))
+            .filter(|d| {
+                sh.ownership
+                    .owns_value(d.metadata.namespace.as_deref().unwrap_or_default())
+            })
             .count() as u64;
         Some(ShardStats {
             id: sh.id.clone(),
@@ -974,7 +984,12 @@ impl Inner {
                     self.check_owned(ns)?;
                     match rs_api.replace(&rs_name, &self.post_params(), rs).await {
                         Ok(w) => {
-                            self.wrote("replicasets", ns, &rs_name, w.metadata.resource_version.as_deref());
+                            self.wrote(
+                                "replicasets",
+                                ns,
+                                &rs_name,
+                                w.metadata.resource_version.as_deref(),
+                            );
                             self.counters.rs_scaled.fetch_add(1, Ordering::Relaxed);
                             if from == to {
                                 tracing::debug!(deployment = %key, replicaset = %rs_name, "updated ReplicaSet annotations");
@@ -1055,7 +1070,12 @@ impl Inner {
             .await
         {
             Ok(w) => {
-                self.wrote("deployments/status", ns, &name, w.metadata.resource_version.as_deref());
+                self.wrote(
+                    "deployments/status",
+                    ns,
+                    &name,
+                    w.metadata.resource_version.as_deref(),
+                );
                 self.counters.status_updates.fetch_add(1, Ordering::Relaxed);
                 let s = updated.status.unwrap_or_default();
                 tracing::debug!(deployment = %key, replicas = ?s.replicas, updated = ?s.updated_replicas,
@@ -1086,7 +1106,12 @@ impl Inner {
             .await
         {
             Ok(w) => {
-                self.wrote("deployments", ns, &name, w.metadata.resource_version.as_deref());
+                self.wrote(
+                    "deployments",
+                    ns,
+                    &name,
+                    w.metadata.resource_version.as_deref(),
+                );
                 Ok(())
             }
             Err(e) if api_code(&e) == Some(409) => Err(SyncError::Conflict(format!(
@@ -1130,7 +1155,12 @@ impl Inner {
                     .await
                 {
                     Ok(adopted) => {
-                        self.wrote("replicasets", ns, &rs_name, adopted.metadata.resource_version.as_deref());
+                        self.wrote(
+                            "replicasets",
+                            ns,
+                            &rs_name,
+                            adopted.metadata.resource_version.as_deref(),
+                        );
                         self.counters.rs_adopted.fetch_add(1, Ordering::Relaxed);
                         tracing::info!(deployment = %key, replicaset = %rs_name, "adopted ReplicaSet");
                         owned.push(Arc::new(adopted));
@@ -1155,7 +1185,12 @@ impl Inner {
                 .await
             {
                 Ok(w) => {
-                    self.wrote("replicasets", ns, &rs_name, w.metadata.resource_version.as_deref());
+                    self.wrote(
+                        "replicasets",
+                        ns,
+                        &rs_name,
+                        w.metadata.resource_version.as_deref(),
+                    );
                     self.counters.rs_released.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(deployment = %key, replicaset = %rs_name, "released ReplicaSet (labels no longer match)");
                 }
@@ -1187,7 +1222,12 @@ impl Inner {
         self.check_owned(ns)?;
         let err = match api.create(&self.post_params(), rs).await {
             Ok(w) => {
-                self.wrote("replicasets", ns, &rs_name, w.metadata.resource_version.as_deref());
+                self.wrote(
+                    "replicasets",
+                    ns,
+                    &rs_name,
+                    w.metadata.resource_version.as_deref(),
+                );
                 self.counters.rs_created.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(deployment = %key, replicaset = %rs_name, replicas = sync::rs_replicas(rs), "created ReplicaSet");
                 return Ok(());

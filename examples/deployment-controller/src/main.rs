@@ -211,7 +211,10 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         !args.sharded || election.is_none(),
         "--sharded replicas split the work instead of electing a leader (add --leader-elect=false)"
     );
-    anyhow::ensure!(!args.sharded || args.replicas >= 1, "--replicas must be at least 1");
+    anyhow::ensure!(
+        !args.sharded || args.replicas >= 1,
+        "--replicas must be at least 1"
+    );
 
     let (client, sim) = if embedded {
         let sim = Sim::start(SimConfig {

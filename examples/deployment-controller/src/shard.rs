@@ -202,7 +202,10 @@ impl Collector for ShardCollector {
         if stats.is_empty() {
             return Ok(());
         }
-        let gauge = |enc: &mut DescriptorEncoder, name: &str, help: &str, f: &dyn Fn(&ShardStats) -> f64| {
+        let gauge = |enc: &mut DescriptorEncoder,
+                     name: &str,
+                     help: &str,
+                     f: &dyn Fn(&ShardStats) -> f64| {
             let mut d = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for s in &stats {
                 let labels = [("replica", s.id.as_str())];
@@ -210,9 +213,22 @@ impl Collector for ShardCollector {
             }
             Ok::<(), fmt::Error>(())
         };
-        gauge(&mut enc, "kinformer_shard_held_fraction", "Fraction of the hash space this replica holds", &|s| s.held_fraction)?;
-        gauge(&mut enc, "kinformer_shard_keys_owned", "Cached objects of the sharded kind this replica owns", &|s| s.keys_owned as f64)?;
-        let counter = |enc: &mut DescriptorEncoder, name: &str, help: &str, f: &dyn Fn(&ShardStats) -> f64| {
+        gauge(
+            &mut enc,
+            "kinformer_shard_held_fraction",
+            "Fraction of the hash space this replica holds",
+            &|s| s.held_fraction,
+        )?;
+        gauge(
+            &mut enc,
+            "kinformer_shard_keys_owned",
+            "Cached objects of the sharded kind this replica owns",
+            &|s| s.keys_owned as f64,
+        )?;
+        let counter = |enc: &mut DescriptorEncoder,
+                       name: &str,
+                       help: &str,
+                       f: &dyn Fn(&ShardStats) -> f64| {
             let mut d = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
             for s in &stats {
                 let labels = [("replica", s.id.as_str())];
@@ -220,11 +236,36 @@ impl Collector for ShardCollector {
             }
             Ok::<(), fmt::Error>(())
         };
-        counter(&mut enc, "kinformer_shard_skipped_writes", "Writes skipped because the object was not owned any more", &|s| s.skipped_not_owned as f64)?;
-        counter(&mut enc, "kinformer_shard_handovers", "Publications that moved ranges in", &|s| s.handovers as f64)?;
-        counter(&mut enc, "kinformer_shard_handover_waits", "Waits for the previous owner's last write before reconciling (KEP-5647)", &|s| s.handover_waits as f64)?;
-        counter(&mut enc, "kinformer_shard_drains", "Drains acknowledged", &|s| s.drains as f64)?;
-        counter(&mut enc, "kinformer_shard_drain_seconds", "Time spent draining ranges that moved away", &|s| s.drain_time.as_secs_f64())?;
+        counter(
+            &mut enc,
+            "kinformer_shard_skipped_writes",
+            "Writes skipped because the object was not owned any more",
+            &|s| s.skipped_not_owned as f64,
+        )?;
+        counter(
+            &mut enc,
+            "kinformer_shard_handovers",
+            "Publications that moved ranges in",
+            &|s| s.handovers as f64,
+        )?;
+        counter(
+            &mut enc,
+            "kinformer_shard_handover_waits",
+            "Waits for the previous owner's last write before reconciling (KEP-5647)",
+            &|s| s.handover_waits as f64,
+        )?;
+        counter(
+            &mut enc,
+            "kinformer_shard_drains",
+            "Drains acknowledged",
+            &|s| s.drains as f64,
+        )?;
+        counter(
+            &mut enc,
+            "kinformer_shard_drain_seconds",
+            "Time spent draining ranges that moved away",
+            &|s| s.drain_time.as_secs_f64(),
+        )?;
         Ok(())
     }
 }
