@@ -94,6 +94,17 @@ impl<T: Clone + Eq + Hash> Waiting<T> {
         self.by_item.len()
     }
 
+    /// Removes the items `keep` refuses; returns them.
+    pub(crate) fn remove_unless(&mut self, keep: impl Fn(&T) -> bool) -> Vec<T> {
+        let gone: Vec<T> = self.by_item.keys().filter(|i| !keep(i)).cloned().collect();
+        for item in &gone {
+            if let Some(at) = self.by_item.remove(item) {
+                self.by_deadline.remove(&at);
+            }
+        }
+        gone
+    }
+
     pub(crate) fn clear(&mut self) {
         self.by_deadline.clear();
         self.by_item.clear();

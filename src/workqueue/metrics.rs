@@ -113,4 +113,9 @@ pub struct WorkQueueMetrics {
     pub processing: usize,
     /// Delayed items not yet due.
     pub waiting: usize,
+    /// Adds refused because the queue's owner filter refused the item (a sharded controller's
+    /// key whose object this replica does not own), delayed items and re-adds dropped at their
+    /// promotion for the same reason, and items removed by
+    /// [`purge_not_owned`](super::WorkQueue::purge_not_owned). Not in client-go.
+    pub dropped_not_owned: u64,
 }

@@ -3,7 +3,8 @@
 //! - [`WorkQueue`]: client-go's rate-limiting delaying queue in one struct: dedup through the
 //!   dirty and processing sets (W1), delayed adds with the earliest deadline winning (W2),
 //!   rate-limited adds and `forget` (W2), `shut_down` / `shut_down_with_drain` (W3) and
-//!   metrics (W4).
+//!   metrics (W4); optionally an owner filter for a sharded controller's replica (W5): keys
+//!   it does not own are dropped, and purged when ownership shrinks.
 //! - [`RateLimiter`] and client-go's limiters: [`ItemExponentialFailureRateLimiter`],
 //!   [`ItemFastSlowRateLimiter`], [`BucketRateLimiter`], [`MaxOfRateLimiter`] and
 //!   [`default_controller_rate_limiter`].
@@ -32,7 +33,7 @@ mod proptests;
 mod tests;
 
 pub use metrics::{DurationHistogram, HISTOGRAM_BOUNDS, HISTOGRAM_BUCKETS, WorkQueueMetrics};
-pub use queue::{AddOutcome, GetResult, RateLimitedAdd, WorkQueue};
+pub use queue::{AddOutcome, GetResult, OwnerFilter, RateLimitedAdd, WorkQueue};
 pub use rate_limiter::{
     BucketRateLimiter, DEFAULT_BASE_DELAY, DEFAULT_BURST, DEFAULT_MAX_DELAY, DEFAULT_QPS,
     ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter, RateLimiter,

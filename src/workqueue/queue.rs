@@ -33,6 +33,10 @@ pub enum AddOutcome {
     },
     /// The queue is shutting down: the item was ignored.
     ShuttingDown,
+    /// The queue's owner filter refused the item (a sharded controller's replica does not own
+    /// its object): ignored, counted in
+    /// [`WorkQueueMetrics::dropped_not_owned`](super::WorkQueueMetrics::dropped_not_owned).
+    NotOwned,
 }
 
 impl AddOutcome {
@@ -41,9 +45,10 @@ impl AddOutcome {
         matches!(self, AddOutcome::Queued)
     }
 
-    /// False only when the add was ignored because the queue is shutting down.
+    /// False only when the add was ignored: the queue is shutting down, or its owner filter
+    /// refused the item.
     pub fn is_accepted(&self) -> bool {
-        !matches!(self, AddOutcome::ShuttingDown)
+        !matches!(self, AddOutcome::ShuttingDown | AddOutcome::NotOwned)
     }
 }
 
@@ -80,8 +85,13 @@ impl<T> GetResult<T> {
     }
 }
 
+/// Which items a queue accepts: true for an item whose object this replica owns (see
+/// [`WorkQueue::set_owner_filter`]).
+pub type OwnerFilter<T> = Box<dyn Fn(&T) -> bool + Send + Sync>;
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Counters {
+    dropped_not_owned: u64,
     adds: u64,
     retries: u64,
     queue_latency: DurationHistogram,
@@ -141,6 +151,8 @@ pub struct WorkQueue<T> {
     shutting_down: bool,
     drain: bool,
     counters: Counters,
+    /// None: every item is accepted (an unsharded controller).
+    owner: Option<OwnerFilter<T>>,
 }
 
 impl<T: Clone + Eq + Hash + Send + 'static> WorkQueue<T> {
@@ -171,6 +183,77 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
             shutting_down: false,
             drain: false,
             counters: Counters::default(),
+            owner: None,
+        }
+    }
+
+    /// Sets (or with `None` removes) the owner filter of a sharded controller's replica: an
+    /// item the filter refuses is not added (`add`, `add_after`, `add_rate_limited` answer
+    /// [`AddOutcome::NotOwned`]), a delayed item it refuses at its deadline is dropped, and an
+    /// item re-added while processed is not queued again by [`done`](Self::done) if refused
+    /// by then. The filter is read at each of those calls, so it may follow ownership that
+    /// changes; items already queued are removed only by
+    /// [`purge_not_owned`](Self::purge_not_owned). Every item dropped this way is counted in
+    /// [`WorkQueueMetrics::dropped_not_owned`] and its rate-limiter history forgotten.
+    pub fn set_owner_filter(&mut self, owner: Option<OwnerFilter<T>>) {
+        self.owner = owner;
+    }
+
+    /// Whether the owner filter accepts `item` (always true without a filter).
+    pub fn is_owned(&self, item: &T) -> bool {
+        self.owner.as_ref().is_none_or(|f| f(item))
+    }
+
+    /// Counts a dropped item and forgets its failures: a replica that owns it again later
+    /// starts its backoff afresh, as a new owner would.
+    fn drop_not_owned(&mut self, item: &T) {
+        self.counters.dropped_not_owned = self.counters.dropped_not_owned.saturating_add(1);
+        self.rate_limiter.forget(item);
+    }
+
+    /// Removes every queued or delayed item the owner filter refuses now, and un-marks items
+    /// being processed that were re-added, so their [`done`](Self::done) does not queue them
+    /// again (the worker holding one finishes it). Call it when ownership shrinks. Returns how
+    /// many items were removed (each counted in [`WorkQueueMetrics::dropped_not_owned`]).
+    pub fn purge_not_owned(&mut self) -> usize {
+        let Some(owner) = self.owner.take() else {
+            return 0;
+        };
+        let mut gone: Vec<T> = Vec::new();
+        self.queue.retain(|item| {
+            let keep = owner(item);
+            if !keep {
+                gone.push(item.clone());
+            }
+            keep
+        });
+        for item in &gone {
+            self.dirty.remove(item);
+        }
+        let rearmed: Vec<T> = self
+            .dirty
+            .keys()
+            .filter(|item| self.processing.contains_key(*item) && !owner(item))
+            .cloned()
+            .collect();
+        for item in &rearmed {
+            self.dirty.remove(item);
+        }
+        gone.extend(rearmed);
+        gone.extend(self.waiting.remove_unless(|item| owner(item)));
+        self.owner = Some(owner);
+        for item in &gone {
+            self.drop_not_owned(item);
+        }
+        gone.len()
+    }
+
+    /// Items being processed that the owner filter refuses now: what a drain waits for (0
+    /// without a filter).
+    pub fn processing_not_owned(&self) -> usize {
+        match &self.owner {
+            None => 0,
+            Some(owner) => self.processing.keys().filter(|i| !owner(i)).count(),
         }
     }
 
@@ -187,6 +270,10 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
     pub fn add(&mut self, item: T, now: Instant) -> AddOutcome {
         if self.shutting_down {
             return AddOutcome::ShuttingDown;
+        }
+        if !self.is_owned(&item) {
+            self.drop_not_owned(&item);
+            return AddOutcome::NotOwned;
         }
         self.add_unchecked(item, now)
     }
@@ -222,6 +309,10 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
         if self.shutting_down {
             return AddOutcome::ShuttingDown;
         }
+        if !self.is_owned(&item) {
+            self.drop_not_owned(&item);
+            return AddOutcome::NotOwned;
+        }
         self.counters.retries = self.counters.retries.saturating_add(1);
         if delay.is_zero() {
             return self.add_unchecked(item, now);
@@ -240,6 +331,14 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
             return RateLimitedAdd {
                 delay: Duration::ZERO,
                 outcome: AddOutcome::ShuttingDown,
+            };
+        }
+        if !self.is_owned(&item) {
+            // Not consulted either: the failure would be forgotten at once.
+            self.drop_not_owned(&item);
+            return RateLimitedAdd {
+                delay: Duration::ZERO,
+                outcome: AddOutcome::NotOwned,
             };
         }
         let delay = self.rate_limiter.when(&item, now);
@@ -295,12 +394,16 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
         self.counters
             .work_duration
             .observe(now.saturating_duration_since(started));
-        if self.dirty.contains_key(item) {
-            self.queue.push_back(item.clone());
-            true
-        } else {
-            false
+        if !self.dirty.contains_key(item) {
+            return false;
         }
+        if !self.is_owned(item) {
+            self.dirty.remove(item);
+            self.drop_not_owned(item);
+            return false;
+        }
+        self.queue.push_back(item.clone());
+        true
     }
 
     /// Moves every delayed item whose deadline is at or before `now` into the queue, earliest
@@ -310,6 +413,10 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
     pub fn promote_ready(&mut self, now: Instant) -> usize {
         let mut ready = 0;
         while let Some((item, at)) = self.waiting.pop_due(now) {
+            if !self.is_owned(&item) {
+                self.drop_not_owned(&item);
+                continue;
+            }
             if self.add_unchecked(item, at).is_ready() {
                 ready += 1;
             }
@@ -417,6 +524,7 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
             longest_running_processor,
             processing: self.processing.len(),
             waiting: self.waiting.len(),
+            dropped_not_owned: self.counters.dropped_not_owned,
         }
     }
 }
@@ -430,6 +538,7 @@ impl<T: Clone + Eq + Hash> fmt::Debug for WorkQueue<T> {
             .field("waiting", &self.waiting.len())
             .field("shutting_down", &self.shutting_down)
             .field("drain", &self.drain)
+            .field("owner_filter", &self.owner.is_some())
             .finish_non_exhaustive()
     }
 }

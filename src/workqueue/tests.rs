@@ -854,3 +854,111 @@ fn queue_is_send_for_a_mutex_or_actor_front() {
     assert_eq!(q.next_ready_at(), None);
     assert!(!q.is_drained());
 }
+
+// ---------------------------------------------------------------- W5: owner filter
+
+/// An owner filter that follows a shared set of owned items (ownership that changes at run
+/// time, as a sharded controller's does).
+fn owned_queue(
+    owned: &[&'static str],
+) -> (
+    WorkQueue<&'static str>,
+    std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+) {
+    let set = std::sync::Arc::new(std::sync::Mutex::new(owned.to_vec()));
+    let mut q = exp_queue(ms(10), ms(1000));
+    let s = std::sync::Arc::clone(&set);
+    q.set_owner_filter(Some(Box::new(move |i| s.lock().unwrap().contains(i))));
+    (q, set)
+}
+
+#[test]
+fn w5_adds_of_items_not_owned_are_dropped_and_counted() {
+    let t = Instant::now();
+    let (mut q, _) = owned_queue(&["a"]);
+    assert_eq!(q.add("a", t), AddOutcome::Queued);
+    assert_eq!(q.add("b", t), AddOutcome::NotOwned);
+    assert_eq!(q.add_after("b", ms(5), t), AddOutcome::NotOwned);
+    let r = q.add_rate_limited("b", t);
+    assert_eq!((r.delay, r.outcome), (Duration::ZERO, AddOutcome::NotOwned));
+    assert_eq!(q.num_requeues(&"b"), 0, "the limiter is not consulted");
+    assert!(!AddOutcome::NotOwned.is_accepted());
+    let m = q.metrics(t);
+    assert_eq!(
+        (m.depth, m.adds, m.retries, m.dropped_not_owned),
+        (1, 1, 0, 3)
+    );
+    assert_eq!(q.waiting(), 0);
+    assert!(q.is_owned(&"a") && !q.is_owned(&"b"));
+}
+
+#[test]
+fn w5_purge_removes_queued_delayed_and_rearmed_items_no_longer_owned() {
+    let mut c = Clock::new();
+    let t = c.now;
+    let (mut q, owned) = owned_queue(&["a", "b", "c", "d", "e"]);
+    let _ = q.add("a", t);
+    let _ = q.add("b", t);
+    assert_eq!(q.get(t), GetResult::Item("a"));
+    // "a" is re-added while processed (dirty), "c" and "e" wait, "d" is queued.
+    assert_eq!(q.add("a", t), AddOutcome::Deferred);
+    let _ = q.add_rate_limited("c", t);
+    let _ = q.add_after("e", ms(50), t);
+    let _ = q.add("d", t);
+    // Ownership shrinks to "b" and "e".
+    *owned.lock().unwrap() = vec!["b", "e"];
+    assert_eq!(q.processing_not_owned(), 1, "a is still being processed");
+    assert_eq!(
+        q.purge_not_owned(),
+        3,
+        "a (re-added), c (delayed), d (queued)"
+    );
+    assert_eq!(q.num_requeues(&"c"), 0, "its failures are forgotten");
+    assert!(!q.done(&"a", t), "a finishes and is not queued again");
+    assert_eq!(q.processing_not_owned(), 0);
+    assert_eq!(q.get(t), GetResult::Item("b"));
+    assert_eq!(q.get(t), GetResult::Empty);
+    assert_eq!(
+        q.next_ready_at(),
+        Some(t + ms(50)),
+        "e, still owned, still waits"
+    );
+    assert_eq!(q.get(c.step(ms(50))), GetResult::Item("e"));
+    assert_eq!(q.metrics(c.now).dropped_not_owned, 3);
+}
+
+#[test]
+fn w5_filter_is_read_again_at_promotion_and_done() {
+    let mut c = Clock::new();
+    let t = c.now;
+    let (mut q, owned) = owned_queue(&["a", "b"]);
+    let _ = q.add_after("a", ms(10), t);
+    let _ = q.add("b", t);
+    assert_eq!(q.get(t), GetResult::Item("b"));
+    let _ = q.add("b", t);
+    // Ownership moves away without a purge: nothing not owned is handed out any more.
+    owned.lock().unwrap().clear();
+    assert!(!q.done(&"b", t), "b is not re-queued");
+    assert_eq!(
+        q.get(c.step(ms(10))),
+        GetResult::Empty,
+        "a is dropped at its deadline"
+    );
+    assert_eq!(q.metrics(c.now).dropped_not_owned, 2);
+    assert_eq!((q.len(), q.waiting(), q.processing()), (0, 0, 0));
+}
+
+#[test]
+fn w5_without_a_filter_nothing_is_dropped() {
+    let t = Instant::now();
+    let mut q = queue();
+    let _ = q.add("a", t);
+    assert_eq!(q.purge_not_owned(), 0);
+    assert_eq!(q.processing_not_owned(), 0);
+    assert_eq!(q.get(t), GetResult::Item("a"));
+    q.set_owner_filter(Some(Box::new(|_| false)));
+    assert_eq!(q.processing_not_owned(), 1);
+    q.set_owner_filter(None);
+    assert_eq!(q.add("z", t), AddOutcome::Queued);
+    assert_eq!(q.metrics(t).dropped_not_owned, 0);
+}

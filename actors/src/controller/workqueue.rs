@@ -59,6 +59,7 @@ use kinformer::{
 use tokio::sync::Notify;
 
 use crate::{
+    controller::ownership::ShardOwnership,
     handler::EnqueueKeys,
     telemetry::{
         metrics::{Telemetry, TelemetryError},
@@ -107,6 +108,21 @@ struct Shared<T> {
     ready: Notify,
     /// Wakes callers of `shut_down_with_drain`.
     drained: Notify,
+    /// Wakes callers of `drain_not_owned` after every `done`.
+    finished: Notify,
+}
+
+/// What [`AsyncWorkQueue::drain_not_owned`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrainReport {
+    /// The draining ranges acknowledged (empty: nothing was draining, nothing was acked).
+    pub acked: kinformer::shard::ShardSelector,
+    /// Queued, delayed or re-added keys removed.
+    pub purged: usize,
+    /// Keys that were being processed when the drain started, waited for.
+    pub waited_for: usize,
+    /// From the start of the drain to the ack (tokio's clock).
+    pub took: Duration,
 }
 
 /// The current instant on tokio's clock (paused and advanced in tests), as the core wants it.
@@ -151,7 +167,124 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
                 core: Mutex::new(core),
                 ready: Notify::new(),
                 drained: Notify::new(),
+                finished: Notify::new(),
             }),
+        }
+    }
+
+    /// Gives the queue an owner filter (a sharded controller's replica): `add`, `add_after`
+    /// and `add_rate_limited` drop the items `owned` refuses (counted in
+    /// [`WorkQueueMetrics::dropped_not_owned`]), as do delayed items at their deadline and a
+    /// re-added item at its `done` (W5). `owned` is read at each of those calls, so it may
+    /// follow changing ownership; [`purge_not_owned`](Self::purge_not_owned) removes what
+    /// is already queued.
+    ///
+    /// ```
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
+    /// let q = AsyncWorkQueue::new().with_owner_filter(|k: &&str| k.starts_with("mine/"));
+    /// q.add("mine/a");
+    /// q.add("theirs/b");
+    /// assert_eq!((q.len(), q.metrics().dropped_not_owned), (1, 1));
+    /// ```
+    pub fn with_owner_filter(self, owned: impl Fn(&T) -> bool + Send + Sync + 'static) -> Self {
+        self.lock().set_owner_filter(Some(Box::new(owned)));
+        self
+    }
+
+    /// [`with_owner_filter`](Self::with_owner_filter) by a replica's [`ShardOwnership`]: an
+    /// item is owned when [`ShardOwnership::owns_value`] holds for the value `hashed` gives
+    /// it (its namespace for namespace shards; for uid shards, a lookup of the object's uid).
+    ///
+    /// ```
+    /// use kinformer::{ObjectKey, shard::{ShardField, ShardSelector}};
+    /// use kinformer_actors::{ShardOwnership, workqueue::AsyncWorkQueue};
+    /// let mine = ShardSelector::nth_of(ShardField::Namespace, 0, 2).unwrap();
+    /// let ownership = ShardOwnership::fixed(mine.clone());
+    /// let q = AsyncWorkQueue::new()
+    ///     .with_owner(ownership, |k: &ObjectKey| k.split().0.unwrap_or_default());
+    /// for ns in ["a", "b", "c", "d"] {
+    ///     q.add(ObjectKey::new(Some(ns), "web"));
+    /// }
+    /// let owned = ["a", "b", "c", "d"].iter().filter(|ns| mine.matches_value(ns)).count();
+    /// assert_eq!(q.len(), owned);
+    /// ```
+    pub fn with_owner<F>(self, ownership: ShardOwnership, hashed: F) -> Self
+    where
+        F: Fn(&T) -> &str + Send + Sync + 'static,
+    {
+        self.with_owner_filter(move |item| ownership.owns_value(hashed(item)))
+    }
+
+    /// Removes every queued or delayed item the owner filter refuses now, and makes sure an
+    /// item being processed that it refuses is not queued again by its
+    /// [`done`](Self::done) (W5). Returns how many were removed. Call it when ownership
+    /// shrinks; without an owner filter it does nothing.
+    pub fn purge_not_owned(&self) -> usize {
+        self.lock().purge_not_owned()
+    }
+
+    /// Items being processed that the owner filter refuses now.
+    pub fn processing_not_owned(&self) -> usize {
+        self.lock().processing_not_owned()
+    }
+
+    /// Drains the ranges `ownership` marks [`draining`](crate::OwnershipView::draining): purges
+    /// their keys ([`purge_not_owned`](Self::purge_not_owned); the owner filter must follow
+    /// `ownership`, as [`with_owner`](Self::with_owner) does), waits until every key being
+    /// processed that is not owned any more is [`done`](Self::done) (a write already started
+    /// finishes; none starts anew, as the workers re-check ownership), then
+    /// [`ack_drained`](ShardOwnership::ack_drained)s them so the ring may hand them over.
+    /// Returns at once, acking nothing, when nothing drains. A shutdown does not end the wait:
+    /// the workers still call `done`.
+    ///
+    /// ```
+    /// use kinformer::{ObjectKey, shard::{ShardField, ShardSelector}};
+    /// use kinformer_actors::{ShardOwnership, workqueue::AsyncWorkQueue};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let all = ShardSelector::everything(ShardField::Namespace);
+    /// let ownership = ShardOwnership::fixed(all.clone());
+    /// let q = AsyncWorkQueue::new()
+    ///     .with_owner(ownership.clone(), |k: &ObjectKey| k.split().0.unwrap_or_default());
+    /// q.add(ObjectKey::new(Some("demo"), "web"));
+    /// let mut view = (*ownership.view()).clone();
+    /// view.draining = all.clone();
+    /// ownership.publish(view);
+    /// let report = q.drain_not_owned(&ownership).await;
+    /// assert_eq!((report.purged, q.len()), (1, 0));
+    /// assert_eq!(ownership.take_drained(), all);
+    /// # }
+    /// ```
+    pub async fn drain_not_owned(&self, ownership: &ShardOwnership) -> DrainReport {
+        let started = tokio::time::Instant::now();
+        let draining = ownership.view().draining.clone();
+        if draining.is_empty() {
+            return DrainReport {
+                acked: draining,
+                purged: 0,
+                waited_for: 0,
+                took: Duration::ZERO,
+            };
+        }
+        let (purged, waited_for) = {
+            let mut core = self.lock();
+            (core.purge_not_owned(), core.processing_not_owned())
+        };
+        loop {
+            let finished = self.shared.finished.notified();
+            tokio::pin!(finished);
+            finished.as_mut().enable();
+            if self.processing_not_owned() == 0 {
+                break;
+            }
+            finished.await;
+        }
+        ownership.ack_drained(&draining);
+        DrainReport {
+            acked: draining,
+            purged,
+            waited_for,
+            took: started.elapsed(),
         }
     }
 
@@ -331,6 +464,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
         if drained {
             self.shared.drained.notify_waiters();
         }
+        self.shared.finished.notify_waiters();
     }
 
     /// Starts shutting down (W3, client-go's `ShutDown`) and returns at once: later adds are
@@ -413,7 +547,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     }
 
     /// A snapshot of the metrics (W4): depth, adds, retries, queue latency, work duration,
-    /// unfinished work, items processing and waiting.
+    /// unfinished work, items processing and waiting, and (W5) keys dropped as not owned.
     ///
     /// ```
     /// use kinformer_actors::workqueue::AsyncWorkQueue;
@@ -515,5 +649,98 @@ impl<T: Clone + Eq + Hash> fmt::Debug for AsyncWorkQueue<T> {
 impl EnqueueKeys for AsyncWorkQueue<ObjectKey> {
     fn enqueue(&self, key: ObjectKey) {
         self.add(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kinformer::shard::{ShardField, ShardSelector};
+
+    use super::*;
+
+    /// Two namespaces in different halves of the hash space, and the halves. The varying part
+    /// comes first: FNV-1a barely moves the high bits for a change in the last bytes, so
+    /// `ns-0`…`ns-99` all land in the lower half.
+    fn two_halves() -> (ShardSelector, ShardSelector, &'static str, &'static str) {
+        let low = ShardSelector::nth_of(ShardField::Namespace, 0, 2).unwrap();
+        let high = ShardSelector::nth_of(ShardField::Namespace, 1, 2).unwrap();
+        let names = (0..100).map(|i| format!("{i:02}-ns")).collect::<Vec<_>>();
+        let pick = |sel: &ShardSelector| -> &'static str {
+            let n = names.iter().find(|n| sel.matches_value(n)).unwrap();
+            Box::leak(n.clone().into_boxed_str())
+        };
+        let (a, b) = (pick(&low), pick(&high));
+        (low, high, a, b)
+    }
+
+    fn key(ns: &str, name: &str) -> ObjectKey {
+        ObjectKey::new(Some(ns), name)
+    }
+
+    fn ns_of(k: &ObjectKey) -> &str {
+        k.split().0.unwrap_or_default()
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn drain_purges_waits_for_in_flight_keys_then_acks() {
+        let (low, high, a, b) = two_halves();
+        let all = ShardSelector::everything(ShardField::Namespace);
+        let ownership = ShardOwnership::fixed(all.clone());
+        let q = AsyncWorkQueue::new().with_owner(ownership.clone(), ns_of);
+        q.add(key(a, "in-flight"));
+        let held = q.get().await.unwrap();
+        q.add(key(a, "in-flight")); // re-added while processed
+        q.add(key(a, "queued"));
+        q.add_after(key(a, "delayed"), Duration::from_secs(1));
+        q.add(key(b, "stays"));
+
+        let mut view = (*ownership.view()).clone();
+        view.draining = low.clone();
+        ownership.publish(view);
+        q.add(key(a, "late")); // refused at once: draining is not owned
+        let drain = tokio::spawn({
+            let (q, o) = (q.clone(), ownership.clone());
+            async move { q.drain_not_owned(&o).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!drain.is_finished(), "the in-flight key is not done yet");
+        assert!(ownership.take_drained().is_empty(), "no ack before done");
+        tokio::time::advance(Duration::from_millis(30)).await;
+        q.done(&held);
+        let report = drain.await.unwrap();
+        assert_eq!(report.acked, low);
+        assert_eq!((report.purged, report.waited_for), (3, 1));
+        assert_eq!(report.took, Duration::from_millis(30));
+        assert_eq!(ownership.take_drained(), low);
+        assert_eq!(q.len(), 1, "only the other half's key is left");
+        assert_eq!(q.get().await, Some(key(b, "stays")));
+        assert_eq!(q.metrics().dropped_not_owned, 4);
+        let _ = high;
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn drain_without_draining_ranges_acks_nothing() {
+        let ownership = ShardOwnership::fixed(ShardSelector::everything(ShardField::Namespace));
+        let q = AsyncWorkQueue::new().with_owner(ownership.clone(), ns_of);
+        q.add(key("x", "y"));
+        let report = q.drain_not_owned(&ownership).await;
+        assert_eq!((report.purged, q.len()), (0, 1));
+        assert!(report.acked.is_empty() && ownership.take_drained().is_empty());
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_owned_in_flight_key_does_not_hold_up_a_drain() {
+        let (low, _high, a, b) = two_halves();
+        let ownership = ShardOwnership::fixed(ShardSelector::everything(ShardField::Namespace));
+        let q = AsyncWorkQueue::new().with_owner(ownership.clone(), ns_of);
+        q.add(key(b, "busy"));
+        let _busy = q.get().await.unwrap();
+        q.add(key(a, "queued"));
+        let mut view = (*ownership.view()).clone();
+        view.draining = low.clone();
+        ownership.publish(view);
+        let report = q.drain_not_owned(&ownership).await;
+        assert_eq!((report.purged, report.waited_for), (1, 0));
+        assert_eq!(ownership.take_drained(), low);
     }
 }

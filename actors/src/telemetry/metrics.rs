@@ -208,6 +208,7 @@ struct TelemetryInner {
 /// | `kinformer_listener_decode_failures_total` | counter | lean mode: notifications a typed handler was not given (an object that does not decode) |
 /// | `kinformer_listener_undeliverable_total` | counter | notifications a gone user actor (`Recipient`, mailbox closed) was not given (S3) |
 /// | `kinformer_listener_handle_duration_seconds` | histogram | handler time per notification |
+/// | `kinformer_shard_dropped_not_owned_total` | counter | workqueue (label `name`): keys dropped or purged as not owned by this replica (W5) |
 #[derive(Clone)]
 pub struct Telemetry {
     inner: Arc<TelemetryInner>,
@@ -1175,6 +1176,13 @@ fn encode_queues(
         "Total number of retries handled by workqueue",
         Counter,
         per(&|m| Value::Counter(m.retries)),
+    )?;
+    family(
+        enc,
+        "kinformer_shard_dropped_not_owned",
+        "Keys a sharded replica's workqueue dropped because it does not own their object (W5)",
+        Counter,
+        per(&|m| Value::Counter(m.dropped_not_owned)),
     )?;
     Ok(())
 }

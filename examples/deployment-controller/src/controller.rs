@@ -45,6 +45,9 @@ use tracing::Instrument as _;
 
 use crate::reconcile::AdoptionError;
 use crate::reconcile::{self as sync, Action};
+use crate::shard::{
+    self as sharding, ShardCounters, ShardOptions, ShardProbe, ShardStats, WriteRecord,
+};
 
 /// The label selector of the Deployments the example manages by default.
 pub const DEFAULT_SELECTOR: &str = "kinformer.example/managed=true";
@@ -68,6 +71,11 @@ pub struct ControllerOptions {
     /// Where the informers and the workqueue report metrics, health and debug state (None:
     /// nowhere).
     pub telemetry: Option<Telemetry>,
+    /// The `fieldManager` of every write (None: the server takes the client's User-Agent).
+    /// A sharded replica writes as `deployment-controller-<id>` whatever this says.
+    pub field_manager: Option<String>,
+    /// Run as one replica of a sharded controller (docs/scaling-out.md); None: own everything.
+    pub shard: Option<ShardOptions>,
 }
 
 impl Default for ControllerOptions {
@@ -79,6 +87,8 @@ impl Default for ControllerOptions {
             informer: InformerConfig::default(),
             sync_timeout: Duration::from_secs(120),
             telemetry: None,
+            field_manager: None,
+            shard: None,
         }
     }
 }
@@ -121,6 +131,12 @@ pub enum SyncError {
     /// A key without a namespace (Deployments are namespaced).
     #[error("bad key {0}")]
     BadKey(String),
+    /// The namespace is not this replica's any more (sharded): the write was not made.
+    #[error("namespace {0} is not owned by this replica")]
+    NotOwned(String),
+    /// The cache has not yet seen the previous owner's last write of a range that moved in.
+    #[error("cache has not caught up with resourceVersion {0} of the previous owner")]
+    CacheBehind(String),
     /// An orphan ReplicaSet could not be adopted: the Deployment is gone, replaced or being
     /// deleted (`RecheckDeletionTimestamp`).
     #[error("can't adopt ReplicaSet {rs}: {source}")]
@@ -229,6 +245,11 @@ struct Inner {
     counters: Counters,
     options: ControllerOptions,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// The field manager of every write.
+    field_manager: Option<String>,
+    shard_counters: ShardCounters,
+    /// The task that follows ownership changes (sharded only).
+    ownership_task: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The deployment controller. Cheap to clone; clones share everything.
@@ -375,7 +396,9 @@ impl DeploymentController {
         if let Some(ns) = &options.namespace {
             factory = factory.with_namespace(ns.clone());
         }
-        if let Some(t) = &options.telemetry {
+        // A sharded replica registers its informers itself, under names that say whose they
+        // are (several replicas share one telemetry in the embedded demo).
+        if let (Some(t), None) = (&options.telemetry, &options.shard) {
             factory = factory.with_telemetry(t.clone());
         }
         // The selector scopes Deployments only: their ReplicaSets and Pods carry the template's
@@ -386,6 +409,23 @@ impl DeploymentController {
         });
         let replica_sets = factory.informer::<ReplicaSet>();
         let pods = factory.informer::<Pod>();
+        // Sharding seam (informers): each replica caches every namespace for now. With sharded
+        // informers (KEP-5866), the three informers get `ownership.view().wanted` here
+        // (`SharedIndexInformer::set_shard`) and follow its changes, so a replica caches only
+        // its ranges plus those about to move in.
+        if let (Some(t), Some(sh)) = (&options.telemetry, &options.shard) {
+            let manager = sharding::field_manager(&sh.id);
+            let held = sh.ownership.view().held.clone();
+            let ranges = held
+                .ranges()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ");
+            t.register_informer_as(&format!("{manager}/deployments {ranges}"), &deployments);
+            t.register_informer_as(&format!("{manager}/replicasets {ranges}"), &replica_sets);
+            t.register_informer_as(&format!("{manager}/pods {ranges}"), &pods);
+        }
         // Nothing reads managedFields: do not keep them in memory (P2). A lean cache (I7) is
         // told to cut them out of the bytes instead: a typed transform would decode every object.
         if !options.informer.cache.is_lean() {
@@ -394,10 +434,20 @@ impl DeploymentController {
             pods.set_transform(strip_managed_fields)?;
         }
 
-        let queue = AsyncWorkQueue::<ObjectKey>::new();
+        let mut queue = AsyncWorkQueue::<ObjectKey>::new();
+        if let Some(sh) = &options.shard {
+            // Keys are hashed by their namespace, as the Deployments are sharded.
+            queue = queue.with_owner(sh.ownership.clone(), |k: &ObjectKey| {
+                k.split().0.unwrap_or_default()
+            });
+        }
         if let Some(t) = &options.telemetry {
             // kube-controller-manager's deployment controller names its queue "deployment".
-            t.register_workqueue("deployment", &queue)?;
+            let name = match &options.shard {
+                Some(sh) => format!("deployment-{}", sh.id),
+                None => "deployment".into(),
+            };
+            t.register_workqueue(&name, &queue)?;
         }
         let d_lister = deployments.lister();
         let rs_lister = replica_sets.lister();
@@ -465,8 +515,14 @@ impl DeploymentController {
                 pods,
                 queue,
                 counters: Counters::default(),
+                field_manager: match &options.shard {
+                    Some(sh) => Some(sharding::field_manager(&sh.id)),
+                    None => options.field_manager.clone(),
+                },
                 options,
                 workers: Mutex::new(Vec::new()),
+                shard_counters: ShardCounters::default(),
+                ownership_task: Mutex::new(None),
             }),
         })
     }
@@ -521,6 +577,13 @@ impl DeploymentController {
             ));
         }
         tracing::info!(workers = workers.len(), "deployment controller started");
+        if inner.options.shard.is_some() {
+            let task = tokio::spawn(follow_ownership(Arc::clone(&self.inner)));
+            *inner
+                .ownership_task
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(task);
+        }
         Ok(())
     }
 
@@ -528,6 +591,14 @@ impl DeploymentController {
     /// in flight (`shut_down_with_drain`), then the informers stop (P9).
     pub async fn shutdown(&self) {
         let inner = &self.inner;
+        if let Some(t) = inner
+            .ownership_task
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            t.abort();
+        }
         inner.queue.shut_down_with_drain().await;
         let workers: Vec<JoinHandle<()>> =
             std::mem::take(&mut *inner.workers.lock().unwrap_or_else(|p| p.into_inner()));
@@ -559,6 +630,29 @@ impl DeploymentController {
     /// The ReplicaSet cache.
     pub fn replica_sets(&self) -> Lister<ReplicaSet> {
         self.inner.replica_sets.lister()
+    }
+
+    /// This replica's sharding (None when not sharded).
+    pub fn shard_stats(&self) -> Option<ShardStats> {
+        self.inner.shard_stats()
+    }
+
+    /// The replica's ownership (None when not sharded).
+    pub fn ownership(&self) -> Option<&kinformer_actors::ShardOwnership> {
+        self.inner.options.shard.as_ref().map(|s| &s.ownership)
+    }
+
+    /// Registers the `kinformer_shard_*` series of these replicas in `telemetry` (once per
+    /// process: one collector describes every replica).
+    pub fn register_shard_metrics(telemetry: &Telemetry, replicas: &[DeploymentController]) {
+        let probes = replicas
+            .iter()
+            .map(|c| {
+                let inner: Arc<dyn ShardProbe> = c.inner.clone();
+                Arc::downgrade(&inner)
+            })
+            .collect();
+        sharding::register_metrics(telemetry, probes);
     }
 
     /// The counters so far.
@@ -661,6 +755,11 @@ async fn worker(inner: Arc<Inner>) {
         inner.counters.syncs.fetch_add(1, Ordering::Relaxed);
         match result {
             Ok(()) => inner.queue.forget(&key),
+            Err(SyncError::NotOwned(ns)) => {
+                // The range moved away mid-sync: its new owner reconciles it.
+                tracing::debug!(deployment = %key, namespace = %ns, "not owned any more; write skipped");
+                inner.queue.forget(&key);
+            }
             Err(SyncError::Invalid(e)) => {
                 inner.counters.invalid.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(deployment = %key, error = %e, "skipping malformed Deployment until it changes");
@@ -689,12 +788,180 @@ async fn worker(inner: Arc<Inner>) {
     }
 }
 
+/// Follows a sharded replica's ownership (the membership ring's publications, or a test's):
+/// drains the ranges that move away (purge their keys, wait for their in-flight syncs, ack),
+/// and queues the cached Deployments of ranges that move in.
+async fn follow_ownership(inner: Arc<Inner>) {
+    let Some(sh) = inner.options.shard.clone() else {
+        return;
+    };
+    let mut changes = sh.ownership.subscribe();
+    let mut held = sh.ownership.view().held.clone();
+    loop {
+        let view = sh.ownership.view();
+        if !view.draining.is_empty() {
+            let report = inner.queue.drain_not_owned(&sh.ownership).await;
+            let c = &inner.shard_counters;
+            c.drains.fetch_add(1, Ordering::Relaxed);
+            c.drain_nanos.fetch_add(
+                u64::try_from(report.took.as_nanos()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            tracing::info!(replica = %sh.id, ranges = %report.acked, purged = report.purged,
+                waited_for = report.waited_for, took_ms = report.took.as_millis() as u64, "drained");
+        }
+        if let Ok(entered) = view.held.difference(&held)
+            && !entered.is_empty()
+        {
+            inner
+                .shard_counters
+                .handovers
+                .fetch_add(1, Ordering::Relaxed);
+            let keys: Vec<ObjectKey> = inner
+                .deployments
+                .lister()
+                .list()
+                .iter()
+                .filter(|d| {
+                    entered.matches_value(d.metadata.namespace.as_deref().unwrap_or_default())
+                })
+                .map(|d| ObjectKey::new(d.metadata.namespace.as_deref(), &d.name_any()))
+                .collect();
+            tracing::info!(replica = %sh.id, ranges = %entered, deployments = keys.len(), "ranges moved in");
+            for k in keys {
+                inner.queue.add(k);
+            }
+        }
+        held = view.held.clone();
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+impl ShardProbe for Inner {
+    fn shard_stats(&self) -> Option<ShardStats> {
+        let sh = self.options.shard.as_ref()?;
+        let view = sh.ownership.view();
+        let c = &self.shard_counters;
+        let keys_owned = self
+            .deployments
+            .lister()
+            .list()
+            .iter()
+            .filter(|d| {
+                sh.ownership
+                    .owns_value(d.metadata.namespace.as_deref().unwrap_or_default())
+            })
+            .count() as u64;
+        Some(ShardStats {
+            id: sh.id.clone(),
+            held: view.held.clone(),
+            held_fraction: view.held.fraction(),
+            keys_owned,
+            dropped_not_owned: self.queue.metrics().dropped_not_owned,
+            skipped_not_owned: sharding::load(&c.skipped_not_owned),
+            handovers: sharding::load(&c.handovers),
+            handover_waits: sharding::load(&c.handover_waits),
+            handover_wait_failures: sharding::load(&c.handover_wait_failures),
+            drains: sharding::load(&c.drains),
+            drain_time: Duration::from_nanos(sharding::load(&c.drain_nanos)),
+        })
+    }
+}
+
 impl Inner {
+    fn shard_stats(&self) -> Option<ShardStats> {
+        ShardProbe::shard_stats(self)
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams {
+            field_manager: self.field_manager.clone(),
+            ..PostParams::default()
+        }
+    }
+
+    fn patch_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: self.field_manager.clone(),
+            ..PatchParams::default()
+        }
+    }
+
+    /// The re-check right before every write of a sharded replica: the namespace may have
+    /// moved away (or the replica's Lease run out) since the key was queued.
+    fn check_owned(&self, ns: &str) -> Result<(), SyncError> {
+        match &self.options.shard {
+            Some(sh) if !sh.ownership.owns_value(ns) => {
+                self.shard_counters
+                    .skipped_not_owned
+                    .fetch_add(1, Ordering::Relaxed);
+                Err(SyncError::NotOwned(ns.to_string()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// After a successful write: the next owner of the range waits for it (KEP-5647).
+    fn wrote(&self, resource: &'static str, ns: &str, name: &str, rv: Option<&str>) {
+        let Some(sh) = &self.options.shard else {
+            return;
+        };
+        if let Some(rv) = rv {
+            sh.ownership.record_write(rv);
+        }
+        if let Some(hook) = &sh.on_write {
+            hook(&WriteRecord {
+                manager: sharding::field_manager(&sh.id),
+                resource,
+                namespace: ns.to_string(),
+                name: name.to_string(),
+                resource_version: rv.unwrap_or_default().to_string(),
+            });
+        }
+    }
+
+    /// Before reconciling a key of a range that moved in: the cache must have seen the
+    /// previous owner's last write there (KEP-5647), else the sync would act on a stale view
+    /// and conflict with (or undo) what the previous owner did. Each handover is waited for
+    /// once.
+    async fn await_handover(&self, ns: &str) -> Result<(), SyncError> {
+        let Some(sh) = &self.options.shard else {
+            return Ok(());
+        };
+        let Some(rv) = sh.ownership.handover_rv(ns) else {
+            return Ok(());
+        };
+        let Some(wait) = &sh.wait_for_cache else {
+            return Ok(());
+        };
+        let c = &self.shard_counters;
+        if c.seen_handovers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&rv)
+        {
+            return Ok(());
+        }
+        c.handover_waits.fetch_add(1, Ordering::Relaxed);
+        if !wait(&rv).await {
+            c.handover_wait_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(SyncError::CacheBehind(rv));
+        }
+        c.seen_handovers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(rv);
+        Ok(())
+    }
+
     /// Reconciles one Deployment (client-go's `syncDeployment`).
     async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
         let (Some(ns), name) = key.split() else {
             return Err(SyncError::BadKey(key.to_string()));
         };
+        self.await_handover(ns).await?;
         let Some(d) = self.deployments.lister().get(ns, name) else {
             // Deleted: its ReplicaSets (and their pods) carry ownerReferences with
             // blockOwnerDeletion; the garbage collector removes them, not us.
@@ -714,8 +981,15 @@ impl Inner {
                 Action::Create(rs) => self.create_replica_set(&rs_api, &d, rs).await?,
                 Action::Update { rs, from, to } => {
                     let rs_name = rs.name_any();
-                    match rs_api.replace(&rs_name, &PostParams::default(), rs).await {
-                        Ok(_) => {
+                    self.check_owned(ns)?;
+                    match rs_api.replace(&rs_name, &self.post_params(), rs).await {
+                        Ok(w) => {
+                            self.wrote(
+                                "replicasets",
+                                ns,
+                                &rs_name,
+                                w.metadata.resource_version.as_deref(),
+                            );
                             self.counters.rs_scaled.fetch_add(1, Ordering::Relaxed);
                             if from == to {
                                 tracing::debug!(deployment = %key, replicaset = %rs_name, "updated ReplicaSet annotations");
@@ -737,8 +1011,11 @@ impl Inner {
                         }),
                         ..DeleteParams::default()
                     };
+                    self.check_owned(ns)?;
                     match rs_api.delete(rs_name, &dp).await {
-                        Ok(_) => {
+                        Ok(gone) => {
+                            let rv = gone.left().and_then(|rs| rs.metadata.resource_version);
+                            self.wrote("replicasets", ns, rs_name, rv.as_deref());
                             self.counters.rs_deleted.fetch_add(1, Ordering::Relaxed);
                             tracing::info!(deployment = %key, replicaset = %rs_name, "deleted old ReplicaSet (revision history limit)");
                         }
@@ -787,11 +1064,18 @@ impl Inner {
                 .insert(sync::REVISION_ANNOTATION.into(), r.clone());
         }
         let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+        self.check_owned(ns)?;
         let written = match d_api
-            .replace_status(&name, &PostParams::default(), &updated)
+            .replace_status(&name, &self.post_params(), &updated)
             .await
         {
             Ok(w) => {
+                self.wrote(
+                    "deployments/status",
+                    ns,
+                    &name,
+                    w.metadata.resource_version.as_deref(),
+                );
                 self.counters.status_updates.fetch_add(1, Ordering::Relaxed);
                 let s = updated.status.unwrap_or_default();
                 tracing::debug!(deployment = %key, replicas = ?s.replicas, updated = ?s.updated_replicas,
@@ -816,11 +1100,20 @@ impl Inner {
                 "annotations": {sync::REVISION_ANNOTATION: r},
             }
         });
+        self.check_owned(ns)?;
         match d_api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&name, &self.patch_params(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(w) => {
+                self.wrote(
+                    "deployments",
+                    ns,
+                    &name,
+                    w.metadata.resource_version.as_deref(),
+                );
+                Ok(())
+            }
             Err(e) if api_code(&e) == Some(409) => Err(SyncError::Conflict(format!(
                 "deployments/{name} (revision)"
             ))),
@@ -856,11 +1149,18 @@ impl Inner {
                     source,
                 })?;
                 let patch = sync::adopt_patch(d, rs);
+                self.check_owned(ns)?;
                 match rs_api
-                    .patch(&rs_name, &PatchParams::default(), &Patch::Strategic(&patch))
+                    .patch(&rs_name, &self.patch_params(), &Patch::Strategic(&patch))
                     .await
                 {
                     Ok(adopted) => {
+                        self.wrote(
+                            "replicasets",
+                            ns,
+                            &rs_name,
+                            adopted.metadata.resource_version.as_deref(),
+                        );
                         self.counters.rs_adopted.fetch_add(1, Ordering::Relaxed);
                         tracing::info!(deployment = %key, replicaset = %rs_name, "adopted ReplicaSet");
                         owned.push(Arc::new(adopted));
@@ -879,11 +1179,18 @@ impl Inner {
         for rs in &claims.release {
             let rs_name = rs.name_any();
             let patch = sync::release_patch(d, rs);
+            self.check_owned(ns)?;
             match rs_api
-                .patch(&rs_name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .patch(&rs_name, &self.patch_params(), &Patch::Strategic(&patch))
                 .await
             {
-                Ok(_) => {
+                Ok(w) => {
+                    self.wrote(
+                        "replicasets",
+                        ns,
+                        &rs_name,
+                        w.metadata.resource_version.as_deref(),
+                    );
                     self.counters.rs_released.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(deployment = %key, replicaset = %rs_name, "released ReplicaSet (labels no longer match)");
                 }
@@ -911,8 +1218,16 @@ impl Inner {
     ) -> Result<(), SyncError> {
         let rs_name = rs.name_any();
         let key = key_of(d);
-        let err = match api.create(&PostParams::default(), rs).await {
-            Ok(_) => {
+        let ns = d.metadata.namespace.as_deref().unwrap_or_default();
+        self.check_owned(ns)?;
+        let err = match api.create(&self.post_params(), rs).await {
+            Ok(w) => {
+                self.wrote(
+                    "replicasets",
+                    ns,
+                    &rs_name,
+                    w.metadata.resource_version.as_deref(),
+                );
                 self.counters.rs_created.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(deployment = %key, replicaset = %rs_name, replicas = sync::rs_replicas(rs), "created ReplicaSet");
                 return Ok(());
@@ -941,15 +1256,19 @@ impl Inner {
                 let status = updated.status.get_or_insert_with(Default::default);
                 status.collision_count =
                     Some(status.collision_count.unwrap_or(0).saturating_add(1));
-                let d_api: Api<Deployment> = Api::namespaced(
-                    self.client.clone(),
-                    d.metadata.namespace.as_deref().unwrap_or_default(),
-                );
+                let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+                self.check_owned(ns)?;
                 match d_api
-                    .replace_status(&d.name_any(), &PostParams::default(), &updated)
+                    .replace_status(&d.name_any(), &self.post_params(), &updated)
                     .await
                 {
-                    Ok(_) | Err(kube::Error::Api(_)) => {}
+                    Ok(w) => self.wrote(
+                        "deployments/status",
+                        ns,
+                        &d.name_any(),
+                        w.metadata.resource_version.as_deref(),
+                    ),
+                    Err(kube::Error::Api(_)) => {}
                     Err(e) => return Err(e.into()),
                 }
                 tracing::warn!(deployment = %key, replicaset = %rs_name, "pod-template hash collision; collisionCount raised");

@@ -15,6 +15,7 @@ pub mod embedded;
 pub mod leader;
 pub mod reconcile;
 pub mod retry;
+pub mod shard;
 
 /// The reconcile logic under its former module name (`deployment_controller::sync`), kept so
 /// existing imports still work; new code uses [`reconcile`].

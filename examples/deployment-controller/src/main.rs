@@ -40,6 +40,7 @@ use deployment_controller::{
         demo,
     },
     leader::{self, LeaderElected, LeaderError, parse_duration},
+    shard::ShardOptions,
 };
 
 /// A Deployment controller built on kinformer's shared informers, listers and workqueue.
@@ -124,6 +125,15 @@ struct Args {
     /// server sent, compressed, managedFields cut out; decoded when the controller reads them).
     #[arg(long, value_enum, default_value_t = Cache::Typed)]
     cache: Cache,
+    /// Scale out (docs/scaling-out.md): run `--replicas` replicas in this process, each with
+    /// its own informers, workqueue, workers and field manager (`deployment-controller-<i>`),
+    /// splitting the Deployments by the hash of their namespace (fixed shards: replica i of
+    /// N). Not with leader election.
+    #[arg(long)]
+    sharded: bool,
+    /// With --sharded: how many replicas.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    replicas: u64,
 }
 
 /// `--cache`: the informers' cache mode (docs/semantics.md I7).
@@ -197,6 +207,14 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         );
     }
     let election = args.leader_election(embedded);
+    anyhow::ensure!(
+        !args.sharded || election.is_none(),
+        "--sharded replicas split the work instead of electing a leader (add --leader-elect=false)"
+    );
+    anyhow::ensure!(
+        !args.sharded || args.replicas >= 1,
+        "--replicas must be at least 1"
+    );
 
     let (client, sim) = if embedded {
         let sim = Sim::start(SimConfig {
@@ -249,8 +267,25 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         let lean = LeanConfig::default().strip_managed_fields(true);
         options.informer = options.informer.cache(CacheMode::Lean(lean));
     }
+    // Sharded: the other replicas (replica 0 is `controller` below, which the scenario and
+    // the summary read: every replica caches every namespace for now).
+    let mut replicas: Vec<DeploymentController> = Vec::new();
+    if args.sharded {
+        for i in 0..args.replicas {
+            let shard = ShardOptions::nth_of(i, args.replicas)?;
+            let o = ControllerOptions {
+                shard: Some(shard),
+                ..options.clone()
+            };
+            replicas.push(DeploymentController::new(client.clone(), o).await?);
+        }
+        if let Some(t) = &telemetry {
+            DeploymentController::register_shard_metrics(t, &replicas);
+        }
+    }
     // Under leader election the run owns the controller: informers now, workers while leading.
     let (controller, elected) = match election {
+        _ if args.sharded => (replicas.remove(0), None),
         Some(config) => {
             let elected = LeaderElected::start(client.clone(), options, config)
                 .await
@@ -305,8 +340,15 @@ pub(crate) async fn main() -> anyhow::Result<()> {
             let _ = stop_rx.await;
         }))),
         None => {
+            let all = async {
+                controller.start().await?;
+                for r in &replicas {
+                    r.start().await?;
+                }
+                Ok::<(), deployment_controller::controller::ControllerError>(())
+            };
             tokio::select! {
-                r = controller.start() => r?,
+                r = all => r?,
                 _ = tokio::signal::ctrl_c() => interrupted = true,
             }
             None
@@ -386,10 +428,34 @@ pub(crate) async fn main() -> anyhow::Result<()> {
             let _ = stop_tx.send(());
             leader_run_ended(run.await);
         }
-        None => controller.shutdown().await,
+        None => {
+            controller.shutdown().await;
+            for r in &replicas {
+                r.shutdown().await;
+            }
+        }
     }
     if let Some(c) = &cluster {
         c.shutdown().await;
+    }
+    if args.sharded {
+        for s in std::iter::once(&controller)
+            .chain(&replicas)
+            .filter_map(DeploymentController::shard_stats)
+        {
+            println!(
+                "replica {}: held {:.3} of the namespace hash space ({})  Deployments owned {}  dropped not owned {}  writes skipped {}  hand-overs {}  drains {} ({:?})",
+                s.id,
+                s.held_fraction,
+                s.held,
+                s.keys_owned,
+                s.dropped_not_owned,
+                s.skipped_not_owned,
+                s.handovers,
+                s.drains,
+                s.drain_time
+            );
+        }
     }
     print_summary(
         &controller,
