@@ -531,6 +531,14 @@ impl DeploymentController {
     /// starts the workers.
     pub async fn start(&self) -> Result<(), ControllerError> {
         let inner = &self.inner;
+        // What the replica held when its informers started: ranges gained after this (while
+        // the caches synced, their initial keys dropped by the queue's owner filter) are
+        // queued by the ownership task, whenever the ring (or a test) published them.
+        let held_at_start = inner
+            .options
+            .shard
+            .as_ref()
+            .map(|sh| sh.ownership.view().held.clone());
         inner.factory.start()?;
         let started = Instant::now();
         loop {
@@ -577,8 +585,8 @@ impl DeploymentController {
             ));
         }
         tracing::info!(workers = workers.len(), "deployment controller started");
-        if inner.options.shard.is_some() {
-            let task = tokio::spawn(follow_ownership(Arc::clone(&self.inner)));
+        if let Some(held) = held_at_start {
+            let task = tokio::spawn(follow_ownership(Arc::clone(&self.inner), held));
             *inner
                 .ownership_task
                 .lock()
@@ -610,6 +618,45 @@ impl DeploymentController {
         }
         inner.factory.shutdown().await;
         tracing::info!("deployment controller stopped");
+    }
+
+    /// Ends the controller as a crashed process would: the workers are aborted mid-sync,
+    /// queued keys are lost, nothing is drained or acknowledged, and the informers stop. For
+    /// demos and tests of a replica that dies (a sharded replica's ranges are taken over once
+    /// its Lease expires).
+    pub async fn abort(&self) {
+        let inner = &self.inner;
+        if let Some(t) = inner
+            .ownership_task
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            t.abort();
+        }
+        let workers: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *inner.workers.lock().unwrap_or_else(|p| p.into_inner()));
+        for w in &workers {
+            w.abort();
+        }
+        inner.queue.shut_down();
+        for w in workers {
+            // Cancelled on purpose: only a panic is worth a line.
+            if let Err(e) = w.await
+                && e.is_panic()
+            {
+                tracing::warn!(error = %e, "deployment controller worker panicked");
+            }
+        }
+        inner.factory.shutdown().await;
+        tracing::info!("deployment controller aborted");
+    }
+
+    /// LIST requests its informers have sent so far (pages count individually): the initial
+    /// lists, and every relist.
+    pub fn list_requests(&self) -> u64 {
+        let i = &self.inner;
+        i.deployments.health().lists + i.replica_sets.health().lists + i.pods.health().lists
     }
 
     /// The informer factory (three informers).
@@ -790,17 +837,29 @@ async fn worker(inner: Arc<Inner>) {
 
 /// Follows a sharded replica's ownership (the membership ring's publications, or a test's):
 /// drains the ranges that move away (purge their keys, wait for their in-flight syncs, ack),
-/// and queues the cached Deployments of ranges that move in.
-async fn follow_ownership(inner: Arc<Inner>) {
+/// and queues the cached Deployments of ranges that move in. `held` is what the replica held
+/// when its informers started.
+///
+/// The ring republishes on every renew (the validity moves on): a drain already acknowledged is
+/// not run again while its ranges stay `draining`. When the held ranges lapsed (the Lease was
+/// not renewed in time, H4), the queue dropped their keys meanwhile: once valid again, every
+/// held Deployment is queued as if its range had just moved in.
+async fn follow_ownership(inner: Arc<Inner>, mut held: kinformer::shard::ShardSelector) {
     let Some(sh) = inner.options.shard.clone() else {
         return;
     };
+    let field = sh.ownership.field();
     let mut changes = sh.ownership.subscribe();
-    let mut held = sh.ownership.view().held.clone();
+    let mut acked = kinformer::shard::ShardSelector::nothing(field);
+    let mut lapsed = false;
     loop {
         let view = sh.ownership.view();
-        if !view.draining.is_empty() {
+        // Forget acks of ranges no longer draining (moved away, or the drain was cancelled).
+        acked = acked.intersection(&view.draining).unwrap_or(acked);
+        let fresh = view.draining.difference(&acked).unwrap_or_default_of(field);
+        if !fresh.is_empty() {
             let report = inner.queue.drain_not_owned(&sh.ownership).await;
+            acked = acked.union(&report.acked).unwrap_or(acked);
             let c = &inner.shard_counters;
             c.drains.fetch_add(1, Ordering::Relaxed);
             c.drain_nanos.fetch_add(
@@ -810,9 +869,15 @@ async fn follow_ownership(inner: Arc<Inner>) {
             tracing::info!(replica = %sh.id, ranges = %report.acked, purged = report.purged,
                 waited_for = report.waited_for, took_ms = report.took.as_millis() as u64, "drained");
         }
-        if let Ok(entered) = view.held.difference(&held)
-            && !entered.is_empty()
-        {
+        let valid = view.valid_until.is_none_or(|t| Instant::now() < t);
+        let entered = if lapsed && valid {
+            lapsed = false;
+            tracing::info!(replica = %sh.id, "ownership valid again: queueing every held Deployment");
+            view.held.clone()
+        } else {
+            view.held.difference(&held).unwrap_or_default_of(field)
+        };
+        if !entered.is_empty() {
             inner
                 .shard_counters
                 .handovers
@@ -833,9 +898,48 @@ async fn follow_ownership(inner: Arc<Inner>) {
             }
         }
         held = view.held.clone();
-        if changes.changed().await.is_err() {
-            return;
+        // Wake at the validity deadline too: past it, keys are being dropped (see above).
+        let lapse = view
+            .valid_until
+            .filter(|_| valid && !held.is_empty())
+            .map(tokio::time::Instant::from_std);
+        tokio::select! {
+            r = changes.changed() => {
+                if r.is_err() {
+                    return;
+                }
+            }
+            () = async {
+                match lapse {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if sh.ownership.view().valid_until.is_some_and(|t| Instant::now() >= t) {
+                    tracing::warn!(replica = %sh.id, "ownership lapsed (Lease not renewed in time)");
+                    lapsed = true;
+                }
+            }
         }
+        if !valid {
+            lapsed = true;
+        }
+    }
+}
+
+/// `ShardSelector` results of a range operation, or nothing when the fields differed (they
+/// cannot: one replica's views share the ownership's field).
+trait OrNothing {
+    fn unwrap_or_default_of(self, field: kinformer::shard::ShardField)
+    -> kinformer::shard::ShardSelector;
+}
+
+impl<E> OrNothing for Result<kinformer::shard::ShardSelector, E> {
+    fn unwrap_or_default_of(
+        self,
+        field: kinformer::shard::ShardField,
+    ) -> kinformer::shard::ShardSelector {
+        self.unwrap_or_else(|_| kinformer::shard::ShardSelector::nothing(field))
     }
 }
 

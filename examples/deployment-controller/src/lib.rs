@@ -6,6 +6,8 @@
 //! - [`reconcile`]: the pure reconcile logic (no I/O, no clock), split as upstream's
 //!   `pkg/controller/deployment` is (sync, rolling, recreate, progress, revision history,
 //!   adoption, utilities), unit-tested.
+//! - [`shard`], [`ring`]: one replica of a sharded controller, and the replicas on the Lease
+//!   ring (docs/scaling-out.md).
 //! - [`embedded`]: scaffolding for the embedded demo only (a simulation of the parts of a
 //!   cluster the simulated API server does not run, and the demo scenario); not needed
 //!   against a real cluster.
@@ -15,6 +17,7 @@ pub mod embedded;
 pub mod leader;
 pub mod reconcile;
 pub mod retry;
+pub mod ring;
 pub mod shard;
 
 /// The reconcile logic under its former module name (`deployment_controller::sync`), kept so

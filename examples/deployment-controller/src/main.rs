@@ -40,6 +40,7 @@ use deployment_controller::{
         demo,
     },
     leader::{self, LeaderElected, LeaderError, parse_duration},
+    ring::{self, RingOptions, RingReplica},
     shard::ShardOptions,
 };
 
@@ -125,15 +126,76 @@ struct Args {
     /// server sent, compressed, managedFields cut out; decoded when the controller reads them).
     #[arg(long, value_enum, default_value_t = Cache::Typed)]
     cache: Cache,
-    /// Scale out (docs/scaling-out.md): run `--replicas` replicas in this process, each with
-    /// its own informers, workqueue, workers and field manager (`deployment-controller-<i>`),
-    /// splitting the Deployments by the hash of their namespace (fixed shards: replica i of
-    /// N). Not with leader election.
+    /// Scale out (docs/scaling-out.md): run `--replicas` replicas in this process (or one,
+    /// `--replica-id`), each with its own informers, workqueue, workers and field manager
+    /// (`deployment-controller-<i>`), splitting the Deployments by the hash of their namespace.
+    /// Not with leader election.
     #[arg(long)]
     sharded: bool,
-    /// With --sharded: how many replicas.
+    /// With --sharded: how many replicas in this process.
     #[arg(long, default_value_t = 3, value_name = "N")]
     replicas: u64,
+    /// With --sharded: where the ranges come from. `ring`: each replica holds a Lease of the
+    /// ring and the live replicas split the hash space, moving ranges as replicas come and go;
+    /// `static`: replica i of N holds a fixed 1/N (nothing moves).
+    #[arg(long, value_enum, default_value_t = Shards::Ring)]
+    shards: Shards,
+    /// With --sharded: run only replica ID in this process (one process per replica; its ring
+    /// identity and field manager are `deployment-controller-ID`). At exit it prints its peak
+    /// RSS and what it owned.
+    #[arg(long, value_name = "ID")]
+    replica_id: Option<String>,
+    /// The ring's name: its Leases are `<name>-deployment-controller-<i>`, labelled
+    /// `kinformer.io/ring=<name>`, in the `--leader-elect-resource-namespace` (default
+    /// kube-system).
+    #[arg(long, value_name = "NAME", default_value = ring::DEFAULT_RING)]
+    ring_name: String,
+    /// The ring: a replica silent this long is Expired, twice this long taken over (short by
+    /// default, for the demo; 15s is the membership default).
+    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = parse_duration)]
+    ring_lease_duration: Duration,
+    /// The ring: held ranges stay valid this long after a renew was sent (below the lease
+    /// duration).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    ring_renew_deadline: Duration,
+    /// The ring: time between rounds (list the Leases, renew, claim, hand over).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    ring_retry_period: Duration,
+    /// The ring: tokens per replica (more: a more even split, more ranges).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    ring_virtual_nodes: u32,
+    /// Run this long (humantime: 90s, 2m), then shut down and print the summary (with the peak
+    /// RSS); Ctrl-C and SIGTERM end the run the same way.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    run_for: Option<Duration>,
+    /// Embedded only: play the scale-out scenario instead of the demo: 3 ring replicas, a few
+    /// hundred Deployments over ~30 namespaces, one replica crashes, two more start (3 → 2 →
+    /// 4); a report after each phase; exit status 1 if a phase does not converge or two
+    /// replicas wrote in overlapping ownership windows.
+    #[arg(long)]
+    scale_scenario: bool,
+    /// With --scale-scenario or --seed-deployments: how many Deployments.
+    #[arg(long, value_name = "N", default_value_t = 300)]
+    scale_deployments: usize,
+    /// With --scale-scenario or --seed-deployments: over how many namespaces
+    /// (`00-scale`, `01-scale`, …).
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    scale_namespaces: usize,
+    /// Against a kubeconfig: create the `--scale-deployments` Deployments over
+    /// `--scale-namespaces` namespaces, then run the cluster simulation (ReplicaSet
+    /// controller, kubelet readiness, garbage collector) for a server that has none (the sim
+    /// binary) until Ctrl-C, SIGTERM or --run-for; no controller runs. For scripts/scale-out.sh.
+    #[arg(long)]
+    seed_and_simulate: bool,
+}
+
+/// `--shards`: where a sharded replica's ranges come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Shards {
+    /// The Lease ring (`ShardMember`).
+    Ring,
+    /// Fixed shards (`ShardSelector::nth_of`).
+    Static,
 }
 
 /// `--cache`: the informers' cache mode (docs/semantics.md I7).
@@ -146,6 +208,28 @@ enum Cache {
 }
 
 impl Args {
+    /// The ring's options: the Lease namespace is leader election's flag, else kube-system.
+    fn ring(&self) -> RingOptions {
+        RingOptions {
+            namespace: self
+                .leader_elect_resource_namespace
+                .clone()
+                .unwrap_or_else(|| leader::DEFAULT_LEASE_NAMESPACE.into()),
+            ring: self.ring_name.clone(),
+            lease_duration: self.ring_lease_duration,
+            renew_deadline: self.ring_renew_deadline,
+            retry_period: self.ring_retry_period,
+            virtual_nodes: self.ring_virtual_nodes,
+            ..RingOptions::default()
+        }
+    }
+
+    /// How long to run: `--run-for`, else `--duration` seconds.
+    fn run_for(&self) -> Option<Duration> {
+        self.run_for
+            .or(self.duration.map(Duration::from_secs))
+    }
+
     /// The leader election config, if leader election is on.
     fn leader_election(&self, embedded: bool) -> Option<LeaderElectionConfig> {
         if !self.leader_elect.unwrap_or(!embedded) {
@@ -182,6 +266,38 @@ fn kubeconfig_present() -> bool {
         || std::env::var_os("HOME").is_some_and(|h| Path::new(&h).join(".kube/config").exists())
 }
 
+/// Resolves on Ctrl-C or (on unix) SIGTERM: a process manager's stop, or `kill`.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        match term {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The process's peak resident set size in KiB (`VmHWM` in /proc/self/status; Linux only).
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
 /// Resolves when `f` does, or never when there is none.
 async fn maybe<F: Future>(f: Option<F>) -> F::Output {
     match f {
@@ -199,6 +315,12 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let started = Instant::now();
+    if args.scale_scenario {
+        return scale_scenario(&args).await;
+    }
+    if args.seed_and_simulate {
+        return seed_and_simulate(&args).await;
+    }
     let embedded = args.embedded || !kubeconfig_present();
     if !embedded {
         anyhow::ensure!(
@@ -214,6 +336,10 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(
         !args.sharded || args.replicas >= 1,
         "--replicas must be at least 1"
+    );
+    anyhow::ensure!(
+        args.replica_id.is_none() || (args.sharded && args.shards == Shards::Ring),
+        "--replica-id runs one replica of the ring: add --sharded (with --shards ring)"
     );
 
     let (client, sim) = if embedded {
@@ -270,7 +396,25 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     // Sharded: the other replicas (replica 0 is `controller` below, which the scenario and
     // the summary read: every replica caches every namespace for now).
     let mut replicas: Vec<DeploymentController> = Vec::new();
-    if args.sharded {
+    // The ring's replicas (the same controllers as `replicas`, with their members).
+    let mut ring_replicas: Vec<RingReplica> = Vec::new();
+    if args.sharded && args.shards == Shards::Ring {
+        let ids: Vec<String> = match &args.replica_id {
+            Some(id) => vec![id.clone()],
+            None => (0..args.replicas).map(|i| i.to_string()).collect(),
+        };
+        let ring = args.ring();
+        tracing::info!(ring = %ring.ring, namespace = %ring.namespace, replicas = ?ids,
+            lease_duration = ?ring.lease_duration, "sharded on the Lease ring");
+        for id in ids {
+            let r = RingReplica::new(client.clone(), id, &ring, options.clone(), None).await?;
+            replicas.push(r.controller().clone());
+            ring_replicas.push(r);
+        }
+        if let Some(t) = &telemetry {
+            DeploymentController::register_shard_metrics(t, &replicas);
+        }
+    } else if args.sharded {
         for i in 0..args.replicas {
             let shard = ShardOptions::nth_of(i, args.replicas)?;
             let o = ControllerOptions {
@@ -341,21 +485,28 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         }))),
         None => {
             let all = async {
-                controller.start().await?;
-                for r in &replicas {
-                    r.start().await?;
+                if ring_replicas.is_empty() {
+                    controller.start().await?;
+                    for r in &replicas {
+                        r.start().await?;
+                    }
+                } else {
+                    // Each syncs its caches, then joins the ring.
+                    for r in &mut ring_replicas {
+                        r.start().await?;
+                    }
                 }
-                Ok::<(), deployment_controller::controller::ControllerError>(())
+                Ok::<(), anyhow::Error>(())
             };
             tokio::select! {
                 r = all => r?,
-                _ = tokio::signal::ctrl_c() => interrupted = true,
+                _ = shutdown_signal() => interrupted = true,
             }
             None
         }
     };
 
-    let mut scenario = embedded.then(|| {
+    let mut scenario = (embedded && args.replica_id.is_none()).then(|| {
         tokio::spawn(deployment_controller::embedded::demo::scenario(
             client.clone(),
             controller.deployments(),
@@ -365,14 +516,12 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     // A failed scenario is a failed run: reported, cleaned up after, and the exit status is 1.
     let mut scenario_failed: Option<anyhow::Error> = None;
     if !interrupted {
-        let duration = args
-            .duration
-            .map(|s| tokio::time::sleep(Duration::from_secs(s)));
+        let duration = args.run_for().map(tokio::time::sleep);
         let mut duration = std::pin::pin!(maybe(duration));
         loop {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {
-                    tracing::info!("Ctrl-C: shutting down");
+                _ = shutdown_signal() => {
+                    tracing::info!("Ctrl-C or SIGTERM: shutting down");
                     break;
                 }
                 _ = &mut duration => {
@@ -394,7 +543,7 @@ pub(crate) async fn main() -> anyhow::Result<()> {
                     scenario = None;
                     // The scenario ends the run unless a duration was given or --serve asked
                     // to keep serving.
-                    if args.duration.is_none() && !args.serve {
+                    if args.run_for().is_none() && !args.serve {
                         break;
                     }
                     if args.serve {
@@ -423,6 +572,47 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         }
     }
 
+    // What each replica owned, before the ring's replicas leave (and own nothing).
+    if args.sharded {
+        for c in std::iter::once(&controller).chain(&replicas) {
+            let Some(s) = c.shard_stats() else { continue };
+            println!(
+                "replica {}: held {:.3} of the namespace hash space ({})  Deployments owned {}  dropped not owned {}  writes skipped {}  hand-overs {}  drains {} ({:?})",
+                s.id,
+                s.held_fraction,
+                s.held,
+                s.keys_owned,
+                s.dropped_not_owned,
+                s.skipped_not_owned,
+                s.handovers,
+                s.drains,
+                s.drain_time
+            );
+            if let Some(o) = c.ownership() {
+                let owned: std::collections::BTreeSet<String> = c
+                    .deployments()
+                    .list()
+                    .iter()
+                    .filter_map(|d| d.metadata.namespace.clone())
+                    .filter(|ns| o.owns_value(ns))
+                    .collect();
+                println!(
+                    "replica {} owned namespaces ({}): {}  lists {}",
+                    s.id,
+                    owned.len(),
+                    owned.into_iter().collect::<Vec<_>>().join(" "),
+                    c.list_requests()
+                );
+            }
+        }
+    }
+    // The ring's replicas leave in order: each drains and releases its Lease, the others
+    // (still running) take its ranges at once.
+    for r in &mut ring_replicas {
+        if let Err(e) = r.leave().await {
+            tracing::warn!(replica = r.id(), error = %e, "leaving the ring");
+        }
+    }
     match elected_run {
         Some(run) => {
             let _ = stop_tx.send(());
@@ -437,25 +627,6 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     }
     if let Some(c) = &cluster {
         c.shutdown().await;
-    }
-    if args.sharded {
-        for s in std::iter::once(&controller)
-            .chain(&replicas)
-            .filter_map(DeploymentController::shard_stats)
-        {
-            println!(
-                "replica {}: held {:.3} of the namespace hash space ({})  Deployments owned {}  dropped not owned {}  writes skipped {}  hand-overs {}  drains {} ({:?})",
-                s.id,
-                s.held_fraction,
-                s.held,
-                s.keys_owned,
-                s.dropped_not_owned,
-                s.skipped_not_owned,
-                s.handovers,
-                s.drains,
-                s.drain_time
-            );
-        }
     }
     print_summary(
         &controller,
@@ -548,7 +719,19 @@ fn print_summary(
             c.pods_created, c.pods_deleted, c.pods_ready, c.rs_collected, c.pods_collected
         );
     }
+    match peak_rss_kib() {
+        Some(kib) => println!("peak RSS: {:.1} MiB (VmHWM {kib} kB)", kib as f64 / 1024.0),
+        None => println!("peak RSS: unknown (no /proc/self/status)"),
+    }
     let deployments = controller.summary();
+    if deployments.len() > 50 {
+        println!(
+            "deployments ({}; complete {}): not listed (more than 50)",
+            deployments.len(),
+            deployments.iter().filter(|d| d.complete).count()
+        );
+        return;
+    }
     println!("deployments ({}):", deployments.len());
     for d in deployments {
         let rss: Vec<String> = d
@@ -574,4 +757,98 @@ fn print_summary(
             rss.join(" ")
         );
     }
+}
+
+/// `--scale-scenario`: the embedded server and cluster simulation, the scale-out scenario
+/// (`embedded::scale`), a report after each phase; an error (exit status 1) when a phase does
+/// not converge or the write log shows overlapping ownership.
+async fn scale_scenario(args: &Args) -> anyhow::Result<()> {
+    use deployment_controller::embedded::scale;
+    let sim = std::sync::Arc::new(
+        Sim::start(SimConfig {
+            write_kubeconfig: args.write_kubeconfig.clone(),
+            ..SimConfig::default()
+        })
+        .await
+        .context("starting the embedded simulated API server")?,
+    );
+    tracing::info!(url = sim.url(), kubeconfig = %sim.kubeconfig_path().display(),
+        "scale scenario: embedded simulated API server");
+    let cluster = ClusterSim::start(
+        Client::try_from(sim.kube_config()).context("cluster simulation client")?,
+        ClusterOptions {
+            ready_after: Duration::from_millis(args.pod_ready_ms),
+            workers: 4,
+            ..ClusterOptions::default()
+        },
+    )
+    .await?;
+    let options = scale::ScaleOptions {
+        deployments: args.scale_deployments,
+        namespaces: args.scale_namespaces,
+        ring: args.ring(),
+        workers: args.workers,
+        ..scale::ScaleOptions::default()
+    };
+    println!(
+        "scale scenario: {} Deployments over {} namespaces; ring {} (lease {:?}, renew {:?}, rounds {:?}, {} tokens per replica)",
+        options.deployments,
+        options.namespaces,
+        options.ring.ring,
+        options.ring.lease_duration,
+        options.ring.renew_deadline,
+        options.ring.retry_period,
+        options.ring.virtual_nodes
+    );
+    let result = scale::run(sim.client(), scale::sim_rv(&sim), options, |p| {
+        println!("{p}")
+    })
+    .await;
+    cluster.shutdown().await;
+    if let Ok(sim) = std::sync::Arc::try_unwrap(sim) {
+        sim.shutdown().await;
+    }
+    let report = result?;
+    anyhow::ensure!(
+        scale::print_summary(&report),
+        "replicas wrote in overlapping ownership windows"
+    );
+    Ok(())
+}
+
+/// `--seed-and-simulate`: against a kubeconfig, creates the scale scenario's Deployments, then
+/// runs the cluster simulation until Ctrl-C, SIGTERM or `--run-for`.
+async fn seed_and_simulate(args: &Args) -> anyhow::Result<()> {
+    use deployment_controller::embedded::scale;
+    let client = Client::try_default()
+        .await
+        .context("loading the kubeconfig")?;
+    scale::create_deployments(&client, args.scale_deployments, args.scale_namespaces)
+        .await
+        .context("creating the Deployments")?;
+    println!(
+        "seeded {} Deployments over {} namespaces",
+        args.scale_deployments, args.scale_namespaces
+    );
+    let cluster = ClusterSim::start(
+        client,
+        ClusterOptions {
+            ready_after: Duration::from_millis(args.pod_ready_ms),
+            workers: 4,
+            ..ClusterOptions::default()
+        },
+    )
+    .await?;
+    let run_for = maybe(args.run_for().map(tokio::time::sleep));
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        _ = run_for => {}
+    }
+    cluster.shutdown().await;
+    let s = cluster.stats();
+    println!(
+        "cluster simulation: pods created {}  deleted {}  marked ready {}",
+        s.pods_created, s.pods_deleted, s.pods_ready
+    );
+    Ok(())
 }

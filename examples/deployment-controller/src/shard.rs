@@ -93,19 +93,26 @@ impl fmt::Debug for ShardOptions {
 }
 
 impl ShardOptions {
-    /// Replica `i` of `n` on a fixed namespace shard ([`ShardSelector::nth_of`]).
-    ///
-    /// THE place where ownership comes from: the Lease-based membership ring
-    /// (`kinformer_actors::controller::membership::ShardMember`) replaces this fixed shard
-    /// with the ownership it publishes; nothing else in the controller changes.
+    /// Replica `i` of `n` on a fixed namespace shard ([`ShardSelector::nth_of`]): static
+    /// sharding (`--shards static`).
     pub fn nth_of(i: u64, n: u64) -> Result<Self, kinformer::shard::ShardError> {
         let selector = ShardSelector::nth_of(ShardField::Namespace, i, n)?;
-        Ok(ShardOptions {
-            id: i.to_string(),
-            ownership: ShardOwnership::fixed(selector),
+        Ok(Self::with_ownership(
+            i.to_string(),
+            ShardOwnership::fixed(selector),
+        ))
+    }
+
+    /// Replica `id` reading `ownership`, published by whoever decides the ranges: the Lease
+    /// ring's [`ShardMember`](kinformer_actors::ShardMember) (`crate::ring`), or a test.
+    /// Nothing else in the controller depends on where the ownership comes from.
+    pub fn with_ownership(id: impl Into<String>, ownership: ShardOwnership) -> Self {
+        ShardOptions {
+            id: id.into(),
+            ownership,
             wait_for_cache: None,
             on_write: None,
-        })
+        }
     }
 }
 
