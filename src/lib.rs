@@ -41,6 +41,7 @@ pub mod lean;
 pub mod notification;
 pub mod processor;
 pub mod reflector;
+pub mod resource_version;
 pub mod selector;
 pub mod shard;
 pub mod store;
