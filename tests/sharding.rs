@@ -158,12 +158,19 @@ async fn h1_sharded_informers_hold_exactly_their_shard_and_partition_the_collect
     assert!(a.is_disjoint(&b), "an object in both shards");
     let all: BTreeSet<String> = server.keys().cloned().collect();
     assert_eq!(&a | &b, all, "the shards do not cover the collection");
-    assert!(!a.is_empty() && !b.is_empty(), "a degenerate split of 50 uids");
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "a degenerate split of 50 uids"
+    );
     // Both ways: every LIST and every WATCH carried its informer's selector, encoded.
     let wires: BTreeSet<String> = halves.iter().map(|s| s.wire().unwrap()).collect();
     for watch in [false, true] {
         let sent = uris.pods(watch);
-        assert!(sent.len() >= 2, "{} requests: {sent:?}", ["LIST", "WATCH"][watch as usize]);
+        assert!(
+            sent.len() >= 2,
+            "{} requests: {sent:?}",
+            ["LIST", "WATCH"][watch as usize]
+        );
         for u in &sent {
             let p = shard_param(u).unwrap_or_else(|| panic!("no shardSelector in {u}"));
             assert!(wires.contains(&p), "{p} in {u}");
@@ -295,7 +302,11 @@ async fn h2_set_shard_notifies_exactly_what_enters_and_leaves() {
     let want: BTreeSet<_> = entering.iter().map(|k| ("add", k.clone())).collect();
     assert_eq!(got.iter().cloned().collect::<BTreeSet<_>>(), want);
     assert_eq!(got.len(), want.len(), "a duplicate notification: {got:?}");
-    assert_eq!(inf.health().lists, lists + 1, "growing lists the new selector once");
+    assert_eq!(
+        inf.health().lists,
+        lists + 1,
+        "growing lists the new selector once"
+    );
     assert_eq!(cached(&inf), in_shard(&server, &grown));
     let h = inf.health();
     assert_eq!((h.shard_changes, h.shard_relists), (2, 1));
@@ -319,7 +330,10 @@ async fn h3_wait_for_resource_version_returns_once_the_cache_has_the_write() {
         .await
         .expect("seen");
     assert!(inf.has_seen_resource_version(&rv));
-    let cached = inf.lister().get("w", "written").expect("the write is cached");
+    let cached = inf
+        .lister()
+        .get("w", "written")
+        .expect("the write is cached");
     assert_eq!(cached.resource_version().as_deref(), Some(rv.as_str()));
 
     // An RV the server never reaches: a typed timeout at the deadline.
@@ -330,7 +344,10 @@ async fn h3_wait_for_resource_version_returns_once_the_cache_has_the_write() {
         .wait_for_resource_version(&far, started + Duration::from_millis(200))
         .await
         .expect_err("never seen");
-    assert!(matches!(err, WaitError::Timeout { ref resource_version, .. } if *resource_version == far), "{err:?}");
+    assert!(
+        matches!(err, WaitError::Timeout { ref resource_version, .. } if *resource_version == far),
+        "{err:?}"
+    );
     assert!(started.elapsed() >= Duration::from_millis(200));
     // Not an integer: not comparable.
     let err = inf
@@ -357,7 +374,8 @@ async fn h3_wait_for_resource_version_returns_once_the_cache_has_the_write() {
     assert!(inf.lister().get("w", "from-thread").is_some());
     inf.shutdown().await;
     assert_eq!(
-        inf.wait_for_resource_version(&far, Instant::now() + DEADLINE).await,
+        inf.wait_for_resource_version(&far, Instant::now() + DEADLINE)
+            .await,
         Err(WaitError::ShutDown)
     );
 }
@@ -382,7 +400,12 @@ async fn h1_a_lean_informer_filters_its_shard_too() {
     let server = uids(&client).await;
     let want = in_shard(&server, &s);
     eventually("the lean cache is exactly the shard", || {
-        inf.lister().list_keys().into_iter().map(|k| k.to_string()).collect::<BTreeSet<_>>() == want
+        inf.lister()
+            .list_keys()
+            .into_iter()
+            .map(|k| k.to_string())
+            .collect::<BTreeSet<_>>()
+            == want
     })
     .await;
     inf.shutdown().await;

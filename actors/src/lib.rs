@@ -142,9 +142,9 @@ pub use handler::{
 };
 pub use informer::assembly::ShutdownReport;
 pub use informer::factory::{InformerId, InformerOptions, ResyncConflict, SharedInformerFactory};
+pub use informer::shared_informer::WaitError;
 pub use informer::shared_informer::{HandlerRegistration, SharedIndexInformer};
 pub use telemetry::endpoint::EndpointHandle;
-pub use informer::shared_informer::WaitError;
 pub use telemetry::health::{EventsByType, ReflectorHealth, ReflectorPhase, ShardFiltering};
 // KEP-5866 shard selectors, as an informer takes them.
 pub use kinformer::shard::{HashRange, ShardError, ShardField, ShardSelector};

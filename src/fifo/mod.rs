@@ -677,7 +677,11 @@ impl<K> DeltaFifo<K> {
         let n = leaving.len();
         self.stats.deleted += n as u64;
         for (key, obj) in leaving {
-            self.queue_action(key, Delta::new(DeltaType::Deleted, obj, TraceId::NONE), false);
+            self.queue_action(
+                key,
+                Delta::new(DeltaType::Deleted, obj, TraceId::NONE),
+                false,
+            );
         }
         Ok(n)
     }

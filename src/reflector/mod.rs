@@ -1039,7 +1039,8 @@ impl<T: Versioned> ReflectorMachine<T> {
         self.config.shard_selector = selector;
         self.counters.shard_changes += 1;
         if left && let Some(selector) = self.config.shard_selector.clone() {
-            self.outputs.push_back(FifoCommand::ShardShrunk { selector });
+            self.outputs
+                .push_back(FifoCommand::ShardShrunk { selector });
         }
         let listing = self.is_listing() || self.in_watch_list();
         let next = if grew || listing {

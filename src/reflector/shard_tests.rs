@@ -156,7 +156,10 @@ fn h2_growing_ranges_relist_the_new_selector_from_the_last_rv() {
         other => panic!("expected Replace, got {other:?}"),
     }
     let w = watch(&mut m, t0);
-    assert_eq!((w.resource_version.as_str(), w.shard_selector), ("20", Some(half(0))));
+    assert_eq!(
+        (w.resource_version.as_str(), w.shard_selector),
+        ("20", Some(half(0)))
+    );
 }
 
 #[test]
@@ -213,7 +216,11 @@ fn h2_a_change_keeps_a_backoff_and_the_same_selector_is_a_no_op() {
     assert_eq!(m.poll_timeout(), Some(until));
     let later = until + Duration::from_millis(1);
     m.handle_timeout(later);
-    assert_eq!(list(&mut m, later).shard_selector, Some(half(0)), "grew: a LIST");
+    assert_eq!(
+        list(&mut m, later).shard_selector,
+        Some(half(0)),
+        "grew: a LIST"
+    );
     let changes = m.counters().shard_changes;
     m.handle_shard_change(later, Some(half(0)));
     assert_eq!(m.counters().shard_changes, changes);

@@ -363,8 +363,7 @@ impl SharedInformerFactory {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         for (k, e) in informers.iter_mut() {
-            if e
-                .informer
+            if e.informer
                 .as_any()
                 .downcast_ref::<SharedIndexInformer<K>>()
                 .is_some_and(|i| i.same_as(informer))

@@ -8,11 +8,11 @@
 use std::fmt::Debug;
 
 use futures::{StreamExt, stream::BoxStream};
+use kinformer::shard::ShardSelector;
 use kube::{
     Api, Client, Resource,
     api::{ListParams, ObjectList, PartialObjectMeta, WatchEvent, WatchParams},
 };
-use kinformer::shard::ShardSelector;
 use serde::{Serialize, de::DeserializeOwned};
 
 pub use crate::listwatch::decode::RawJson;
@@ -189,11 +189,12 @@ fn with_shard(
     let param = form_urlencoded::Serializer::new(String::new())
         .append_pair("shardSelector", &wire)
         .finish();
-    let uri: http::Uri = format!("{uri}{sep}{param}")
-        .parse()
-        .map_err(|e: http::uri::InvalidUri| {
-            kube::Error::BuildRequest(kube::core::request::Error::BuildRequest(e.into()))
-        })?;
+    let uri: http::Uri =
+        format!("{uri}{sep}{param}")
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| {
+                kube::Error::BuildRequest(kube::core::request::Error::BuildRequest(e.into()))
+            })?;
     *req.uri_mut() = uri;
     Ok(req)
 }
@@ -221,9 +222,9 @@ fn stream_list<K>(
 where
     K: Resource + DeserializeOwned + Send + Sync + 'static,
 {
-    let check: Option<ShardCheck<K>> = shard.cloned().map(|s| {
-        Box::new(move |o: &Listed<K>| listed_in_shard(&s, o)) as ShardCheck<K>
-    });
+    let check: Option<ShardCheck<K>> = shard
+        .cloned()
+        .map(|s| Box::new(move |o: &Listed<K>| listed_in_shard(&s, o)) as ShardCheck<K>);
     Box::pin(async move {
         let mut req = req?;
         req.extensions_mut().insert("list");

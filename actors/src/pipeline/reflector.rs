@@ -260,7 +260,9 @@ fn sync_shard<K: InformerObject>(
 fn note_shard_list<K: InformerObject>(
     cx: &ReflectorContext<K>,
     selector: &ShardSelector,
-    list: &mut crate::listwatch::lister_watcher::DecodedList<crate::listwatch::lister_watcher::Item<K>>,
+    list: &mut crate::listwatch::lister_watcher::DecodedList<
+        crate::listwatch::lister_watcher::Item<K>,
+    >,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
     let server = list.shard_info.is_some();

@@ -8,13 +8,13 @@ use std::{
     time::Duration,
 };
 
+use kinformer::shard::ShardSelector;
 use kinformer::{
     lean::{LazyObject, LeanState, RawObject},
     reflector::{
         ErrorKind, FailureCause, INITIAL_EVENTS_END, ReflectorConfig, RequestError, WatchEvent,
     },
 };
-use kinformer::shard::ShardSelector;
 use kube::api::{TypeMeta, WatchEvent as KubeWatchEvent};
 
 use crate::{
