@@ -44,6 +44,7 @@ pub mod membership;
 pub mod notification;
 pub mod processor;
 pub mod reflector;
+pub mod resource_version;
 pub mod selector;
 pub mod shard;
 pub mod store;

@@ -120,12 +120,18 @@ fn start(sim: &Sim, sampler: &Sampler, id: &str) -> Member {
         .unwrap_or_else(|e| e.into_inner())
         .push((id.to_string(), ownership.clone()));
     // The fake controller: stops its (imaginary) workers for draining keys and acks at once.
+    // It records how many ranges it was asked to drain at once: it sees every drain (a range
+    // leaves only after its ack), which a periodic sample of a drain this short would miss.
     let o = ownership.clone();
+    let max_draining = Arc::clone(&sampler.max_draining);
     let controller = tokio::spawn(async move {
         let mut rx = o.subscribe();
         loop {
             let draining = o.view().draining.clone();
             if !draining.is_empty() {
+                let mut m = max_draining.lock().unwrap_or_else(|e| e.into_inner());
+                *m = (*m).max(draining.ranges().len());
+                drop(m);
                 o.record_write("7");
                 o.ack_drained(&draining);
             }

@@ -39,7 +39,6 @@ fn config() -> InformerConfig {
     }
 }
 
-
 /// A pod change made while the server is down, straight into its storage.
 fn change_during_outage(sim: &Sim, round: u32) {
     sim.create_object(

@@ -8,6 +8,7 @@ use kinformer::{
     fifo::{DeltaFifoOptions, FifoMode},
     processor::ResyncPeriod,
     reflector::ReflectorConfig,
+    shard::ShardSelector,
     store::CacheMode,
 };
 
@@ -52,6 +53,13 @@ impl Default for InformerConfig {
 }
 
 impl InformerConfig {
+    /// Listing and watching only `selector`'s shard (KEP-5866, K1), e.g.
+    /// `ShardSelector::nth_of(ShardField::Uid, 0, 2)?` for the first of two.
+    pub fn shard(mut self, selector: ShardSelector) -> Self {
+        self.reflector.shard_selector = Some(selector);
+        self
+    }
+
     /// With the store in `mode` (I7): e.g. `InformerConfig::default().cache(CacheMode::lean())`
     /// for lean mode with the default hot cache, or
     /// `.cache(CacheMode::Lean(LeanConfig::default().hot_objects(4096)))`.

@@ -146,9 +146,12 @@ pub use handler::{
 };
 pub use informer::assembly::ShutdownReport;
 pub use informer::factory::{InformerId, InformerOptions, ResyncConflict, SharedInformerFactory};
+pub use informer::shared_informer::WaitError;
 pub use informer::shared_informer::{HandlerRegistration, SharedIndexInformer};
 pub use telemetry::endpoint::EndpointHandle;
-pub use telemetry::health::{EventsByType, ReflectorHealth, ReflectorPhase};
+pub use telemetry::health::{EventsByType, ReflectorHealth, ReflectorPhase, ShardFiltering};
+// KEP-5866 shard selectors, as an informer takes them.
+pub use kinformer::shard::{HashRange, ShardError, ShardField, ShardSelector};
 // The leader election machine's names a user configures or reads.
 pub use kinformer::leader_election::{ElectionPhase, LeaderElectionConfig, StopReason};
 pub use lister_watcher::{KubeListerWatcher, ListerWatcher, MetadataListerWatcher};

@@ -632,6 +632,60 @@ impl<K> DeltaFifo<K> {
         Ok(summary)
     }
 
+    /// Queues a plain `Deleted` delta (trace [`TraceId::NONE`], no tombstone) for every queued
+    /// or known object that `keep` rejects; returns how many (K2: the objects that left a shard
+    /// that shrank). A queued key is judged, and deleted, by its newest queued object (skipped
+    /// when that is a delete already); a known key that is not queued by its known object (the
+    /// in-flight state when in flight, skipped when that is "deleted"). Keys in key order.
+    pub fn delete_unless(&mut self, keep: impl Fn(&K) -> bool) -> Result<usize, FifoError> {
+        if self.closed {
+            return Err(FifoError::Closed);
+        }
+        let mut leaving: Vec<(ObjectKey, Arc<K>)> = Vec::new();
+        self.queue.for_each_newest(|key, newest| {
+            if newest.delta_type != DeltaType::Deleted
+                && let DeltaObject::Object(o) = &newest.object
+                && !keep(o)
+            {
+                leaving.push((key.clone(), Arc::clone(o)));
+            }
+        });
+        for (key, flight) in &self.in_flight {
+            if self.queue.contains(key.as_str()) {
+                continue;
+            }
+            if let Some(o) = &flight.state
+                && !keep(o)
+            {
+                leaving.push((key.clone(), Arc::clone(o)));
+            }
+        }
+        if let Some(known) = &self.known_objects {
+            for key in known.list_keys() {
+                if self.queue.contains(key.as_str()) || self.in_flight.contains_key(&key) {
+                    continue;
+                }
+                if let Some(o) = known.get_by_key(key.as_str())
+                    && !keep(&o)
+                {
+                    leaving.push((key, o));
+                }
+            }
+        }
+        leaving.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        leaving.dedup_by(|a, b| a.0 == b.0);
+        let n = leaving.len();
+        self.stats.deleted += n as u64;
+        for (key, obj) in leaving {
+            self.queue_action(
+                key,
+                Delta::new(DeltaType::Deleted, obj, TraceId::NONE),
+                false,
+            );
+        }
+        Ok(n)
+    }
+
     /// Queues a `Sync` delta (trace [`TraceId::NONE`]) for every known key that has no queued
     /// deltas, F7; returns how many. Known keys are the store's (`known_objects`) plus keys in
     /// flight; a key whose in-flight state is "deleted" is skipped, and the object synced is the

@@ -53,6 +53,11 @@
 //! - **R10** Staleness: the cache is *not known current* from the first failure after it was
 //!   last known current until a watch opens from a completed LIST's RV, or a watch delivers an
 //!   event or a bookmark ([`stale_since`](ReflectorMachine::stale_since)).
+//! - **K1** A shard selector (KEP-5866) goes on every LIST page and every WATCH;
+//!   [`handle_shard_change`](ReflectorMachine::handle_shard_change) changes it on a running
+//!   machine: ranges that only shrink hand the FIFO a [`FifoCommand::ShardShrunk`] (plain deletes
+//!   of what left) and re-watch from the last RV without a LIST; ranges that grow relist the new
+//!   selector from the last RV (entering objects become Adds, unchanged ones syncs).
 //! - **S1** A failure is reported as [`ReflectorEvent::Failed`] with the time of the retry; the
 //!   machine then waits in [`Phase::BackingOff`]. The actor layer ends the reflector actor there
 //!   and its supervisor (which keeps this machine across restarts) starts a new one when the
@@ -92,8 +97,11 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use crate::{
     TraceId,
     backoff::{Backoff, BackoffConfig},
+    shard::ShardSelector,
 };
 
+#[cfg(test)]
+mod shard_tests;
 #[cfg(test)]
 mod tests;
 
@@ -147,6 +155,8 @@ pub struct ReflectorConfig {
     pub label_selector: Option<String>,
     /// Field selector for list and watch.
     pub field_selector: Option<String>,
+    /// The shard (KEP-5866 hash ranges) listed and watched; `None`: every object (K1).
+    pub shard_selector: Option<ShardSelector>,
 }
 
 impl Default for ReflectorConfig {
@@ -162,6 +172,7 @@ impl Default for ReflectorConfig {
             event_batch: 256,
             label_selector: None,
             field_selector: None,
+            shard_selector: None,
         }
     }
 }
@@ -206,6 +217,8 @@ pub struct ListRequest {
     pub label_selector: Option<String>,
     /// `fieldSelector`.
     pub field_selector: Option<String>,
+    /// `shardSelector` (KEP-5866, K1).
+    pub shard_selector: Option<ShardSelector>,
 }
 
 /// A WATCH request.
@@ -223,6 +236,8 @@ pub struct WatchRequest {
     pub label_selector: Option<String>,
     /// `fieldSelector`.
     pub field_selector: Option<String>,
+    /// `shardSelector` (KEP-5866, K1).
+    pub shard_selector: Option<ShardSelector>,
 }
 
 /// The next request to send.
@@ -392,6 +407,12 @@ pub enum FifoCommand<T> {
         /// The bookmark's resourceVersion.
         resource_version: String,
     },
+    /// The shard shrank (K2): delete (a plain `Deleted` of the last known state, no tombstone)
+    /// every queued or known object that `selector` does not match.
+    ShardShrunk {
+        /// The new, narrower shard.
+        selector: ShardSelector,
+    },
 }
 
 /// What the reflector is doing.
@@ -501,6 +522,10 @@ pub struct ReflectorCounters {
     /// Relists after a 410 that followed an outage, sent after the recovery jitter instead of
     /// the grown backoff (R9).
     pub recovery_relists: u64,
+    /// Shard changes applied (K2).
+    pub shard_changes: u64,
+    /// Shard changes that needed a relist because ranges grew (K2).
+    pub shard_relists: u64,
 }
 
 /// What comes after the current wait.
@@ -716,6 +741,7 @@ impl<T: Versioned> ReflectorMachine<T> {
                     continue_token: Some(continue_token.clone()),
                     label_selector: self.config.label_selector.clone(),
                     field_selector: self.config.field_selector.clone(),
+                    shard_selector: self.config.shard_selector.clone(),
                     ..ListRequest::default()
                 };
                 self.state = State::Listing {
@@ -1036,6 +1062,71 @@ impl<T: Versioned> ReflectorMachine<T> {
         };
     }
 
+    /// The shard changes to `selector` (`None`: every object), K2.
+    ///
+    /// What left (old ranges not in the new ones) is handed to the FIFO as one
+    /// [`FifoCommand::ShardShrunk`], behind everything already output, so handlers get a plain
+    /// Delete of each leaving object's last known state. Then:
+    /// - ranges that only shrank: no LIST; an open (or opening) watch is abandoned and the next
+    ///   request is a WATCH of the new selector from the last synced RV;
+    /// - ranges that grew (or the hashed field changed): the next request is a LIST of the new
+    ///   selector from the last synced RV (`NotOlderThan`), whose `Replace` makes entering
+    ///   objects Adds and leaves unchanged ones as syncs (P1, P3: not re-announced);
+    /// - a LIST (or a watch-list's initial events) in progress is abandoned and starts over
+    ///   with the new selector.
+    ///
+    /// A backoff in progress is kept (R8). The same selector again is a no-op.
+    pub fn handle_shard_change(&mut self, _now: Instant, selector: Option<ShardSelector>) {
+        if self.config.shard_selector == selector {
+            return;
+        }
+        let old = self.config.shard_selector.take();
+        // Nothing leaves when the new shard is everything; otherwise what the old shard (or
+        // everything) had outside the new one leaves. Mixed fields: everything may move.
+        let left = match (&old, &selector) {
+            (_, None) => false,
+            (None, Some(n)) => !n.is_everything(),
+            (Some(o), Some(n)) => o.difference(n).map_or(true, |d| !d.is_empty()),
+        };
+        let grew = match (&old, &selector) {
+            (None, _) => false,
+            (Some(o), None) => !o.is_everything(),
+            (Some(o), Some(n)) => n.difference(o).map_or(true, |d| !d.is_empty()),
+        };
+        self.config.shard_selector = selector;
+        self.counters.shard_changes += 1;
+        if left && let Some(selector) = self.config.shard_selector.clone() {
+            self.outputs
+                .push_back(FifoCommand::ShardShrunk { selector });
+        }
+        let listing = self.is_listing() || self.in_watch_list();
+        let next = if grew || listing {
+            if grew {
+                self.counters.shard_relists += 1;
+            }
+            Next::List
+        } else {
+            Next::Watch
+        };
+        match &mut self.state {
+            State::Idle { next: n, .. } => {
+                // Keep a backoff; a pending LIST stays a LIST.
+                if next == Next::List {
+                    *n = Next::List;
+                }
+            }
+            _ => {
+                if next == Next::List {
+                    self.set_phase(Phase::Listing);
+                }
+                self.state = State::Idle {
+                    next,
+                    not_before: None,
+                };
+            }
+        }
+    }
+
     /// The FIFO accepted everything handed to it: reading resumes at `now`, so the time spent
     /// waiting on the FIFO (B4) does not count as the server being silent.
     pub fn handle_delivered(&mut self, now: Instant) {
@@ -1088,6 +1179,7 @@ impl<T: Versioned> ReflectorMachine<T> {
             continue_token: None,
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
+            shard_selector: self.config.shard_selector.clone(),
         }
     }
 
@@ -1116,6 +1208,7 @@ impl<T: Versioned> ReflectorMachine<T> {
             send_initial_events: watch_list,
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
+            shard_selector: self.config.shard_selector.clone(),
         })
     }
 

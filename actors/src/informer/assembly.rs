@@ -112,6 +112,8 @@ pub(crate) struct Inner<K: InformerObject> {
     pub(crate) indexer: Arc<IndexerStatus>,
     pub(crate) state: Mutex<State<K>>,
     pub(crate) next_id: AtomicU64,
+    /// The shard the informer wants (K2): `set_shard` writes it, the running reflector follows.
+    pub(crate) shard: tokio::sync::watch::Sender<Option<kinformer::shard::ShardSelector>>,
     /// The kube-rs interop's hub (`interop/kube_runtime.rs`): one per informer, made on first
     /// use. Type-erased because kube's `Store<K>` asks more of `K::DynamicType` than
     /// `InformerObject` does.
@@ -317,6 +319,7 @@ pub(crate) fn start<K: InformerObject>(
             replace: fifo.clone().recipient(),
             events: fifo.clone().recipient(),
             bookmark: fifo.clone().recipient(),
+            shard_shrunk: fifo.clone().recipient(),
         },
         status: Arc::clone(&inner.reflector),
         trace_ids: TraceIds::new(),
@@ -326,6 +329,7 @@ pub(crate) fn start<K: InformerObject>(
         on_error,
         codec,
         expected_type,
+        shard: inner.shard.subscribe(),
     });
     let (reflector_config, backoff) =
         (inner.config.reflector.clone(), inner.config.backoff.clone());

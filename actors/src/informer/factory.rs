@@ -10,6 +10,7 @@ use std::{
 };
 
 use futures::future::{BoxFuture, join_all};
+use kinformer::shard::ShardSelector;
 use kube::{
     Client, Resource,
     api::TypeMeta,
@@ -37,6 +38,9 @@ pub struct InformerOptions {
     pub field_selector: Option<String>,
     /// Default handler resync for this informer (None: the factory's, or the type's).
     pub resync: Option<Duration>,
+    /// The shard (KEP-5866 hash ranges) listed and watched (None: every object, K1). Part of
+    /// the sharing key: two shards of one resource are two informers.
+    pub shard: Option<ShardSelector>,
 }
 
 /// Which informer of a factory (X1, X3): the Rust type it caches, the resource, whether it is
@@ -63,6 +67,8 @@ pub struct InformerId {
     pub label_selector: Option<String>,
     /// Field selector.
     pub field_selector: Option<String>,
+    /// Shard (K1).
+    pub shard: Option<ShardSelector>,
 }
 
 impl fmt::Display for InformerId {
@@ -80,6 +86,9 @@ impl fmt::Display for InformerId {
         }
         if let Some(l) = &self.field_selector {
             write!(f, ", fields {l}")?;
+        }
+        if let Some(s) = &self.shard {
+            write!(f, ", shard {s}")?;
         }
         Ok(())
     }
@@ -308,6 +317,7 @@ impl SharedInformerFactory {
             .field_selector
             .clone()
             .or_else(|| i.field_selector.clone());
+        config.reflector.shard_selector = opts.shard.clone();
         let ns = opts.namespace.clone().or_else(|| i.namespace.clone());
         (config, ns)
     }
@@ -332,8 +342,37 @@ impl SharedInformerFactory {
                 namespace: ns.clone(),
                 label_selector: config.reflector.label_selector.clone(),
                 field_selector: config.reflector.field_selector.clone(),
+                shard: config.reflector.shard_selector.clone(),
             },
         }
+    }
+
+    /// Changes the shard of a shared informer this factory made (K2, see
+    /// [`SharedIndexInformer::set_shard`]) and moves it to its new identity, so that asking for
+    /// the new shard returns it. Returns the new identity (`None`: the informer is not this
+    /// factory's; its shard changed all the same); errors when the informer was shut down.
+    pub fn set_shard<K: InformerObject>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+        selector: Option<ShardSelector>,
+    ) -> Result<Option<InformerId>, InformerError> {
+        informer.set_shard(selector.clone())?;
+        let mut informers = self
+            .inner
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for (k, e) in informers.iter_mut() {
+            if e.informer
+                .as_any()
+                .downcast_ref::<SharedIndexInformer<K>>()
+                .is_some_and(|i| i.same_as(informer))
+            {
+                k.id.shard = selector;
+                return Ok(Some(k.id.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// The shared informer for `key`, made by `make` (with `resync`) if there is none. An
@@ -586,6 +625,10 @@ fn telemetry_name(id: &InformerId) -> String {
     if let Some(f) = &id.field_selector {
         name.push_str(" fields=");
         name.push_str(f);
+    }
+    if let Some(s) = &id.shard {
+        name.push_str(" shard=");
+        name.push_str(&s.to_string());
     }
     name
 }

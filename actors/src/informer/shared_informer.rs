@@ -17,6 +17,8 @@ use kinformer::{
     KeyFunc,
     lean::LazyObject,
     processor::Processor,
+    resource_version::{InvalidResourceVersion, compare_resource_version},
+    shard::ShardSelector,
     store::{Indexers, Lister, Store},
 };
 use kube::{Api, Client, api::TypeMeta};
@@ -30,8 +32,8 @@ use crate::{
     object::InformerObject,
     pipeline::destination::{HandlerKind, ThreadHandler},
     pipeline::listener::listener_name,
-    pipeline::messages::{AddIndexers, AddListener, Notify, RemoveListener, Stop},
-    telemetry::health::{ReflectorHealth, ReflectorStatus},
+    pipeline::messages::{AddIndexers, AddListener, Barrier, Notify, RemoveListener, Stop},
+    telemetry::health::{ReflectorHealth, ReflectorStatus, ShardFiltering},
     telemetry::metrics::{Telemetry, default_informer_name},
     telemetry::probe::{InformerProbe, Lifecycle},
     telemetry::stats::{FifoStatus, IndexerStatus, ListenerStats},
@@ -162,8 +164,10 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         let lister = store.lister();
         let processor = Processor::new(store, config.resync);
         let kind: Arc<str> = lw.resource_name().into();
+        let (shard, _) = tokio::sync::watch::channel(config.reflector.shard_selector.clone());
         SharedIndexInformer {
             inner: Arc::new(Inner {
+                shard,
                 kind,
                 lw: Arc::new(lw),
                 config,
@@ -252,6 +256,99 @@ impl<K: InformerObject> SharedIndexInformer<K> {
     /// The resourceVersion the cache is synced to (client-go's `LastSyncResourceVersion`).
     pub fn last_sync_resource_version(&self) -> String {
         self.inner.reflector.last_sync_resource_version()
+    }
+
+    /// The shard (KEP-5866 hash ranges) this informer lists and watches; `None`: every object
+    /// (K1).
+    pub fn shard(&self) -> Option<ShardSelector> {
+        self.inner.shard.borrow().clone()
+    }
+
+    /// Who filters the shard, as the last LIST showed: the server (its answer carried
+    /// `metadata.shardInfo`) or this informer (K1). `None` without a shard or before a LIST.
+    pub fn shard_filtering(&self) -> Option<ShardFiltering> {
+        self.inner.reflector.shard_filtering()
+    }
+
+    /// Changes the shard of a running (or not yet started) informer (K2): ranges that only
+    /// shrink need no LIST (handlers get a plain Delete of each leaving object's last known
+    /// state; the watch restarts with the narrower selector from the current resourceVersion);
+    /// ranges that grow relist the new selector (handlers get Add for each entering object;
+    /// objects that stay are not re-announced). Returns at once; the reflector applies it at
+    /// its next step. Errors after shutdown.
+    pub fn set_shard(&self, selector: Option<ShardSelector>) -> Result<(), InformerError> {
+        if matches!(&*self.state(), State::Stopped) {
+            return Err(InformerError::ShutDown);
+        }
+        self.inner.shard.send_replace(selector);
+        Ok(())
+    }
+
+    /// True when the informer has seen `resource_version` (KEP-5647, K3): its last synced
+    /// resourceVersion (from LISTs, watch events and bookmarks, handed to the FIFO) is at least
+    /// `resource_version`, compared as apimachinery's `CompareResourceVersion` does. False when
+    /// either is not a well-formed integer (see
+    /// [`wait_for_resource_version`](Self::wait_for_resource_version) for the typed error).
+    /// Never blocks.
+    pub fn has_seen_resource_version(&self, resource_version: &str) -> bool {
+        matches!(self.seen(resource_version), Ok(true))
+    }
+
+    fn seen(&self, resource_version: &str) -> Result<bool, WaitError> {
+        let last = self.inner.reflector.last_sync_resource_version();
+        if last.is_empty() {
+            // Nothing synced yet: not seen, and nothing to compare.
+            compare_resource_version(resource_version, resource_version)?;
+            return Ok(false);
+        }
+        Ok(compare_resource_version(&last, resource_version)? != std::cmp::Ordering::Less)
+    }
+
+    /// Waits until the informer has seen `resource_version` (KEP-5647, K3) *and* everything it
+    /// had received up to then is in the cache (the lister), or `deadline` passes.
+    ///
+    /// Woken by progress (each move of the resourceVersion), never by polling; then a barrier
+    /// through the FIFO waits until every delta queued before it was applied by the indexer.
+    /// Works from any executor (actix, tokio, `futures::executor::block_on`). Errors:
+    /// [`WaitError::NotComparable`] when `resource_version` or the informer's is not a
+    /// well-formed integer, [`WaitError::Timeout`] at the deadline, [`WaitError::ShutDown`]
+    /// when the informer stops (or never started by the deadline: then `Timeout`).
+    pub async fn wait_for_resource_version(
+        &self,
+        resource_version: &str,
+        deadline: std::time::Instant,
+    ) -> Result<(), WaitError> {
+        let wait = async {
+            loop {
+                let moved = self.inner.reflector.rv_moved();
+                let mut moved = std::pin::pin!(moved);
+                // Registered before the check: a move in between is not missed.
+                moved.as_mut().enable();
+                if matches!(&*self.state(), State::Stopped) {
+                    return Err(WaitError::ShutDown);
+                }
+                if self.seen(resource_version)? {
+                    break;
+                }
+                moved.await;
+            }
+            let fifo = match &*self.state() {
+                State::Running(r) => r.fifo.clone(),
+                _ => return Err(WaitError::ShutDown),
+            };
+            fifo.send(Barrier)
+                .await
+                .map_err(|_| WaitError::ShutDown)?
+                .map_err(|_| WaitError::ShutDown)
+        };
+        let limit = deadline.saturating_duration_since(std::time::Instant::now());
+        match crate::runtime::timeout(limit, wait).await {
+            Some(r) => r,
+            None => Err(WaitError::Timeout {
+                resource_version: resource_version.to_string(),
+                last_seen: self.inner.reflector.last_sync_resource_version(),
+            }),
+        }
     }
 
     /// The reflector's health: phase, restarts, last error, counters (S2).
@@ -552,9 +649,14 @@ impl<K: InformerObject> SharedIndexInformer<K> {
             let mut state = self.state();
             match std::mem::replace(&mut *state, State::Stopped) {
                 State::Running(r) => r,
-                _ => return ShutdownReport::default(),
+                _ => {
+                    self.inner.reflector.wake_rv_waiters();
+                    return ShutdownReport::default();
+                }
             }
         };
+        // K3: resourceVersion waiters re-check and give up.
+        self.inner.reflector.wake_rv_waiters();
         running
             .shutdown(&self.inner.kind, self.inner.config.shutdown_timeout)
             .await
@@ -638,6 +740,27 @@ impl Telemetry {
     ) -> String {
         self.register_probe(name, informer.probe())
     }
+}
+
+/// Why [`SharedIndexInformer::wait_for_resource_version`] returned without the informer having
+/// seen the resourceVersion (K3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WaitError {
+    /// The deadline passed first.
+    #[error("resourceVersion {resource_version} not seen in time (last seen {last_seen:?})")]
+    Timeout {
+        /// The resourceVersion waited for.
+        resource_version: String,
+        /// The informer's last synced resourceVersion at the deadline.
+        last_seen: String,
+    },
+    /// The resourceVersion waited for, or the informer's, is not a well-formed integer:
+    /// resourceVersions are only comparable as such (apimachinery's `CompareResourceVersion`).
+    #[error("resourceVersions are not comparable: {0}")]
+    NotComparable(#[from] InvalidResourceVersion),
+    /// The informer shut down.
+    #[error("the informer shut down")]
+    ShutDown,
 }
 
 /// One registered handler (P5): its own `has_synced`, its counters, and `remove`.

@@ -32,8 +32,43 @@ pub struct DecodedList<T> {
     pub types: TypeMeta,
     /// The list's metadata.
     pub metadata: ListMeta,
+    /// `metadata.shardInfo` (KEP-5866), which kube's `ListMeta` does not have: present when the
+    /// server filtered the list by the request's `shardSelector` (K1).
+    pub shard_info: Option<ShardInfo>,
+    /// What the shard check did to the items (K1; zero without one).
+    pub shard_counts: ShardCounts,
     /// The admitted items, each decoded once into its own allocation.
     pub items: Vec<T>,
+}
+
+/// A list's `metadata.shardInfo` (KEP-5866): the server applied a shard selector.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct ShardInfo {
+    /// The selector the server applied, in its canonical form.
+    #[serde(default)]
+    pub selector: String,
+}
+
+/// Whether a decoded LIST item is in the informer's shard (K1).
+pub type ShardCheck<K> = Box<dyn Fn(&Listed<K>) -> bool + Send>;
+
+/// What a LIST's shard check did (K1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShardCounts {
+    /// Items outside the shard dropped before admission (the server did not filter).
+    pub filtered: u64,
+    /// Items outside the shard in a list the server said it filtered (kept: the server is
+    /// trusted; a mismatch means the two hash the field differently).
+    pub mismatches: u64,
+}
+
+/// `metadata` as a LIST answer has it: kube's `ListMeta` plus `shardInfo`.
+#[derive(serde::Deserialize)]
+struct ListMetaWithShard {
+    #[serde(flatten)]
+    meta: ListMeta,
+    #[serde(rename = "shardInfo", default)]
+    shard_info: Option<ShardInfo>,
 }
 
 /// The type of a list's items: `v1`/`ConfigMapList` → `v1`/`ConfigMap` (list items carry no
@@ -45,6 +80,7 @@ pub(crate) fn item_type(list: &TypeMeta) -> Option<TypeMeta> {
     })
 }
 
+#[cfg(test)]
 /// Reads `body` and decodes it as a Kubernetes list of `K`, item by item, passing each item
 /// through `admit` (R5 check, transform, trace id) as soon as it is decoded, in the list's
 /// order, on the process-wide decode pool ([`crate::runtime::set_decode_threads`]).
@@ -71,6 +107,22 @@ where
     decode_list_on(body, codec, admit, DecodePool::shared()).await
 }
 
+/// [`decode_list`] with a shard check (K1): until the list's metadata says the server filtered
+/// (`shardInfo`, which every API server sends before `items`), each item outside the shard is
+/// dropped before `admit` (so it is never transformed, traced or cached) and counted.
+pub(crate) async fn decode_list_sharded<K>(
+    body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+    codec: ItemCodec<K>,
+    admit: Admit<K>,
+    shard: Option<ShardCheck<K>>,
+) -> Result<DecodedList<Item<K>>, kube::Error>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    decode_inner(body, codec, admit, shard, DecodePool::shared()).await
+}
+
+#[cfg(test)]
 /// [`decode_list`] on the given pool.
 pub(crate) async fn decode_list_on<K>(
     body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
@@ -81,12 +133,25 @@ pub(crate) async fn decode_list_on<K>(
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
+    decode_inner(body, codec, admit, None, pool).await
+}
+
+async fn decode_inner<K>(
+    body: std::pin::Pin<Box<dyn AsyncBufRead + Send>>,
+    codec: ItemCodec<K>,
+    admit: Admit<K>,
+    shard: Option<ShardCheck<K>>,
+    pool: DecodePool,
+) -> Result<DecodedList<Item<K>>, kube::Error>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
     let (tx, rx) = mpsc::channel::<Vec<u8>>(8);
     let read = pump(body, tx);
     match crate::runtime::io() {
         Some(io) => {
             let reader = io.spawn(read);
-            let decoded = decode_chunks(rx, codec, admit, pool);
+            let decoded = decode_chunks(rx, codec, admit, shard, pool);
             let read_result = reader
                 .await
                 .map_err(|e| kube::Error::Service(Box::new(e)))?;
@@ -94,7 +159,7 @@ where
         }
         None => {
             let decoder =
-                tokio::task::spawn_blocking(move || decode_chunks(rx, codec, admit, pool));
+                tokio::task::spawn_blocking(move || decode_chunks(rx, codec, admit, shard, pool));
             let read_result = read.await;
             let decoded = decoder
                 .await
@@ -146,9 +211,9 @@ fn syntax(what: &str, at: usize) -> ListError {
 }
 
 fn combine<T>(
-    decoded: Result<DecodedList<T>, ListError>,
+    decoded: Result<T, ListError>,
     read: Result<(), io::Error>,
-) -> Result<DecodedList<T>, kube::Error> {
+) -> Result<T, kube::Error> {
     match (decoded, read) {
         (Ok(list), Ok(())) => Ok(list),
         (_, Err(e)) => Err(kube::Error::ReadEvents(e)),
@@ -269,6 +334,7 @@ fn decode_chunks<K: DeserializeOwned + Send + Sync + 'static>(
     rx: mpsc::Receiver<Vec<u8>>,
     codec: ItemCodec<K>,
     mut admit: Admit<K>,
+    shard: Option<ShardCheck<K>>,
     pool: DecodePool,
 ) -> Result<DecodedList<Item<K>>, ListError> {
     let mut src = Source {
@@ -281,6 +347,8 @@ fn decode_chunks<K: DeserializeOwned + Send + Sync + 'static>(
     let mut out = DecodedList {
         types: TypeMeta::default(),
         metadata: ListMeta::default(),
+        shard_info: None,
+        shard_counts: ShardCounts::default(),
         items: Vec::new(),
     };
     let mut window = Window {
@@ -292,11 +360,22 @@ fn decode_chunks<K: DeserializeOwned + Send + Sync + 'static>(
         admit: &mut admit,
         item_type: None,
         failed: false,
+        shard,
+        server_filtered: false,
+        shard_counts: ShardCounts::default(),
     };
-    let parsed = parse_list(&mut src, &mut window, &mut out.types, &mut out.metadata);
+    let parsed = parse_list(
+        &mut src,
+        &mut window,
+        &mut out.types,
+        &mut out.metadata,
+        &mut out.shard_info,
+    );
     // What came before a bad part is admitted as it would have been one by one; an item that
     // failed to decode before it is the first error.
     let finished = window.finish(&mut src);
+    let counts = window.shard_counts;
+    out.shard_counts = counts;
     match (parsed, finished) {
         (_, Err(first)) => Err(first),
         (Err(e), Ok(())) => Err(e),
@@ -311,6 +390,7 @@ fn parse_list<K: DeserializeOwned + Send + Sync + 'static>(
     window: &mut Window<'_, K>,
     types: &mut TypeMeta,
     metadata: &mut ListMeta,
+    shard_info: &mut Option<ShardInfo>,
 ) -> Result<(), ListError> {
     src.expect(b'{')?;
     if src.peek() == Some(b'}') {
@@ -326,7 +406,13 @@ fn parse_list<K: DeserializeOwned + Send + Sync + 'static>(
                     window.item_type = item_type(types);
                     parse_items(src, window)?;
                 }
-                "metadata" => *metadata = src.value()?.0,
+                "metadata" => {
+                    let m: ListMetaWithShard = src.value()?.0;
+                    *metadata = m.meta;
+                    // K1: the server filtered; items after this are trusted.
+                    window.server_filtered = m.shard_info.is_some();
+                    *shard_info = m.shard_info;
+                }
                 "apiVersion" => types.api_version = src.value()?.0,
                 "kind" => types.kind = src.value()?.0,
                 _ => {
@@ -400,6 +486,11 @@ struct Window<'a, K> {
     item_type: Option<TypeMeta>,
     /// An item failed: nothing after it is admitted.
     failed: bool,
+    /// The informer's shard check (K1), if it has a shard.
+    shard: Option<ShardCheck<K>>,
+    /// The list's metadata carried `shardInfo`: the server filtered.
+    server_filtered: bool,
+    shard_counts: ShardCounts,
 }
 
 impl<K: DeserializeOwned + Send + Sync + 'static> Window<'_, K> {
@@ -439,6 +530,16 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Window<'_, K> {
         let admitted = (|| {
             for obj in batch.wait().map_err(ListError::Worker)? {
                 let obj = obj.map_err(ListError::Serde)?;
+                if let Some(check) = &self.shard
+                    && !check(&obj)
+                {
+                    if self.server_filtered {
+                        self.shard_counts.mismatches += 1;
+                    } else {
+                        self.shard_counts.filtered += 1;
+                        continue;
+                    }
+                }
                 if let Some(item) = (self.admit)(obj, self.item_type.as_ref()) {
                     self.items.push(item);
                 }

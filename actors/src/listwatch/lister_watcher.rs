@@ -8,6 +8,7 @@
 use std::fmt::Debug;
 
 use futures::{StreamExt, stream::BoxStream};
+use kinformer::shard::ShardSelector;
 use kube::{
     Api, Client, Resource,
     api::{ListParams, ObjectList, PartialObjectMeta, WatchEvent, WatchParams},
@@ -15,10 +16,12 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 
 pub use crate::listwatch::decode::RawJson;
-pub use crate::listwatch::list_decode::{Admit, DecodedList, Item, ItemCodec, Listed};
+pub use crate::listwatch::list_decode::{
+    Admit, DecodedList, Item, ItemCodec, Listed, ShardCounts, ShardInfo,
+};
 use crate::listwatch::{
     decode::{DecodePool, decode_watch},
-    list_decode::{self, decode_list},
+    list_decode::{self, ShardCheck, decode_list_sharded},
 };
 pub use crate::object::ScopeApi;
 
@@ -88,6 +91,10 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
             Ok(DecodedList {
                 types: l.types,
                 metadata: l.metadata,
+                // kube's `ObjectList` drops `metadata.shardInfo`: treated as a server that
+                // does not filter (the reflector filters by itself, K1).
+                shard_info: None,
+                shard_counts: Default::default(),
                 items,
             })
         })
@@ -121,6 +128,113 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
                 .boxed())
         })
     }
+
+    /// [`list_items`](Self::list_items) of one shard (KEP-5866, K1): the request carries
+    /// `shardSelector`. The default ignores the shard (answers then have no `shardInfo`, so the
+    /// reflector filters by itself); [`KubeListerWatcher`] and [`MetadataListerWatcher`] send it.
+    fn list_items_sharded(
+        &self,
+        params: ListParams,
+        shard: Option<&ShardSelector>,
+        codec: ItemCodec<K>,
+        admit: Admit<K>,
+    ) -> ListItems<K>
+    where
+        K: Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        let _ = shard;
+        self.list_items(params, codec, admit)
+    }
+
+    /// [`watch`](Self::watch) of one shard (K1); the default ignores the shard (the reflector
+    /// then filters events by itself).
+    fn watch_sharded(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
+        let _ = shard;
+        self.watch(params, resource_version)
+    }
+
+    /// [`watch_raw`](Self::watch_raw) of one shard (K1); the default ignores the shard.
+    fn watch_raw_sharded(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<RawWatchStream, kube::Error>>
+    where
+        K: Serialize + Send + 'static,
+    {
+        let _ = shard;
+        self.watch_raw(params, resource_version)
+    }
+}
+
+/// Appends `shardSelector=<wire>` (percent-encoded as a form value, as kube encodes its own
+/// parameters) to a request built by kube (K1). No selector, or an empty one (which has no
+/// wire form and which the server would refuse): the request is left as it is, and the
+/// reflector filters by itself.
+fn with_shard(
+    mut req: http::Request<Vec<u8>>,
+    shard: Option<&ShardSelector>,
+) -> Result<http::Request<Vec<u8>>, kube::Error> {
+    let Some(wire) = shard.and_then(ShardSelector::wire) else {
+        return Ok(req);
+    };
+    let uri = req.uri().to_string();
+    let sep = if uri.contains('?') { '&' } else { '?' };
+    let param = form_urlencoded::Serializer::new(String::new())
+        .append_pair("shardSelector", &wire)
+        .finish();
+    let uri: http::Uri =
+        format!("{uri}{sep}{param}")
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| {
+                kube::Error::BuildRequest(kube::core::request::Error::BuildRequest(e.into()))
+            })?;
+    *req.uri_mut() = uri;
+    Ok(req)
+}
+
+/// Whether a listed (decoded or lean) object is in `shard` (K1), by its uid or namespace.
+pub fn listed_in_shard<K: Resource>(shard: &ShardSelector, obj: &Listed<K>) -> bool {
+    match obj {
+        Listed::Typed(o) => shard.matches_object(o),
+        Listed::Lean(raw) => {
+            let m = raw.meta();
+            shard.matches(m.uid(), m.namespace())
+        }
+    }
+}
+
+/// Sends a LIST request built by kube and decodes its body as it streams in, dropping items
+/// outside `shard` unless the server says it filtered (K1).
+fn stream_list<K>(
+    client: Client,
+    req: Result<http::Request<Vec<u8>>, kube::Error>,
+    shard: Option<&ShardSelector>,
+    codec: ItemCodec<K>,
+    admit: Admit<K>,
+) -> ListItems<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    let check: Option<ShardCheck<K>> = shard
+        .cloned()
+        .map(|s| Box::new(move |o: &Listed<K>| listed_in_shard(&s, o)) as ShardCheck<K>);
+    Box::pin(async move {
+        let mut req = req?;
+        req.extensions_mut().insert("list");
+        let body = crate::runtime::on_io(async move {
+            let body = client.request_stream(req).await?;
+            Ok(Box::pin(body) as std::pin::Pin<Box<dyn futures::io::AsyncBufRead + Send>>)
+        })
+        .await?;
+        decode_list_sharded::<K>(body, codec, admit, check).await
+    })
 }
 
 /// Lists and watches full objects through `kube::Api<K>`.
@@ -172,15 +286,26 @@ where
         params: WatchParams,
         resource_version: String,
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
+        self.watch_sharded(params, resource_version, None)
+    }
+
+    fn watch_sharded(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
         let api = self.api.clone();
+        let shard = shard.cloned();
         Box::pin(crate::runtime::on_io(async move {
             let pool = DecodePool::shared();
             // The same request as `Api::watch`, read by kube's watch decoder with the events'
             // objects left raw; the pool (or, with one decode thread, the reflector's thread)
             // decodes them into `K`, in order (P8), with exact-size vectors.
-            let mut req = kube::core::Request::new(api.resource_url())
+            let req = kube::core::Request::new(api.resource_url())
                 .watch(&params, &resource_version)
                 .map_err(kube::Error::BuildRequest)?;
+            let mut req = with_shard(req, shard.as_ref())?;
             req.extensions_mut().insert("watch");
             let events = api.into_client().request_events::<RawJson>(req).await?;
             Ok(decode_watch::<K, _>(events, pool))
@@ -192,16 +317,16 @@ where
         params: WatchParams,
         resource_version: String,
     ) -> futures::future::BoxFuture<'static, Result<RawWatchStream, kube::Error>> {
-        let api = self.api.clone();
-        Box::pin(crate::runtime::on_io(async move {
-            // `Api::watch`'s request, read by kube's watch decoder with the objects left raw.
-            let mut req = kube::core::Request::new(api.resource_url())
-                .watch(&params, &resource_version)
-                .map_err(kube::Error::BuildRequest)?;
-            req.extensions_mut().insert("watch");
-            let events = api.into_client().request_events::<RawJson>(req).await?;
-            Ok(events.boxed())
-        }))
+        self.raw_watch(params, resource_version, None)
+    }
+
+    fn watch_raw_sharded(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<RawWatchStream, kube::Error>> {
+        self.raw_watch(params, resource_version, shard)
     }
 
     fn resource_name(&self) -> String {
@@ -209,20 +334,58 @@ where
     }
 
     fn list_items(&self, params: ListParams, codec: ItemCodec<K>, admit: Admit<K>) -> ListItems<K> {
+        self.list_stream(params, None, codec, admit)
+    }
+
+    fn list_items_sharded(
+        &self,
+        params: ListParams,
+        shard: Option<&ShardSelector>,
+        codec: ItemCodec<K>,
+        admit: Admit<K>,
+    ) -> ListItems<K> {
+        self.list_stream(params, shard, codec, admit)
+    }
+}
+
+impl<K> KubeListerWatcher<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// `Api::watch`'s request (with the shard), its objects left raw.
+    fn raw_watch(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<RawWatchStream, kube::Error>> {
         let api = self.api.clone();
-        Box::pin(async move {
-            let mut req = kube::core::Request::new(api.resource_url())
-                .list(&params)
+        let shard = shard.cloned();
+        Box::pin(crate::runtime::on_io(async move {
+            // `Api::watch`'s request, read by kube's watch decoder with the objects left raw.
+            let req = kube::core::Request::new(api.resource_url())
+                .watch(&params, &resource_version)
                 .map_err(kube::Error::BuildRequest)?;
-            req.extensions_mut().insert("list");
-            let client = api.into_client();
-            let body = crate::runtime::on_io(async move {
-                let body = client.request_stream(req).await?;
-                Ok(Box::pin(body) as std::pin::Pin<Box<dyn futures::io::AsyncBufRead + Send>>)
-            })
-            .await?;
-            decode_list::<K>(body, codec, admit).await
-        })
+            let mut req = with_shard(req, shard.as_ref())?;
+            req.extensions_mut().insert("watch");
+            let events = api.into_client().request_events::<RawJson>(req).await?;
+            Ok(events.boxed())
+        }))
+    }
+
+    /// A LIST page (with the shard), decoded as it streams in.
+    fn list_stream(
+        &self,
+        params: ListParams,
+        shard: Option<&ShardSelector>,
+        codec: ItemCodec<K>,
+        admit: Admit<K>,
+    ) -> ListItems<K> {
+        let req = kube::core::Request::new(self.api.resource_url())
+            .list(&params)
+            .map_err(kube::Error::BuildRequest)
+            .and_then(|req| with_shard(req, shard));
+        stream_list(self.api.clone().into_client(), req, shard, codec, admit)
     }
 }
 
@@ -276,6 +439,45 @@ where
             let s = api.watch_metadata(&params, &resource_version).await?;
             Ok(s.boxed())
         }))
+    }
+
+    fn watch_sharded(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<WatchStream<PartialObjectMeta<K>>, kube::Error>>
+    {
+        let api = self.api.clone();
+        let shard = shard.cloned();
+        Box::pin(crate::runtime::on_io(async move {
+            // `Api::watch_metadata`'s request (its Accept header asks for
+            // PartialObjectMetadata), with the shard.
+            let req = kube::core::Request::new(api.resource_url())
+                .watch_metadata(&params, &resource_version)
+                .map_err(kube::Error::BuildRequest)?;
+            let mut req = with_shard(req, shard.as_ref())?;
+            req.extensions_mut().insert("watch_metadata");
+            let s = api
+                .into_client()
+                .request_events::<PartialObjectMeta<K>>(req)
+                .await?;
+            Ok(s.boxed())
+        }))
+    }
+
+    fn list_items_sharded(
+        &self,
+        params: ListParams,
+        shard: Option<&ShardSelector>,
+        codec: ItemCodec<PartialObjectMeta<K>>,
+        admit: Admit<PartialObjectMeta<K>>,
+    ) -> ListItems<PartialObjectMeta<K>> {
+        let req = kube::core::Request::new(self.api.resource_url())
+            .list_metadata(&params)
+            .map_err(kube::Error::BuildRequest)
+            .and_then(|req| with_shard(req, shard));
+        stream_list(self.api.clone().into_client(), req, shard, codec, admit)
     }
 
     fn resource_name(&self) -> String {

@@ -22,7 +22,9 @@ use kinformer::{
 use crate::{
     config::FifoConfig,
     object::InformerObject,
-    pipeline::messages::{Bookmark, EventKind, Events, ProcessDeltas, Replace, Resync, Stop},
+    pipeline::messages::{
+        Barrier, Bookmark, EventKind, Events, ProcessDeltas, Replace, Resync, ShardShrunk, Stop,
+    },
     pipeline::waiters::Waiters,
     telemetry::stats::FifoStatus,
     telemetry::trace::Tracer,
@@ -40,6 +42,12 @@ pub(crate) struct DeltaFifo<K: InformerObject> {
     kind: Arc<str>,
     /// The `fifo` hop of this informer (T1): queued objects and pending-delta depth.
     tracer: Tracer,
+    /// Entries popped so far (the position of the next pop in the queue's order, K3).
+    popped: u64,
+    /// Batches at the indexer: the position of their first entry (K3).
+    in_flight_from: std::collections::BTreeMap<u64, usize>,
+    /// Barriers waiting: released once every entry before the position was acknowledged (K3).
+    barriers: Vec<(u64, tokio::sync::oneshot::Sender<()>)>,
 }
 
 impl<K: InformerObject> DeltaFifo<K> {
@@ -63,6 +71,26 @@ impl<K: InformerObject> DeltaFifo<K> {
             status,
             kind,
             tracer,
+            popped: 0,
+            in_flight_from: std::collections::BTreeMap::new(),
+            barriers: Vec::new(),
+        }
+    }
+
+    /// Releases the barriers whose entries have all been popped and acknowledged (K3).
+    fn release_barriers(&mut self) {
+        let oldest_unacked = self
+            .in_flight_from
+            .first_key_value()
+            .map_or(self.popped, |(k, _)| *k);
+        let mut i = 0;
+        while i < self.barriers.len() {
+            if self.barriers[i].0 <= oldest_unacked {
+                let (_, tx) = self.barriers.swap_remove(i);
+                let _ = tx.send(());
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -75,6 +103,9 @@ impl<K: InformerObject> DeltaFifo<K> {
             };
             self.in_flight += 1;
             let (n, token, batch) = (popped.items.len(), popped.token, popped.items);
+            let start = self.popped;
+            self.popped += n as u64;
+            self.in_flight_from.insert(start, n);
             self.status.popped.fetch_add(n as u64, Relaxed);
             let send = self.indexer.send(ProcessDeltas {
                 batch,
@@ -86,6 +117,8 @@ impl<K: InformerObject> DeltaFifo<K> {
                 let failed = res.map_or(n, |report| report.failed);
                 act.status.failed.fetch_add(failed as u64, Relaxed);
                 act.fifo.done(token, failed);
+                act.in_flight_from.remove(&start);
+                act.release_barriers();
                 act.status.publish(&act.fifo);
                 if act.fifo.pending_deltas() <= act.config.capacity {
                     act.writers.release();
@@ -177,6 +210,42 @@ impl<K: InformerObject> Handler<Bookmark> for DeltaFifo<K> {
     }
 }
 
+impl<K: InformerObject> Handler<ShardShrunk> for DeltaFifo<K> {
+    type Result = ResponseFuture<Result<usize, FifoError>>;
+
+    fn handle(&mut self, msg: ShardShrunk, ctx: &mut Context<Self>) -> Self::Result {
+        let selector = msg.selector;
+        // K2: what left the shard, by the same hash the server uses.
+        let n = match self
+            .fifo
+            .delete_unless(|o| selector.matches(o.uid(), o.namespace()))
+        {
+            Ok(n) => n,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        tracing::debug!(kind = %self.kind, left = n, %selector, "shard shrank");
+        let room = self.room(ctx);
+        Box::pin(async move { room.await.map(|()| n) })
+    }
+}
+
+impl<K: InformerObject> Handler<Barrier> for DeltaFifo<K> {
+    type Result = ResponseFuture<Result<(), FifoError>>;
+
+    fn handle(&mut self, _: Barrier, ctx: &mut Context<Self>) -> Self::Result {
+        if self.fifo.is_closed() {
+            return Box::pin(async { Err(FifoError::Closed) });
+        }
+        // K3: every entry queued now sits before this position in pop order.
+        let at = self.popped + self.fifo.len() as u64;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.barriers.push((at, tx));
+        self.release_barriers();
+        self.pump(ctx);
+        Box::pin(async move { rx.await.map_err(|_| FifoError::Closed) })
+    }
+}
+
 impl<K: InformerObject> Handler<Resync> for DeltaFifo<K> {
     type Result = Result<usize, FifoError>;
 
@@ -192,6 +261,7 @@ impl<K: InformerObject> Handler<Stop> for DeltaFifo<K> {
 
     fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
         self.writers.clear();
+        self.barriers.clear();
         ctx.stop();
     }
 }

@@ -83,6 +83,8 @@ pub(crate) struct FifoRecipients<K: InformerObject> {
     pub(crate) events: Recipient<Events<K>>,
     /// Where `Bookmark`s go.
     pub(crate) bookmark: Recipient<Bookmark>,
+    /// Where `ShardShrunk` goes (K2).
+    pub(crate) shard_shrunk: Recipient<ShardShrunk>,
 }
 
 impl<K: InformerObject> FifoRecipients<K> {
@@ -114,6 +116,10 @@ impl<K: InformerObject> FifoRecipients<K> {
                 .send(Bookmark { resource_version })
                 .await
                 .is_ok(),
+            FifoCommand::ShardShrunk { selector } => matches!(
+                self.shard_shrunk.send(ShardShrunk { selector }).await,
+                Ok(Ok(_))
+            ),
         }
     }
 }
@@ -124,6 +130,7 @@ impl<K: InformerObject> Clone for FifoRecipients<K> {
             replace: self.replace.clone(),
             events: self.events.clone(),
             bookmark: self.bookmark.clone(),
+            shard_shrunk: self.shard_shrunk.clone(),
         }
     }
 }
@@ -138,6 +145,27 @@ pub(crate) struct Bookmark {
 
 impl Message for Bookmark {
     type Result = ();
+}
+
+/// Reflector → DeltaFifo: the shard shrank (K2): queue a plain `Deleted` delta (the last known
+/// state, no tombstone) for every queued or known object outside `selector`. Answered like
+/// [`Replace`] (B4), with how many left.
+pub(crate) struct ShardShrunk {
+    /// The new, narrower shard.
+    pub(crate) selector: kinformer::shard::ShardSelector,
+}
+
+impl Message for ShardShrunk {
+    type Result = Result<usize, FifoError>;
+}
+
+/// The informer → DeltaFifo: answered once everything queued before it has been popped and
+/// acknowledged by the indexer, i.e. is in the store (KEP-5647's wait, K3). An error: the FIFO
+/// stopped.
+pub(crate) struct Barrier;
+
+impl Message for Barrier {
+    type Result = Result<(), FifoError>;
 }
 
 /// Indexer → DeltaFifo: queue Sync deltas because some handler's resync is due (R6, F7).

@@ -15,7 +15,10 @@ use std::{panic::AssertUnwindSafe, sync::Arc, time::Instant};
 
 use actix::prelude::*;
 use futures::{FutureExt, StreamExt, stream::BoxStream};
-use kinformer::reflector::{ListPage, ReflectorEvent, ReflectorMachine, Request};
+use kinformer::{
+    reflector::{ListPage, ReflectorEvent, ReflectorMachine, Request},
+    shard::ShardSelector,
+};
 use kube::api::{WatchEvent as KubeWatchEvent, WatchParams};
 
 use crate::{
@@ -24,8 +27,10 @@ use crate::{
     listwatch::lister_watcher::{Item, Listed, list_params, watch_params},
     object::InformerObject,
     pipeline::messages::ReflectorFailed,
-    pipeline::reflector_io::{ReflectorContext, admit_listed, classify, convert, failure_error},
-    telemetry::health::ReflectorPhase,
+    pipeline::reflector_io::{
+        ReflectorContext, ShardGate, admit_listed, classify, convert, failure_error,
+    },
+    telemetry::health::{ReflectorPhase, ShardFiltering},
 };
 
 pub use crate::pipeline::reflector_io::{Transform, Validate, WatchErrorHandler};
@@ -36,20 +41,21 @@ pub(crate) type Machine<K> = ReflectorMachine<Item<K>>;
 /// An open watch's events, decoded (typed mode) or encoded (lean mode) in the server's order.
 type Events<K> = BoxStream<'static, Result<KubeWatchEvent<Listed<K>>, kube::Error>>;
 
-/// Opens the machine's WATCH: the typed stream (decoded on the pool by the lister-watcher), or,
-/// in the lean mode (I7), the raw stream encoded on the pool here.
+/// Opens the machine's WATCH (of its shard, K1): the typed stream (decoded on the pool by the
+/// lister-watcher), or, in the lean mode (I7), the raw stream encoded on the pool here.
 async fn open_watch<K: InformerObject>(
     cx: &ReflectorContext<K>,
     params: WatchParams,
     rv: String,
+    shard: Option<ShardSelector>,
 ) -> Result<Events<K>, kube::Error> {
     match cx.lean() {
         None => {
-            let events = cx.lw.watch(params, rv).await?;
+            let events = cx.lw.watch_sharded(params, rv, shard.as_ref()).await?;
             Ok(events.map(|ev| ev.map(typed_event)).boxed())
         }
         Some(state) => {
-            let events = cx.lw.watch_raw(params, rv).await?;
+            let events = cx.lw.watch_raw_sharded(params, rv, shard.as_ref()).await?;
             Ok(encode_watch(
                 events,
                 DecodePool::shared(),
@@ -144,26 +150,42 @@ async fn drive<K: InformerObject>(
     // A restarted reflector: the backoff the supervisor waited for is over.
     m.handle_timeout(Instant::now());
     let mut last_error: Option<ReflectorError> = None;
+    let mut shard = cx.shard.clone();
     loop {
+        sync_shard(m, &mut shard);
         if let Some(until) = flush(cx, m, &mut last_error).await? {
             return Ok(until);
         }
         let now = Instant::now();
         match m.poll_request(now) {
             Some(Request::List(req)) => {
+                let selector = req.shard_selector.clone();
                 let params = list_params(req);
                 let admit = admit_listed(cx);
                 let timeout = m.config().request_timeout;
-                let list = cx.lw.list_items(params, cx.codec.clone(), admit);
-                match within(timeout, list).await {
-                    Ok(list) => m.handle_list_page(
-                        Instant::now(),
-                        ListPage {
-                            items: list.items,
-                            resource_version: list.metadata.resource_version.unwrap_or_default(),
-                            continue_token: list.metadata.continue_,
-                        },
-                    ),
+                let list =
+                    cx.lw
+                        .list_items_sharded(params, selector.as_ref(), cx.codec.clone(), admit);
+                let listed = within(timeout, list).await;
+                // K2: a change while the LIST ran abandons it (its page is then ignored).
+                sync_shard(m, &mut shard);
+                match listed {
+                    Ok(mut list) => {
+                        if let Some(s) = &selector {
+                            note_shard_list(cx, s, &mut list);
+                        }
+                        m.handle_list_page(
+                            Instant::now(),
+                            ListPage {
+                                items: list.items,
+                                resource_version: list
+                                    .metadata
+                                    .resource_version
+                                    .unwrap_or_default(),
+                                continue_token: list.metadata.continue_,
+                            },
+                        )
+                    }
                     Err(source) => {
                         m.handle_list_error(Instant::now(), classify(&source));
                         last_error = Some(ReflectorError::List {
@@ -174,9 +196,18 @@ async fn drive<K: InformerObject>(
                 }
             }
             Some(Request::Watch(req)) => {
+                let selector = req.shard_selector.clone();
+                if selector.is_some() && req.send_initial_events {
+                    // A watch-list has no list metadata to say whether the server filtered:
+                    // the informer filters (K1).
+                    cx.status.set_shard_filtering(Some(ShardFiltering::Client));
+                }
                 let (params, rv) = watch_params(req);
                 let timeout = m.config().request_timeout;
-                match within(timeout, open_watch(cx, params, rv)).await {
+                let opened = within(timeout, open_watch(cx, params, rv, selector)).await;
+                // K2: a change while the WATCH opened abandons it (the stream is dropped).
+                sync_shard(m, &mut shard);
+                match opened {
                     Ok(stream) => {
                         m.handle_watch_opened(Instant::now());
                         // Publish the phase and counters now: a quiet watch must not look
@@ -184,7 +215,9 @@ async fn drive<K: InformerObject>(
                         if let Some(until) = flush(cx, m, &mut last_error).await? {
                             return Ok(until);
                         }
-                        if let Some(until) = consume(cx, m, stream, &mut last_error).await? {
+                        if let Some(until) =
+                            consume(cx, m, stream, &mut last_error, &mut shard).await?
+                        {
                             return Ok(until);
                         }
                     }
@@ -210,6 +243,47 @@ async fn drive<K: InformerObject>(
     }
 }
 
+/// Feeds the machine the shard the informer wants now, if it differs from the machine's (K2).
+fn sync_shard<K: InformerObject>(
+    m: &mut Machine<K>,
+    shard: &mut tokio::sync::watch::Receiver<Option<ShardSelector>>,
+) {
+    let want = shard.borrow_and_update().clone();
+    if want != m.config().shard_selector {
+        m.handle_shard_change(Instant::now(), want);
+    }
+}
+
+/// After a LIST of a shard (K1): who filters (the list's `shardInfo` says the server did), and
+/// the objects the informer dropped. Items of a lister-watcher that could not filter while
+/// decoding are filtered here.
+fn note_shard_list<K: InformerObject>(
+    cx: &ReflectorContext<K>,
+    selector: &ShardSelector,
+    list: &mut crate::listwatch::lister_watcher::DecodedList<
+        crate::listwatch::lister_watcher::Item<K>,
+    >,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let server = list.shard_info.is_some();
+    cx.status.set_shard_filtering(Some(if server {
+        ShardFiltering::Server
+    } else {
+        ShardFiltering::Client
+    }));
+    let mut filtered = list.shard_counts.filtered;
+    if !server {
+        let before = list.items.len();
+        list.items
+            .retain(|(o, _)| selector.matches(o.uid(), o.namespace()));
+        filtered += (before - list.items.len()) as u64;
+    }
+    cx.status.shard_filtered.fetch_add(filtered, Relaxed);
+    cx.status
+        .shard_mismatches
+        .fetch_add(list.shard_counts.mismatches, Relaxed);
+}
+
 /// `request` bounded by `timeout`: a server that never answers is a transport failure (R8).
 async fn within<T>(
     timeout: std::time::Duration,
@@ -229,20 +303,40 @@ async fn consume<K: InformerObject>(
     m: &mut Machine<K>,
     stream: Events<K>,
     last_error: &mut Option<ReflectorError>,
+    shard: &mut tokio::sync::watch::Receiver<Option<ShardSelector>>,
 ) -> Result<Option<(ReflectorError, Instant)>, ReflectorError> {
     let mut chunks = stream.ready_chunks(m.config().event_batch.max(1));
+    // The informer's handle may be gone (shutdown): then no change can come.
+    let mut shard_open = true;
     while m.is_watching() {
-        let next = match m.poll_timeout() {
-            Some(at) => tokio::time::timeout_at(at.into(), chunks.next()).await,
-            None => Ok(chunks.next().await),
+        let read = async {
+            match m.poll_timeout() {
+                Some(at) => tokio::time::timeout_at(at.into(), chunks.next()).await,
+                None => Ok(chunks.next().await),
+            }
+        };
+        let next = tokio::select! {
+            biased;
+            changed = shard.changed(), if shard_open => {
+                shard_open = changed.is_ok();
+                None
+            }
+            next = read => Some(next),
         };
         match next {
-            Err(_) => m.handle_timeout(Instant::now()),
-            Ok(None) => m.handle_watch_ended(Instant::now()),
-            Ok(Some(raw)) => {
+            // K2: the shard changed: the machine decides (it abandons this watch unless the
+            // selector is the same again).
+            None => sync_shard(m, shard),
+            Some(Err(_)) => m.handle_timeout(Instant::now()),
+            Some(Ok(None)) => m.handle_watch_ended(Instant::now()),
+            Some(Ok(Some(raw))) => {
+                let gate = ShardGate {
+                    selector: m.config().shard_selector.as_ref(),
+                    client_filters: cx.status.shard_filtering() != Some(ShardFiltering::Server),
+                };
                 let mut events = Vec::with_capacity(raw.len());
                 for ev in raw {
-                    if let Some(e) = convert(cx, ev, last_error) {
+                    if let Some(e) = convert(cx, ev, last_error, gate) {
                         events.push(e);
                     }
                 }

@@ -8,6 +8,7 @@ use std::{
     time::Duration,
 };
 
+use kinformer::shard::ShardSelector;
 use kinformer::{
     lean::{LazyObject, LeanState, RawObject},
     reflector::{
@@ -18,7 +19,7 @@ use kube::api::{TypeMeta, WatchEvent as KubeWatchEvent};
 
 use crate::{
     error::{ReflectorError, WatchWarning},
-    listwatch::lister_watcher::{Admit, Item, ItemCodec, Listed, ListerWatcher},
+    listwatch::lister_watcher::{Admit, Item, ItemCodec, Listed, ListerWatcher, listed_in_shard},
     object::InformerObject,
     pipeline::messages::FifoRecipients,
     telemetry::health::ReflectorStatus,
@@ -53,6 +54,17 @@ pub(crate) struct ReflectorContext<K: InformerObject> {
     /// The `apiVersion` and `kind` the informer's objects have, when its type says so (the
     /// lean mode's R5 check; typed objects are checked by their own decode).
     pub(crate) expected_type: Option<TypeMeta>,
+    /// The shard the informer wants (K2): `set_shard` writes it, every reflector the supervisor
+    /// starts reads it and feeds changes to its machine.
+    pub(crate) shard: tokio::sync::watch::Receiver<Option<ShardSelector>>,
+}
+
+/// How watch events are checked against the shard (K1): the machine's current selector and
+/// whether the informer filters (the last LIST had no `shardInfo`).
+#[derive(Clone, Copy)]
+pub(crate) struct ShardGate<'a> {
+    pub(crate) selector: Option<&'a ShardSelector>,
+    pub(crate) client_filters: bool,
 }
 
 impl<K: InformerObject> ReflectorContext<K> {
@@ -258,8 +270,23 @@ pub(crate) fn convert<K: InformerObject>(
     cx: &ReflectorContext<K>,
     ev: Result<KubeWatchEvent<Listed<K>>, kube::Error>,
     last_error: &mut Option<ReflectorError>,
+    gate: ShardGate<'_>,
 ) -> Option<WatchEvent<Item<K>>> {
-    match translate(ev, |o, what| cx.admit(o, what, None)) {
+    let admit = |o: Listed<K>, what| {
+        // K1: an object outside the shard is dropped before admission when the server does
+        // not filter; from a filtering server it is counted and kept (the server is trusted).
+        if let Some(s) = gate.selector
+            && !listed_in_shard(s, &o)
+        {
+            if gate.client_filters {
+                cx.status.shard_filtered.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            cx.status.shard_mismatches.fetch_add(1, Ordering::Relaxed);
+        }
+        cx.admit(o, what, None)
+    };
+    match translate(ev, admit) {
         Translated::Event(e) => Some(e),
         Translated::Dropped => None,
         Translated::Skipped(detail) => {

@@ -28,7 +28,7 @@
 use std::{
     sync::{
         Arc, Mutex, OnceLock,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering},
     },
     time::{Duration, Instant, SystemTime},
 };
@@ -59,6 +59,27 @@ impl From<Phase> for ReflectorPhase {
             Phase::BackingOff { until } => {
                 ReflectorPhase::BackingOff(until.saturating_duration_since(Instant::now()))
             }
+        }
+    }
+}
+
+/// Who filters the informer's shard (KEP-5866, K1), as the last LIST showed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardFiltering {
+    /// The server: the last LIST carried `metadata.shardInfo` (gate `ShardedListAndWatch`).
+    Server,
+    /// The informer: the server ignored `shardSelector` (no `shardInfo`), or the list came by
+    /// a watch-list, which has no list metadata; objects outside the shard are dropped on
+    /// arrival.
+    Client,
+}
+
+impl ShardFiltering {
+    /// `"server"` or `"client"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardFiltering::Server => "server",
+            ShardFiltering::Client => "client",
         }
     }
 }
@@ -112,6 +133,18 @@ pub struct ReflectorHealth {
     pub retry_after_waits: u64,
     /// Watch-lists that fell back to LIST (R7).
     pub watch_list_fallbacks: u64,
+    /// Who filters the shard (K1); None: the informer has no shard, or has not listed yet.
+    pub shard_filtering: Option<ShardFiltering>,
+    /// Objects (LIST items and watch events) outside the shard that the informer dropped
+    /// because the server did not filter (K1; `shard_filtered_total` in the metrics).
+    pub shard_filtered: u64,
+    /// Objects outside the shard that a filtering server sent anyway (kept: the server is
+    /// trusted; non-zero means the two hash differently).
+    pub shard_mismatches: u64,
+    /// Shard changes applied (K2).
+    pub shard_changes: u64,
+    /// Shard changes that relisted because ranges grew (K2).
+    pub shard_relists: u64,
     /// Since when the reflector has been failing: the first failure (a backoff) after its last
     /// success (a LIST whose items reached the FIFO, watch events that did, or a watch that
     /// opened). None while healthy (S2). The telemetry's `/healthz` compares its age with
@@ -159,6 +192,14 @@ pub struct ReflectorStatus {
     /// Since when the cache has not been known current (R10), as the machine says: monotonic
     /// (for the gauge and the threshold) and wall clock (for people).
     stale_since: Mutex<Option<(Instant, SystemTime)>>,
+    /// 0: no shard / not listed yet; 1: server filters; 2: client filters (K1).
+    shard_filtering: AtomicU8,
+    pub(crate) shard_filtered: AtomicU64,
+    pub(crate) shard_mismatches: AtomicU64,
+    shard_changes: AtomicU64,
+    shard_relists: AtomicU64,
+    /// Woken whenever the published resourceVersion moves (KEP-5647 waiters, K3).
+    rv_moved: tokio::sync::Notify,
     /// True while `failing_since` is set: lets the success path skip the lock.
     failing: AtomicBool,
     /// The first failure since the last success: monotonic (for the grace period) and wall
@@ -194,6 +235,12 @@ impl Default for ReflectorStatus {
             recovery_relists: AtomicU64::new(0),
             stale: AtomicBool::new(false),
             stale_since: Mutex::new(None),
+            shard_filtering: AtomicU8::new(0),
+            shard_filtered: AtomicU64::new(0),
+            shard_mismatches: AtomicU64::new(0),
+            shard_changes: AtomicU64::new(0),
+            shard_relists: AtomicU64::new(0),
+            rv_moved: tokio::sync::Notify::new(),
             failing: AtomicBool::new(false),
             failing_since: Mutex::new(None),
             namespace: OnceLock::new(),
@@ -330,6 +377,37 @@ impl ReflectorStatus {
         self.mark_succeeded();
         if self.resource_version.load().as_str() != rv {
             self.resource_version.store(Arc::new(rv.to_string()));
+            self.rv_moved.notify_waiters();
+        }
+    }
+
+    /// Resolves at the next move of the published resourceVersion. Create it (and `enable` it)
+    /// before reading the RV, so a move in between is not missed.
+    pub(crate) fn rv_moved(&self) -> tokio::sync::futures::Notified<'_> {
+        self.rv_moved.notified()
+    }
+
+    /// Wakes every resourceVersion waiter (the informer stopped: they re-check and give up).
+    pub(crate) fn wake_rv_waiters(&self) {
+        self.rv_moved.notify_waiters();
+    }
+
+    /// Records who filters the shard, as the last LIST showed (K1).
+    pub(crate) fn set_shard_filtering(&self, f: Option<ShardFiltering>) {
+        let v = match f {
+            None => 0,
+            Some(ShardFiltering::Server) => 1,
+            Some(ShardFiltering::Client) => 2,
+        };
+        self.shard_filtering.store(v, Ordering::Relaxed);
+    }
+
+    /// Who filters the shard (K1), as the last LIST showed.
+    pub fn shard_filtering(&self) -> Option<ShardFiltering> {
+        match self.shard_filtering.load(Ordering::Relaxed) {
+            1 => Some(ShardFiltering::Server),
+            2 => Some(ShardFiltering::Client),
+            _ => None,
         }
     }
 
@@ -350,6 +428,8 @@ impl ReflectorStatus {
         set(&self.retry_after_waits, c.retry_after_waits);
         set(&self.watch_list_fallbacks, c.watch_list_fallbacks);
         set(&self.recovery_relists, c.recovery_relists);
+        set(&self.shard_changes, c.shard_changes);
+        set(&self.shard_relists, c.shard_relists);
     }
 
     /// The resourceVersion the cache is synced to.
@@ -386,6 +466,11 @@ impl ReflectorStatus {
             failures: c(&self.failures),
             retry_after_waits: c(&self.retry_after_waits),
             watch_list_fallbacks: c(&self.watch_list_fallbacks),
+            shard_filtering: self.shard_filtering(),
+            shard_filtered: c(&self.shard_filtered),
+            shard_mismatches: c(&self.shard_mismatches),
+            shard_changes: c(&self.shard_changes),
+            shard_relists: c(&self.shard_relists),
             failing_since: self.failing_since(),
             stale_since: self.stale_since(),
             stale_seconds: self

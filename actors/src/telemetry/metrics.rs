@@ -183,6 +183,7 @@ struct TelemetryInner {
 /// | `kinformer_reflector_dropped_objects_total` | counter | objects dropped (R5) |
 /// | `kinformer_reflector_decode_errors_total` | counter | items or streams not decodable |
 /// | `kinformer_reflector_watch_list_fallbacks_total` | counter | watch-lists fallen back to LIST (R7) |
+/// | `kinformer_reflector_shard_filtered_total` | counter | objects outside the shard dropped by the informer (K1: the server did not filter) |
 /// | `kinformer_reflector_very_short_watches_total` | counter | watches ended at once with no event (R4) |
 /// | `kinformer_reflector_retry_after_waits_total` | counter | 429 Retry-After honoured (R8) |
 /// | `kinformer_reflector_failing_seconds` | gauge | time since the first failure after the last success (0: healthy) |
@@ -911,6 +912,13 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
         "Watch-lists that fell back to LIST (R7).",
         Counter,
         per(&|s| Value::Counter(s.health.watch_list_fallbacks)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_shard_filtered",
+        "Objects outside the informer's shard that it dropped because the server did not filter (K1).",
+        Counter,
+        per(&|s| Value::Counter(s.health.shard_filtered)),
     )?;
     family(
         enc,
