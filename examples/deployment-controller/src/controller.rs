@@ -403,16 +403,26 @@ impl DeploymentController {
         }
         // The selector scopes Deployments only: their ReplicaSets and Pods carry the template's
         // labels, not the Deployment's, and are matched to Deployments through owners.
+        // A sharded replica's informers cache `wanted` (KEP-5866): its ranges plus those about
+        // to move in, so the cache is warm at the hand-over; the ownership task follows its
+        // changes (`set_shard`).
+        let shard = options
+            .shard
+            .as_ref()
+            .map(|sh| sh.ownership.view().wanted.clone());
         let deployments = factory.informer_with::<Deployment>(InformerOptions {
             label_selector: options.selector.clone().filter(|s| !s.is_empty()),
+            shard: shard.clone(),
             ..InformerOptions::default()
         });
-        let replica_sets = factory.informer::<ReplicaSet>();
-        let pods = factory.informer::<Pod>();
-        // Sharding seam (informers): each replica caches every namespace for now. With sharded
-        // informers (KEP-5866), the three informers get `ownership.view().wanted` here
-        // (`SharedIndexInformer::set_shard`) and follow its changes, so a replica caches only
-        // its ranges plus those about to move in.
+        let replica_sets = factory.informer_with::<ReplicaSet>(InformerOptions {
+            shard: shard.clone(),
+            ..InformerOptions::default()
+        });
+        let pods = factory.informer_with::<Pod>(InformerOptions {
+            shard,
+            ..InformerOptions::default()
+        });
         if let (Some(t), Some(sh)) = (&options.telemetry, &options.shard) {
             let manager = sharding::field_manager(&sh.id);
             let held = sh.ownership.view().held.clone();
@@ -652,6 +662,36 @@ impl DeploymentController {
         tracing::info!("deployment controller aborted");
     }
 
+    /// The KEP-5647 wait of a replica whose range moved in: until each of its three informers
+    /// has seen `rv` and applied everything before it (`wait_for_resource_version`), at most
+    /// `timeout`. An informer's resourceVersion moves with the events of its shard and with
+    /// bookmarks: a quiet shard waits for the next bookmark.
+    pub fn cache_wait(&self, timeout: Duration) -> sharding::CacheWait {
+        let (d, rs, p) = (
+            self.inner.deployments.clone(),
+            self.inner.replica_sets.clone(),
+            self.inner.pods.clone(),
+        );
+        Arc::new(move |rv: &str| {
+            let (d, rs, p, rv) = (d.clone(), rs.clone(), p.clone(), rv.to_string());
+            Box::pin(async move {
+                let deadline = Instant::now() + timeout;
+                let (a, b, c) = futures::join!(
+                    d.wait_for_resource_version(&rv, deadline),
+                    rs.wait_for_resource_version(&rv, deadline),
+                    p.wait_for_resource_version(&rv, deadline)
+                );
+                for r in [a, b, c] {
+                    if let Err(e) = r {
+                        tracing::warn!(resource_version = %rv, error = %e, "cache behind the previous owner's last write");
+                        return false;
+                    }
+                }
+                true
+            })
+        })
+    }
+
     /// LIST requests its informers have sent so far (pages count individually): the initial
     /// lists, and every relist.
     pub fn list_requests(&self) -> u64 {
@@ -852,8 +892,21 @@ async fn follow_ownership(inner: Arc<Inner>, mut held: kinformer::shard::ShardSe
     let mut changes = sh.ownership.subscribe();
     let mut acked = kinformer::shard::ShardSelector::nothing(field);
     let mut lapsed = false;
+    let mut cached = sh.ownership.view().wanted.clone();
     loop {
         let view = sh.ownership.view();
+        if view.wanted != cached {
+            cached = view.wanted.clone();
+            let f = &inner.factory;
+            let set = f
+                .set_shard(&inner.deployments, Some(cached.clone()))
+                .and_then(|_| f.set_shard(&inner.replica_sets, Some(cached.clone())))
+                .and_then(|_| f.set_shard(&inner.pods, Some(cached.clone())));
+            match set {
+                Ok(_) => tracing::debug!(replica = %sh.id, fraction = cached.fraction(), "informers follow the wanted ranges"),
+                Err(e) => tracing::warn!(replica = %sh.id, error = %e, "changing the informers' shard"),
+            }
+        }
         // Forget acks of ranges no longer draining (moved away, or the drain was cancelled).
         acked = acked.intersection(&view.draining).unwrap_or(acked);
         let fresh = view.draining.difference(&acked).unwrap_or_default_of(field);

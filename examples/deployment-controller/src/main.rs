@@ -506,11 +506,26 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         }
     };
 
+    // Sharded, each replica caches its ranges only: the demo watches convergence through an
+    // observer's informers of every namespace.
+    let observer = (embedded && args.sharded).then(|| {
+        let f = kinformer_actors::SharedInformerFactory::new(client.clone());
+        let d = f.informer::<k8s_openapi::api::apps::v1::Deployment>();
+        let rs = f.informer::<k8s_openapi::api::apps::v1::ReplicaSet>();
+        (f, d.lister(), rs.lister())
+    });
+    if let Some((f, _, _)) = &observer {
+        f.start().context("starting the observer's informers")?;
+    }
     let mut scenario = (embedded && args.replica_id.is_none()).then(|| {
+        let (deployments, replica_sets) = match &observer {
+            Some((_, d, rs)) => (d.clone(), rs.clone()),
+            None => (controller.deployments(), controller.replica_sets()),
+        };
         tokio::spawn(deployment_controller::embedded::demo::scenario(
             client.clone(),
-            controller.deployments(),
-            controller.replica_sets(),
+            deployments,
+            replica_sets,
         ))
     });
     // A failed scenario is a failed run: reported, cleaned up after, and the exit status is 1.
@@ -627,6 +642,9 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     }
     if let Some(c) = &cluster {
         c.shutdown().await;
+    }
+    if let Some((f, _, _)) = &observer {
+        f.shutdown().await;
     }
     print_summary(
         &controller,
@@ -767,6 +785,8 @@ async fn scale_scenario(args: &Args) -> anyhow::Result<()> {
     let sim = std::sync::Arc::new(
         Sim::start(SimConfig {
             write_kubeconfig: args.write_kubeconfig.clone(),
+            // A replica's KEP-5647 wait completes on a quiet shard at the next bookmark.
+            bookmark_interval: Duration::from_secs(1),
             ..SimConfig::default()
         })
         .await

@@ -16,7 +16,7 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, OnceLock},
     time::{Duration, Instant},
 };
 
@@ -32,7 +32,7 @@ use kube::Client;
 use crate::{
     controller::{ControllerError, ControllerOptions, DeploymentController},
     leader::DEFAULT_LEASE_NAMESPACE,
-    shard::{ShardOptions, WriteHook, WriteRecord, field_manager},
+    shard::{CacheWait, ShardOptions, WriteHook, WriteRecord, field_manager},
 };
 
 /// The ring's default name: its Leases are labelled `kinformer.io/ring=deployment-controller`.
@@ -56,6 +56,10 @@ pub struct RingOptions {
     /// Drains, and claims, in flight per replica at a time (default 8: a replica that joins
     /// claims its 32 arcs in about four rounds).
     pub max_in_flight: usize,
+    /// How long a replica waits, before reconciling a key whose range moved in, for its caches
+    /// to see the previous owner's last write (KEP-5647); past it the sync fails and is
+    /// retried (default 5 s).
+    pub handover_wait: Duration,
     /// How long a leaving replica waits for its drains before it stops without releasing.
     pub drain_timeout: Duration,
 }
@@ -73,6 +77,7 @@ impl Default for RingOptions {
             retry_period: Duration::from_secs(1),
             virtual_nodes: 32,
             max_in_flight: 8,
+            handover_wait: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(30),
         }
     }
@@ -162,8 +167,14 @@ impl RingReplica {
         let status = member.status();
         let mut shard = ShardOptions::with_ownership(id.clone(), ownership.clone());
         shard.on_write = on_write;
-        // Sharding seam (KEP-5647): `wait_for_cache` is wired to the informers'
-        // `wait_for_resource_version` with the sharded informers' merge.
+        // KEP-5647: the wait reads the controller's own informers, which exist once it is
+        // built; until then (never in practice: nothing moves in before `start`) it fails.
+        let slot: Arc<OnceLock<CacheWait>> = Arc::default();
+        let wait = Arc::clone(&slot);
+        shard.wait_for_cache = Some(Arc::new(move |rv: &str| match wait.get() {
+            Some(w) => w(rv),
+            None => Box::pin(async { false }),
+        }));
         let controller = DeploymentController::new(
             client,
             ControllerOptions {
@@ -172,6 +183,7 @@ impl RingReplica {
             },
         )
         .await?;
+        let _ = slot.set(controller.cache_wait(ring.handover_wait));
         Ok(RingReplica {
             id,
             controller,

@@ -21,11 +21,20 @@ use deployment_controller::{
     },
     ring::RingOptions,
 };
+use kinformer_sim::SimConfig;
 use kube::Client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_writes() {
-    let sim = Arc::new(common::sim().await);
+    // Bookmarks every second: a replica's KEP-5647 wait for the previous owner's last write
+    // completes on a quiet shard too.
+    let sim = Arc::new(
+        common::sim_with(SimConfig {
+            bookmark_interval: Duration::from_secs(1),
+            ..SimConfig::default()
+        })
+        .await,
+    );
     let cluster = ClusterSim::start(
         Client::try_from(sim.kube_config()).unwrap(),
         ClusterOptions {
