@@ -903,8 +903,12 @@ async fn follow_ownership(inner: Arc<Inner>, mut held: kinformer::shard::ShardSe
                 .and_then(|_| f.set_shard(&inner.replica_sets, Some(cached.clone())))
                 .and_then(|_| f.set_shard(&inner.pods, Some(cached.clone())));
             match set {
-                Ok(_) => tracing::debug!(replica = %sh.id, fraction = cached.fraction(), "informers follow the wanted ranges"),
-                Err(e) => tracing::warn!(replica = %sh.id, error = %e, "changing the informers' shard"),
+                Ok(_) => {
+                    tracing::debug!(replica = %sh.id, fraction = cached.fraction(), "informers follow the wanted ranges")
+                }
+                Err(e) => {
+                    tracing::warn!(replica = %sh.id, error = %e, "changing the informers' shard")
+                }
             }
         }
         // Forget acks of ranges no longer draining (moved away, or the drain was cancelled).
@@ -983,8 +987,10 @@ async fn follow_ownership(inner: Arc<Inner>, mut held: kinformer::shard::ShardSe
 /// `ShardSelector` results of a range operation, or nothing when the fields differed (they
 /// cannot: one replica's views share the ownership's field).
 trait OrNothing {
-    fn unwrap_or_default_of(self, field: kinformer::shard::ShardField)
-    -> kinformer::shard::ShardSelector;
+    fn unwrap_or_default_of(
+        self,
+        field: kinformer::shard::ShardField,
+    ) -> kinformer::shard::ShardSelector;
 }
 
 impl<E> OrNothing for Result<kinformer::shard::ShardSelector, E> {

@@ -226,8 +226,7 @@ impl Args {
 
     /// How long to run: `--run-for`, else `--duration` seconds.
     fn run_for(&self) -> Option<Duration> {
-        self.run_for
-            .or(self.duration.map(Duration::from_secs))
+        self.run_for.or(self.duration.map(Duration::from_secs))
     }
 
     /// The leader election config, if leader election is on.

@@ -387,7 +387,11 @@ impl OwnershipLog {
 
     /// Observes every tracked replica once.
     pub fn observe(&self, rv: &dyn Fn() -> u64) {
-        let tracked = self.tracked.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let tracked = self
+            .tracked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut segments = self.segments.lock().unwrap_or_else(|e| e.into_inner());
         for (manager, o) in tracked {
             let before = rv();
@@ -466,12 +470,20 @@ impl WriteLog {
     /// The hook that appends to this log ([`ShardOptions::on_write`]).
     pub fn hook(&self) -> WriteHook {
         let writes = Arc::clone(&self.writes);
-        Arc::new(move |w| writes.lock().unwrap_or_else(|e| e.into_inner()).push(w.clone()))
+        Arc::new(move |w| {
+            writes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(w.clone())
+        })
     }
 
     /// A copy of the records so far.
     pub fn records(&self) -> Vec<WriteRecord> {
-        self.writes.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Writes logged.
@@ -505,7 +517,10 @@ mod tests {
     fn the_log_finds_overlaps_and_writes_outside_a_window() {
         let all = ShardSelector::everything(ShardField::Namespace);
         let none = ShardSelector::nothing(ShardField::Namespace);
-        let (a, b) = (ShardOwnership::fixed(all.clone()), ShardOwnership::fixed(none.clone()));
+        let (a, b) = (
+            ShardOwnership::fixed(all.clone()),
+            ShardOwnership::fixed(none.clone()),
+        );
         let log = OwnershipLog::new();
         log.track("a", a.clone());
         log.track("b", b.clone());

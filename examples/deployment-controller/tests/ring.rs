@@ -83,7 +83,10 @@ async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_write
     let rows = running(start);
     assert_eq!(rows.len(), 3);
     let total: f64 = rows.iter().map(|r| r.held_fraction).sum();
-    assert!((total - 1.0).abs() < 1e-9, "the ring covers the space: {total}");
+    assert!(
+        (total - 1.0).abs() < 1e-9,
+        "the ring covers the space: {total}"
+    );
     assert_eq!(rows.iter().map(|r| r.namespaces).sum::<usize>(), 15);
     assert_eq!(rows.iter().map(|r| r.deployments).sum::<usize>(), 105);
     assert!(rows.iter().all(|r| r.held_fraction > 0.0));
@@ -129,10 +132,7 @@ async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_write
         new.handovers_in
     );
     for old in rows.iter().filter(|r| r.id != "3") {
-        let before = running(crash)
-            .into_iter()
-            .find(|r| r.id == old.id)
-            .unwrap();
+        let before = running(crash).into_iter().find(|r| r.id == old.id).unwrap();
         assert_eq!(
             old.handovers_in, before.handovers_in,
             "replica {} gained nothing when 3 joined",
@@ -140,7 +140,11 @@ async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_write
         );
         assert!(old.held_fraction <= before.held_fraction);
     }
-    let moved_out: u64 = rows.iter().filter(|r| r.id != "3").map(|r| r.drains_out).sum();
+    let moved_out: u64 = rows
+        .iter()
+        .filter(|r| r.id != "3")
+        .map(|r| r.drains_out)
+        .sum();
     assert!(moved_out >= 1, "ranges were drained to the newcomer");
     assert_eq!(rows.iter().map(|r| r.deployments).sum::<usize>(), 105);
 

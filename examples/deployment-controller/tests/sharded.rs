@@ -159,8 +159,8 @@ async fn three_replicas_split_by_namespace_and_hand_a_range_over_mid_rollout() {
     .await;
     // Each replica caches its shard only: convergence is read from an observer's informers of
     // every namespace.
-    let observer = kinformer_actors::SharedInformerFactory::new(client.clone())
-        .with_config(fast_config());
+    let observer =
+        kinformer_actors::SharedInformerFactory::new(client.clone()).with_config(fast_config());
     let (od, ors) = (
         observer.informer::<Deployment>(),
         observer.informer::<ReplicaSet>(),
