@@ -748,3 +748,48 @@ async fn runtime_informer_works_from_plain_tokio() {
     informer.shutdown().await;
     assert!(!informer.is_running());
 }
+
+/// P10: a relist holds one copy of each unchanged object. An object the cache already holds
+/// with the same uid and resourceVersion comes back from the LIST as the cached `Arc` (the
+/// copy just read is dropped at once), so after the relist the lister hands out the very same
+/// object; a changed object is the new one.
+#[actix::test]
+async fn p10_a_relist_keeps_the_cached_copy_of_each_unchanged_object() {
+    let sim = sim().await;
+    let client = sim.client();
+    create_pods(&client, "a", 3).await;
+    let informer = SharedIndexInformer::<Pod>::with_config(client.clone(), None, fast_config());
+    start_synced(&informer).await;
+    watching(&sim).await;
+    let lister = informer.lister();
+    let before = |name: &str| lister.get("a", name).expect("cached");
+    let (unchanged, changed) = (before("pod-0"), before("pod-1"));
+    let lists = informer.health().lists;
+    // A restart: the watch breaks, pod-1 changes meanwhile, and the watch from the old
+    // resourceVersion is answered 410, so the informer relists.
+    sim.faults().go_down();
+    sim.patch_object(
+        "pods",
+        Some("a"),
+        "pod-1",
+        &serde_json::json!({"metadata": {"annotations": {"p10": "changed"}}}),
+    )
+    .expect("patch while down");
+    sim.faults().come_back();
+    eventually("the relist brought pod-1's change", || {
+        informer.health().lists > lists
+            && lister
+                .get("a", "pod-1")
+                .is_some_and(|p| p.metadata.annotations.is_some())
+    })
+    .await;
+    let after = lister.get("a", "pod-0").expect("still cached");
+    assert!(
+        Arc::ptr_eq(&after, &unchanged),
+        "the unchanged pod is the cached copy, not a second one"
+    );
+    let after = lister.get("a", "pod-1").expect("still cached");
+    assert!(!Arc::ptr_eq(&after, &changed), "the changed pod is new");
+    assert_eq!(informer.health().expired, 1, "one relist after a 410");
+    informer.shutdown().await;
+}

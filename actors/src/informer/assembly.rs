@@ -38,7 +38,7 @@ use crate::{
     pipeline::listener::{ProcessorListener, listener_name},
     pipeline::messages::{AttachFifo, FifoRecipients, ListenerRecipients, Stop},
     pipeline::reflector::{Transform, Validate, WatchErrorHandler},
-    pipeline::reflector_io::ReflectorContext,
+    pipeline::reflector_io::{CachedObjects, ReflectorContext},
     pipeline::supervisor::Supervisor,
     runtime,
     telemetry::health::ReflectorStatus,
@@ -294,12 +294,9 @@ pub(crate) fn start<K: InformerObject>(
         Some(f) => lazy_key_func_of(f),
     };
     // F9: the FIFO's mode, atomic relist and Replaced-vs-Sync choice come from the config.
-    let core = CoreFifo::new(
-        inner
-            .config
-            .fifo
-            .fifo_options(DeltaFifoOptions::new(key_func).with_known_objects(known)),
-    );
+    let core = CoreFifo::new(inner.config.fifo.fifo_options(
+        DeltaFifoOptions::new(key_func.clone()).with_known_objects(Arc::clone(&known)),
+    ));
     let (recipient, cfg, status, kind, fifo_tracer) = (
         indexer.clone().recipient(),
         inner.config.fifo.clone(),
@@ -330,6 +327,7 @@ pub(crate) fn start<K: InformerObject>(
         codec,
         expected_type,
         shard: inner.shard.subscribe(),
+        cached: Some(CachedObjects { key_func, known }),
     });
     let (reflector_config, backoff) =
         (inner.config.reflector.clone(), inner.config.backoff.clone());

@@ -10,6 +10,8 @@ use std::{
 
 use kinformer::shard::ShardSelector;
 use kinformer::{
+    key::KeyFunc,
+    known::KnownObjects,
     lean::{LazyObject, LeanState, RawObject},
     reflector::{
         ErrorKind, FailureCause, INITIAL_EVENTS_END, ReflectorConfig, RequestError, WatchEvent,
@@ -57,6 +59,26 @@ pub(crate) struct ReflectorContext<K: InformerObject> {
     /// The shard the informer wants (K2): `set_shard` writes it, every reflector the supervisor
     /// starts reads it and feeds changes to its machine.
     pub(crate) shard: tokio::sync::watch::Receiver<Option<ShardSelector>>,
+    /// The cache as the FIFO reads it, and its key function: a listed object the cache already
+    /// holds with the same uid and resourceVersion is replaced by the cached one (P10), so a
+    /// relist holds one copy of each unchanged object instead of two until the Replace.
+    pub(crate) cached: Option<CachedObjects<K>>,
+}
+
+/// The cache's objects by key (P10).
+pub(crate) struct CachedObjects<K> {
+    pub(crate) key_func: KeyFunc<LazyObject<K>>,
+    pub(crate) known: Arc<dyn KnownObjects<LazyObject<K>>>,
+}
+
+impl<K: kube::Resource> CachedObjects<K> {
+    /// The cached object for `listed` when it is the same object at the same resourceVersion.
+    fn same(&self, listed: &LazyObject<K>) -> Option<Arc<LazyObject<K>>> {
+        let rv = listed.resource_version()?;
+        let key = (self.key_func)(listed).ok()?;
+        let cached = self.known.get_by_key(key.as_str())?;
+        (cached.resource_version() == Some(rv) && cached.uid() == listed.uid()).then_some(cached)
+    }
 }
 
 /// How watch events are checked against the shard (K1): the machine's current selector and
@@ -81,7 +103,12 @@ impl<K: InformerObject> ReflectorContext<K> {
             Listed::Lean(raw) => self.admit_lean(raw, list_type),
         };
         let lazy = match admitted {
-            Ok(lazy) => Arc::new(lazy),
+            // P10: an unchanged object of a relist is the cached one; the copy just read is
+            // dropped here rather than held until the Replace.
+            Ok(lazy) => match self.cached.as_ref().filter(|_| what == "listed") {
+                Some(cached) => cached.same(&lazy).unwrap_or_else(|| Arc::new(lazy)),
+                None => Arc::new(lazy),
+            },
             Err(detail) => {
                 self.status.dropped_objects.fetch_add(1, Ordering::Relaxed);
                 self.warn(WatchWarning::UnexpectedObject {
