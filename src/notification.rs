@@ -42,7 +42,8 @@ impl<K> Notification<K> {
         }
     }
 
-    /// True for an update produced by a resync (old and new are the same object).
+    /// True for an update whose old and new are the same object: a resync, or an object a
+    /// relist found unchanged (same uid and resourceVersion, P10).
     pub fn is_resync(&self) -> bool {
         matches!(self, Notification::Update { old, new } if Arc::ptr_eq(old, new))
     }
