@@ -250,10 +250,12 @@ impl PodsWeb {
     /// `/events` streams are ended first so they do not hold it), the summary's registration
     /// is removed and the actor stopped, then the informers are shut down.
     pub async fn shutdown(self) -> ShutdownSummary {
-        // `stop` sends the command at once: no new connection is accepted from here on.
-        let stopping = self.handle.stop(true);
+        // The `/events` streams end first, each with its last chunk, while the server still
+        // runs; then `stop` (graceful: no new connection, the requests in flight finish, a
+        // stream opened in between is cut after `shutdown_timeout`). Stopping first let the
+        // server close a stream's connection before its end was written.
         let streams_closed = self.summary.send(CloseSubscribers).await.unwrap_or(0);
-        stopping.await;
+        self.handle.stop(true).await;
         match self.server.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "the HTTP server ended with an error"),
