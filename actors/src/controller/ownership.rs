@@ -31,7 +31,10 @@ use std::{
 };
 
 use arc_swap::ArcSwap;
-use kinformer::shard::{HashRange, ShardField, ShardSelector, fnv1a64};
+use kinformer::{
+    resource_version::compare_resource_version,
+    shard::{HashRange, ShardField, ShardSelector, fnv1a64},
+};
 
 /// One published state of a replica's ownership.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,8 +172,13 @@ impl ShardOwnership {
     /// [`OwnershipView::draining`]); the ring may now hand them over.
     pub fn ack_drained(&self, ranges: &ShardSelector) {
         let mut d = self.inner.drained.lock().unwrap_or_else(|e| e.into_inner());
-        if let Ok(u) = d.union(ranges) {
-            *d = u;
+        match d.union(ranges) {
+            Ok(u) => *d = u,
+            // Ranges over another field than the ring's: not ours to ack; said, not dropped
+            // silently (the ring keeps waiting for the right ack).
+            Err(e) => {
+                tracing::warn!(error = %e, "ack_drained with ranges over another field ignored")
+            }
         }
         drop(d);
         // notify_one keeps a permit when nobody waits: an ack is never missed.
@@ -197,10 +205,12 @@ impl ShardOwnership {
             .last_write
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let newer = match (last.as_deref(), resource_version.parse::<u64>()) {
-            (Some(prev), Ok(rv)) => prev.parse::<u64>().map_or(true, |p| rv > p),
-            _ => true,
-        };
+        // Ordered as apimachinery's `CompareResourceVersion`; one that does not compare
+        // (not a server-issued integer) replaces the last, as nothing better is known.
+        let newer = last.as_deref().is_none_or(|prev| {
+            compare_resource_version(resource_version, prev)
+                .map_or(true, |o| o == std::cmp::Ordering::Greater)
+        });
         if newer {
             *last = Some(resource_version.to_string());
         }

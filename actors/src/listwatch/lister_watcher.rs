@@ -295,21 +295,10 @@ where
         resource_version: String,
         shard: Option<&ShardSelector>,
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
-        let api = self.api.clone();
-        let shard = shard.cloned();
-        Box::pin(crate::runtime::on_io(async move {
-            let pool = DecodePool::shared();
-            // The same request as `Api::watch`, read by kube's watch decoder with the events'
-            // objects left raw; the pool (or, with one decode thread, the reflector's thread)
-            // decodes them into `K`, in order (P8), with exact-size vectors.
-            let req = kube::core::Request::new(api.resource_url())
-                .watch(&params, &resource_version)
-                .map_err(kube::Error::BuildRequest)?;
-            let mut req = with_shard(req, shard.as_ref())?;
-            req.extensions_mut().insert("watch");
-            let events = api.into_client().request_events::<RawJson>(req).await?;
-            Ok(decode_watch::<K, _>(events, pool))
-        }))
+        // The raw watch's request, its events' objects decoded into `K` by the pool (or, with
+        // one decode thread, the reflector's thread), in order (P8), with exact-size vectors.
+        let raw = self.raw_watch(params, resource_version, shard);
+        Box::pin(async move { Ok(decode_watch::<K, _>(raw.await?, DecodePool::shared())) })
     }
 
     fn watch_raw(
