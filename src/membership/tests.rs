@@ -409,20 +409,60 @@ impl World {
             .collect()
     }
 
-    /// Every live replica holds exactly its part of the ring of the live replicas, and
-    /// together they cover the space.
+    /// Every live replica holds exactly its part of the ring of the live replicas, within
+    /// its validity, and its Lease in the store is its own and announces what it holds; no
+    /// Lease of a dead replica is still live; together they cover the space. (Without the last two, a replica that has not yet
+    /// noticed that its Lease was taken over counted as converged while still holding its
+    /// old ranges, and the check "stays converged" failed once it noticed.)
     fn converged(&self) -> bool {
         let live = self.live();
         let ids: Vec<&str> = live.iter().map(|n| n.id.as_str()).collect();
         let ring = target_ring(&ids, 8);
+        let announced: BTreeMap<String, ShardSelector> =
+            self.store.live_held().into_iter().collect();
+        // A crashed replica's Lease still counts in every ring until it is taken over: until
+        // then the survivors rightly hand it its part, so nobody holds that part yet.
+        if !ids.is_empty() && announced.keys().any(|id| !ids.contains(&id.as_str())) {
+            return false;
+        }
         let mut union = ShardSelector::nothing(FIELD);
         for n in &live {
             if *n.m.held() != owned_by(&ring, FIELD, &n.id) || !n.m.view().draining.is_empty() {
                 return false;
             }
+            if !n.m.valid_until().is_some_and(|t| self.now < t)
+                || announced.get(&n.id) != Some(n.m.held())
+            {
+                return false;
+            }
             union = union.union(n.m.held()).expect("one field");
         }
         live.is_empty() || union.is_everything()
+    }
+
+    /// What each replica holds against the ring, its validity and its Lease, for a failure
+    /// message.
+    fn diagnose(&self) -> String {
+        let ids: Vec<&str> = self.live().iter().map(|n| n.id.as_str()).collect();
+        let ring = target_ring(&ids, 8);
+        let announced: BTreeMap<String, ShardSelector> =
+            self.store.live_held().into_iter().collect();
+        let mut out = format!("at {:?}, live {ids:?}\n", self.now - self.t0);
+        for n in &self.nodes {
+            out += &format!(
+                "  {} crashed={} stopped={} held=target:{} valid_for={:?} draining={} lease_announces_held:{:?} events(last 6)={:?}\n",
+                n.id,
+                n.crashed,
+                n.m.is_stopped(),
+                *n.m.held() == owned_by(&ring, FIELD, &n.id),
+                n.m.valid_until()
+                    .and_then(|t| t.checked_duration_since(self.now)),
+                n.m.view().draining,
+                announced.get(&n.id).map(|h| h == n.m.held()),
+                &n.events[n.events.len().saturating_sub(6)..],
+            );
+        }
+        out
     }
 
     fn assert_no_violations(&self) {
@@ -792,13 +832,13 @@ fn action() -> impl Strategy<Value = Action> {
 }
 
 proptest! {
-    // A fixed seed: a random one found a schedule that had not converged by the end of the
-    // quiet period (seed 1678323583000764924, 4 members, a pause then a join; safety held).
-    // Until that liveness case is understood, CI runs the same cases every time; set
-    // PROPTEST_CASES higher (and change the seed) to explore.
+    // Random exploration (set PROPTEST_RNG_SEED to replay a run, PROPTEST_CASES to explore
+    // more). A random run once found "converged, then not": the check counted a replica that
+    // had not yet noticed its Lease was taken over (or a crashed replica's Lease not yet taken
+    // over) as converged; `World::converged` now also requires valid, self-announced holdings
+    // and no live Lease of a dead replica. 4,000 random cases passed after that.
     #![proptest_config(ProptestConfig {
         cases: cases(48),
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x6b69_6e66_6f72_6d72),
         ..ProptestConfig::default()
     })]
 
@@ -861,7 +901,7 @@ proptest! {
             w.live().iter().map(|n| (n.id.clone(), n.m.held().to_string(), n.m.members(w.now))).collect::<Vec<_>>());
         // And it stays converged.
         w.run_for(ms(3_000));
-        prop_assert!(w.converged());
+        prop_assert!(w.converged(), "converged, then not 3 s later: {}", w.diagnose());
         prop_assert!(w.violations.is_empty(), "{:#?}", w.violations);
     }
 }
