@@ -5,6 +5,11 @@
 //! anything); every phase converges, and the write log shows no Deployment written by a replica
 //! while another held its namespace.
 //!
+//! The scenario runs twice: against a server that filters by `shardSelector` (the
+//! `ShardedListAndWatch` gate on, KEP-5866) and against one that ignores it (the gate off), where
+//! each replica's informers filter by themselves (K1). Either way each replica caches its shard
+//! only.
+//!
 //! Every wait is on a condition with a deadline (inside `scale::run`); nothing sleeps to
 //! synchronise.
 
@@ -26,11 +31,24 @@ use kube::Client;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_writes() {
+    ring_scenario(true, 105, 15).await;
+}
+
+/// The same against a server without the gate: it sends every object whatever the
+/// `shardSelector`, so each replica's informers drop what is outside their shard (smaller, to
+/// keep the suite quick).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ring_replicas_filter_by_themselves_when_the_server_ignores_shard_selectors() {
+    ring_scenario(false, 60, 12).await;
+}
+
+async fn ring_scenario(server_filters: bool, deployments: usize, namespaces: usize) {
     // Bookmarks every second: a replica's KEP-5647 wait for the previous owner's last write
     // completes on a quiet shard too.
     let sim = Arc::new(
         common::sim_with(SimConfig {
             bookmark_interval: Duration::from_secs(1),
+            sharded_list_and_watch: server_filters,
             ..SimConfig::default()
         })
         .await,
@@ -55,8 +73,8 @@ async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_write
         ..RingOptions::default()
     };
     let options = ScaleOptions {
-        deployments: 105,
-        namespaces: 15,
+        deployments,
+        namespaces,
         initial: 3,
         added: 1,
         ring: ring.clone(),
@@ -71,6 +89,25 @@ async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_write
     .await
     .expect("every phase settles and converges");
     assert_eq!(seen.len(), 3, "three phases reported: {seen:?}");
+    // In every phase each running replica caches exactly the Deployments it owns: the server
+    // filtered, or (gate off) its informers did.
+    for p in &report.phases {
+        for r in p.replicas.iter().filter(|r| r.running) {
+            assert_eq!(
+                r.cached, r.deployments,
+                "{}: replica {} caches its shard only (server filters: {server_filters})",
+                p.name, r.id
+            );
+        }
+    }
+    // The selectors went out either way; the gate decides who applied them.
+    let selectors = sim
+        .requests()
+        .shard_selectors("deployments", kinformer_sim::Verb::List);
+    assert!(
+        selectors.iter().any(Option::is_some),
+        "the replicas sent shardSelector on LIST"
+    );
     let [start, crash, grow] = &report.phases[..] else {
         panic!("three phases: {:?}", report.phases);
     };
@@ -87,8 +124,11 @@ async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_write
         (total - 1.0).abs() < 1e-9,
         "the ring covers the space: {total}"
     );
-    assert_eq!(rows.iter().map(|r| r.namespaces).sum::<usize>(), 15);
-    assert_eq!(rows.iter().map(|r| r.deployments).sum::<usize>(), 105);
+    assert_eq!(rows.iter().map(|r| r.namespaces).sum::<usize>(), namespaces);
+    assert_eq!(
+        rows.iter().map(|r| r.deployments).sum::<usize>(),
+        deployments
+    );
     assert!(rows.iter().all(|r| r.held_fraction > 0.0));
 
     // Phase 2: replica 2 crashed; its ranges moved to 0 and 1 within the takeover bound
@@ -101,7 +141,10 @@ async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_write
     );
     let total: f64 = rows.iter().map(|r| r.held_fraction).sum();
     assert!((total - 1.0).abs() < 1e-9, "the survivors cover the space");
-    assert_eq!(rows.iter().map(|r| r.deployments).sum::<usize>(), 105);
+    assert_eq!(
+        rows.iter().map(|r| r.deployments).sum::<usize>(),
+        deployments
+    );
     let bound = 2 * ring.lease_duration + 10 * ring.retry_period + Duration::from_secs(15);
     assert!(
         crash.settled_after <= bound,
@@ -146,11 +189,18 @@ async fn ring_replicas_survive_a_crash_and_a_scale_out_without_overlapping_write
         .map(|r| r.drains_out)
         .sum();
     assert!(moved_out >= 1, "ranges were drained to the newcomer");
-    assert_eq!(rows.iter().map(|r| r.deployments).sum::<usize>(), 105);
+    assert_eq!(
+        rows.iter().map(|r| r.deployments).sum::<usize>(),
+        deployments
+    );
 
     // No write by one replica while another held the namespace, and none outside the
     // writer's own window.
-    assert!(report.overlap.checked > 105, "{}", report.overlap.checked);
+    assert!(
+        report.overlap.checked > deployments,
+        "{}",
+        report.overlap.checked
+    );
     assert!(
         report.overlap.is_clean(),
         "overlapping: {:?}\noutside: {:?}",

@@ -72,6 +72,9 @@ pub struct ReplicaRow {
     pub namespaces: usize,
     /// The Deployments it owns.
     pub deployments: usize,
+    /// The Deployments its informer caches (0 once crashed): its shard only, whether the
+    /// server filtered or the informer did (K1), so equal to `deployments` once settled.
+    pub cached: usize,
     /// Ranges it received from other members (the ring's count).
     pub handovers_in: u64,
     /// Drains it completed (ranges handed over to others).
@@ -106,17 +109,18 @@ impl std::fmt::Display for PhaseReport {
         )?;
         writeln!(
             f,
-            "  replica  state    held   namespaces  deployments  handovers in/out  drain time  LISTs"
+            "  replica  state    held   namespaces  deployments  cached  handovers in/out  drain time  LISTs"
         )?;
         for r in &self.replicas {
             writeln!(
                 f,
-                "  {:<8} {:<8} {:>5.3}  {:>10}  {:>11}  {:>9}/{:<6}  {:>9.3}s  {:>5}",
+                "  {:<8} {:<8} {:>5.3}  {:>10}  {:>11}  {:>6}  {:>9}/{:<6}  {:>9.3}s  {:>5}",
                 r.id,
                 if r.running { "running" } else { "crashed" },
                 r.held_fraction,
                 r.namespaces,
                 r.deployments,
+                r.cached,
                 r.handovers_in,
                 r.drains_out,
                 r.drain_time.as_secs_f64(),
@@ -224,6 +228,11 @@ fn rows(replicas: &[RingReplica], nss: &[String]) -> Vec<ReplicaRow> {
                 },
                 namespaces: nss.iter().filter(|ns| o.owns_value(ns)).count(),
                 deployments: stats.as_ref().map_or(0, |s| s.keys_owned as usize),
+                cached: if r.is_running() {
+                    r.controller().deployments().len()
+                } else {
+                    0
+                },
                 handovers_in: health.handovers,
                 drains_out: health.drains,
                 drain_time: stats.map_or(Duration::ZERO, |s| s.drain_time),
