@@ -15,14 +15,16 @@ mod error;
 pub mod fmt;
 pub mod follow;
 pub mod html;
+pub mod loops;
 mod model;
 pub mod slow;
 pub mod stats;
 pub mod traces;
+pub mod why;
 
 pub use error::TraceError;
-pub use follow::{ObjectQuery, Timeline, follow};
+pub use follow::{ObjectQuery, Timeline, follow, follow_trace};
 pub use model::{
-    DepthSample, Dropped, End, FORMAT_NAME, FORMAT_VERSION, Header, Hop, HopKind, TraceFile,
-    Truncation,
+    DepthSample, Dropped, End, FORMAT_NAME, FORMAT_VERSION, Header, Hop, HopKind, QueueOp,
+    ReconcileLine, TraceFile, Truncation, Write,
 };
