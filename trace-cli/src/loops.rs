@@ -38,7 +38,7 @@ pub struct Reconcile<'a> {
     pub writes: Vec<&'a Write>,
 }
 
-impl Reconcile<'_> {
+impl<'a> Reconcile<'a> {
     /// When it started: the `start` line's time, else the `got`'s, else the `end`'s minus its
     /// duration, else the first write's.
     pub fn t(&self) -> u64 {
@@ -55,7 +55,7 @@ impl Reconcile<'_> {
     }
 
     /// The trace ids of the item it took: the `start` line's, else the `got`'s.
-    pub fn traces(&self) -> &[String] {
+    pub fn traces(&self) -> &'a [String] {
         match self.start {
             Some(start) if !start.traces.is_empty() => &start.traces,
             _ => self.got.map_or(&[], |g| g.traces.as_slice()),
@@ -163,6 +163,10 @@ pub struct Loops<'a> {
     by_key: HashMap<(&'a str, &'a str), Vec<usize>>,
     /// Trace → indices in `file.queue` of the operations it caused (its `trace` field).
     by_trace: HashMap<&'a str, Vec<usize>>,
+    /// Trace → indices in `file.queue` of the `got`s whose item carried it.
+    got_by_trace: HashMap<&'a str, Vec<usize>>,
+    /// Trace → indices in `reconciles` of those without a `got` that name it.
+    orphans_by_trace: HashMap<&'a str, Vec<usize>>,
     /// Reflector hops by (kind, ns, name, rv).
     reflected: HashMap<(&'a str, &'a str, &'a str, &'a str), Vec<&'a Hop>>,
     /// Writes by (kind, ns, name, rv); only writes the server answered an rv for.
@@ -176,10 +180,20 @@ impl<'a> Loops<'a> {
     pub fn new(file: &'a TraceFile) -> Loops<'a> {
         let mut by_key: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
         let mut by_trace: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut got_by_trace: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, op) in file.queue.iter().enumerate() {
             by_key.entry((&op.queue, &op.key)).or_default().push(i);
             if let Some(trace) = &op.trace {
                 by_trace.entry(trace).or_default().push(i);
+            }
+            if op.what == "got" {
+                for trace in &op.traces {
+                    let gots = got_by_trace.entry(trace).or_default();
+                    // A writer repeating an id in one item lists it once here.
+                    if gots.last() != Some(&i) {
+                        gots.push(i);
+                    }
+                }
             }
         }
         let by_time = |v: &mut Vec<usize>| v.sort_by_key(|&i| (file.queue[i].t, i));
@@ -248,13 +262,11 @@ impl<'a> Loops<'a> {
                     .copied()
                     .filter(|&i| file.queue[i].what == "got" && file.queue[i].t <= start.t)
             };
-            let same_worker = gots()
-                .filter(|&i| match (&file.queue[i].worker, &start.worker) {
-                    (Some(a), Some(b)) => a == b,
-                    _ => true,
-                })
-                .last();
-            let Some(got) = same_worker.or_else(|| gots().last()) else {
+            let same_worker = gots().rfind(|&i| match (&file.queue[i].worker, &start.worker) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            });
+            let Some(got) = same_worker.or_else(|| gots().next_back()) else {
                 continue;
             };
             reconcile.got = Some(&file.queue[got]);
@@ -286,6 +298,19 @@ impl<'a> Loops<'a> {
             .enumerate()
             .map(|(i, r)| (r.span, i))
             .collect();
+        let mut orphans_by_trace: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, r) in reconciles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.got.is_none())
+        {
+            for trace in r.traces() {
+                let orphans = orphans_by_trace.entry(trace.as_str()).or_default();
+                if orphans.last() != Some(&i) {
+                    orphans.push(i);
+                }
+            }
+        }
 
         let mut reflected: HashMap<(&str, &str, &str, &str), Vec<&Hop>> = HashMap::new();
         for hop in file.hops.iter().filter(|h| h.hop == HopKind::Reflector) {
@@ -316,6 +341,8 @@ impl<'a> Loops<'a> {
             by_span,
             by_key,
             by_trace,
+            got_by_trace,
+            orphans_by_trace,
             reflected,
             written,
             traces: by_id,
@@ -416,8 +443,8 @@ impl<'a> Loops<'a> {
             }
         }
         // Items that carried the trace without an add line of it (the sink dropped it).
-        for (g, got) in file.queue.iter().enumerate() {
-            if got.what == "got" && got.traces.iter().any(|t| t == id) && !taken.contains(&g) {
+        for &g in self.got_by_trace.get(id).map_or(&[][..], Vec::as_slice) {
+            if !taken.contains(&g) {
                 taken.push(g);
             }
         }
@@ -426,12 +453,9 @@ impl<'a> Loops<'a> {
             self.chain(got, object, level, &mut chained, out);
         }
         // Reconciles that name the trace but whose `got` is not in the file.
-        for (r, reconcile) in self.reconciles.iter().enumerate() {
-            if reconcile.got.is_none()
-                && reconcile.traces().iter().any(|t| t == id)
-                && chained.insert(r)
-            {
-                self.reconcile_steps(reconcile, object, level, out);
+        for &r in self.orphans_by_trace.get(id).map_or(&[][..], Vec::as_slice) {
+            if chained.insert(r) {
+                self.reconcile_steps(&self.reconciles[r], object, level, out);
             }
         }
     }
