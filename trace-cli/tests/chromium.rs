@@ -173,7 +173,7 @@ fn html_export_shows_the_followed_objects_hops_in_chromium() {
     assert!(dom.contains("born in the indexer"), "the resync trace");
     // A trace without loop lines says where it ends.
     assert!(
-        dom.contains("No queue, reconcile or write lines for this object"),
+        dom.contains("<p id=\"loop-note\">No queue, reconcile or write lines for this object"),
         "the loop note"
     );
 }
