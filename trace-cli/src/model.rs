@@ -112,23 +112,23 @@ pub struct QueueOp {
     /// When, nanoseconds since the Unix epoch.
     pub t: u64,
     /// The queue's name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub queue: String,
     /// The key: `ns/name`, or `name` when cluster-scoped.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub key: String,
     /// `added`, `merged`, `dirty`, `delayed`, `rate_limited`, `dropped`, `got`, `done`,
     /// `forget`, or a newer writer's word (shown raw).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub what: String,
     /// The event that caused an add (`added`, `merged`, `dirty`, `delayed`).
     #[serde(default)]
     pub trace: Option<String>,
     /// On `merged`: the traces the pending item already carried.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub into: Vec<String>,
     /// On `got`: every trace merged into the item, oldest first.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub traces: Vec<String>,
     /// On `got`: nanoseconds from ready to taken.
     #[serde(default)]
@@ -159,19 +159,19 @@ pub struct ReconcileLine {
     /// When, nanoseconds since the Unix epoch.
     pub t: u64,
     /// `start`, `end`, or a newer writer's word (shown raw).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub what: String,
     /// The reconcile's id (16 hex digits), shared by its start, end and writes.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub span: String,
     /// The queue the key came from.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub queue: String,
     /// The key reconciled.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub key: String,
     /// On `start`: the trace ids of the item the worker took.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub traces: Vec<String>,
     /// On `start`: the worker.
     #[serde(default, deserialize_with = "text_or_number")]
@@ -200,19 +200,19 @@ pub struct Write {
     pub span: Option<String>,
     /// `create`, `update`, `patch`, `delete`, `update_status`, `patch_status`, or a newer
     /// writer's word.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub verb: String,
     /// The object's kind.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub kind: String,
     /// The object's namespace, `""` when cluster-scoped.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub ns: String,
     /// The object's name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
     /// The resourceVersion the server answered, `""` when none.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub rv: String,
 }
 
@@ -225,6 +225,16 @@ impl Write {
             format!("{}/{}", self.ns, self.name)
         }
     }
+}
+
+/// Reads `null` as the type's default (`""`, no items), as a field left out would read: a writer
+/// that writes absent values as `null` costs no line.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// Reads a field a writer may give as a string or a number (a worker id) as text; `null` as

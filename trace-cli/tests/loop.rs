@@ -376,7 +376,7 @@ fn an_older_trace_without_loop_lines_still_reads() {
 }
 
 #[test]
-fn loop_lines_with_only_their_required_fields_read() {
+fn loop_lines_with_only_their_required_fields_or_nulls_read() {
     let text = concat!(
         r#"{"type":"header","format":"kinformer-trace","v":1,"t":1}"#,
         "\n",
@@ -395,13 +395,17 @@ fn loop_lines_with_only_their_required_fields_read() {
         r#"{"type":"write","t":8,"span":"s","verb":"patch","kind":"Pod","ns":"d","name":"p","rv":"7"}"#,
         "\n",
         r#"{"type":"write","t":9}"#,
+        "\n",
+        r#"{"type":"queue","t":10,"queue":"q","key":"d/p","what":"got","traces":null,"into":null,"trace":null,"worker":null}"#,
+        "\n",
+        r#"{"type":"write","t":11,"span":null,"verb":"create","kind":"Pod","ns":null,"name":"p","rv":null}"#,
         "\n"
     );
     let file = TraceFile::parse(text.as_bytes()).expect("valid");
     assert_eq!(file.unknown_lines, 0);
     assert_eq!(
         (file.queue.len(), file.reconciles.len(), file.writes.len()),
-        (3, 2, 2)
+        (4, 2, 3)
     );
     assert_eq!(
         file.queue[1].worker.as_deref(),
@@ -409,6 +413,12 @@ fn loop_lines_with_only_their_required_fields_read() {
         "a number as text"
     );
     assert_eq!(file.queue[1].wait, None);
+    // `null` reads as left out.
+    assert!(file.queue[3].traces.is_empty() && file.queue[3].worker.is_none());
+    assert_eq!(
+        (file.writes[2].ns.as_str(), file.writes[2].rv.as_str()),
+        ("", "")
+    );
     let query = "d/p".parse().expect("object");
     let timeline = kinformer_trace::follow(&file, &query).expect("found");
     let shown = timeline.to_string();
