@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use crate::fmt::{duration, nanos, wall};
 use crate::follow::ObjectQuery;
 use crate::loops::Loops;
-use crate::{TraceError, TraceFile};
+use crate::{QueueOp, TraceError, TraceFile};
 
 /// The queue operations that put a key into an item.
 const ADDS: [&str; 4] = ["added", "merged", "dirty", "delayed"];
@@ -77,9 +77,40 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
             continue;
         }
         let ops = loops.ops(r.queue, r.key);
-        let causes = r
-            .traces()
-            .iter()
+        // The operations that filled the item: after the previous `got` of the key, up to this
+        // one (none without a `got`).
+        let window: Vec<&QueueOp> = match r.got {
+            Some(got) => {
+                let previous = ops
+                    .iter()
+                    .filter(|op| op.what == "got" && op.t < got.t)
+                    .map(|op| op.t)
+                    .max();
+                ops.iter()
+                    .copied()
+                    .filter(|op| op.t <= got.t && previous.is_none_or(|p| op.t >= p))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        // The item's traces as the `start`/`got` line lists them; a writer that did not list
+        // them still names each add's trace.
+        let mut traces: Vec<&String> = r.traces().iter().collect();
+        if traces.is_empty() {
+            for op in &window {
+                if let Some(id) = op
+                    .trace
+                    .as_ref()
+                    .filter(|_| ADDS.contains(&op.what.as_str()))
+                {
+                    if !traces.contains(&id) {
+                        traces.push(id);
+                    }
+                }
+            }
+        }
+        let causes = traces
+            .into_iter()
             .map(|id| {
                 let origin = loops.trace(id).and_then(|t| t.origin());
                 Cause {
@@ -113,30 +144,19 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
                 }
             })
             .collect();
-        // The operations that filled the item: after the previous `got` of the key, up to this
-        // one.
         let mut requeues = Vec::new();
-        if let Some(got) = r.got {
-            let previous = ops
-                .iter()
-                .filter(|op| op.what == "got" && op.t < got.t)
-                .map(|op| op.t)
-                .max();
-            for op in &ops {
-                let in_window = op.t <= got.t && previous.is_none_or(|p| op.t >= p);
-                let adds = ADDS.contains(&op.what.as_str());
-                let evented = op.trace.is_some();
-                if in_window && (op.what == "rate_limited" || (adds && !evented)) {
-                    let mut text = op.what.clone();
-                    if let Some(delay) = op.delay {
-                        let _ = write!(text, " delay={}", duration(nanos(delay)));
-                    }
-                    if let Some(requeues) = op.requeues {
-                        let _ = write!(text, " requeues={requeues}");
-                    }
-                    let _ = write!(text, " at {}", wall(op.t));
-                    requeues.push(text);
+        for op in &window {
+            let adds = ADDS.contains(&op.what.as_str());
+            if op.what == "rate_limited" || (adds && op.trace.is_none()) {
+                let mut text = op.what.clone();
+                if let Some(delay) = op.delay {
+                    let _ = write!(text, " delay={}", duration(nanos(delay)));
                 }
+                if let Some(requeues) = op.requeues {
+                    let _ = write!(text, " requeues={requeues}");
+                }
+                let _ = write!(text, " at {}", wall(op.t));
+                requeues.push(text);
             }
         }
         reconciles.push(WhyReconcile {

@@ -430,3 +430,46 @@ fn loop_lines_with_only_their_required_fields_or_nulls_read() {
     let _ = kinformer_trace::stats::stats(&file).to_string();
     let _ = kinformer_trace::html::html(&file, Some(&query)).expect("page");
 }
+
+#[test]
+fn a_writer_that_lists_no_traces_on_got_still_links_the_event() {
+    let text = concat!(
+        r#"{"type":"header","format":"kinformer-trace","v":1,"t":1}"#,
+        "\n",
+        r#"{"type":"hop","t":2,"trace":"00000000000000a1","hop":"reflector","inst":"i","kind":"Pod","ns":"d","name":"p","rv":"7","what":"added"}"#,
+        "\n",
+        r#"{"type":"queue","t":3,"queue":"q","key":"d/p","what":"added","trace":"00000000000000a1"}"#,
+        "\n",
+        r#"{"type":"queue","t":4,"queue":"q","key":"d/p","what":"got","worker":"1"}"#,
+        "\n",
+        r#"{"type":"reconcile","t":5,"what":"start","span":"s","queue":"q","key":"d/p","worker":"1"}"#,
+        "\n",
+        r#"{"type":"reconcile","t":6,"what":"end","span":"s","queue":"q","key":"d/p","result":"ok"}"#,
+        "\n"
+    );
+    let file = TraceFile::parse(text.as_bytes()).expect("valid");
+    let query = "d/p".parse().expect("object");
+    let why = kinformer_trace::why::why(&file, &query, None).expect("a reconcile");
+    let causes: Vec<(&str, Option<&str>)> = why.reconciles[0]
+        .causes
+        .iter()
+        .map(|c| (c.trace.as_str(), c.via.as_deref()))
+        .collect();
+    assert_eq!(causes, [("00000000000000a1", Some("added"))]);
+    assert_eq!(why.reconciles[0].dur, Some(1), "end − start without a dur");
+    let timeline = kinformer_trace::follow(&file, &query).expect("found");
+    let stages: Vec<(&str, &str)> = timeline.traces[0]
+        .after
+        .iter()
+        .map(|s| (s.stage.as_str(), s.what.as_str()))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            ("queue", "added"),
+            ("queue", "got"),
+            ("reconcile", "start"),
+            ("reconcile", "end")
+        ]
+    );
+}
