@@ -1,8 +1,8 @@
 //! `kinformer-trace`: reads a kinformer trace file (`docs/trace-format.md`).
 //!
 //! Exit status: 0 on success (a truncated file is a warning on stderr, not a failure), 1 on an
-//! error (missing, foreign, unsupported or damaged file; object not in the file; output not
-//! writable), 2 on a usage error.
+//! error (missing, foreign, unsupported or damaged file; object not in the file, or for `why`
+//! no reconcile of the key; output not writable), 2 on a usage error.
 
 use std::fs::File;
 use std::io::Write;
@@ -147,7 +147,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             kind,
         } => {
             let trace = open(&file)?;
-            // A trace id names one event, unless a cluster-scoped object has that name.
+            // A trace id of the file names that event; any other text names an object.
             if kinformer_trace::follow::is_trace_id(&o) && kind.is_none() {
                 if let Some(timeline) = kinformer_trace::follow_trace(&trace, &o) {
                     return print(&timeline.to_string());
