@@ -78,7 +78,7 @@ impl<'a> Reconcile<'a> {
 
     /// The result as written (`ok`, `error`, `requeue`, or a newer word); `None` without an
     /// `end` line or a `result`.
-    pub fn result(&self) -> Option<&str> {
+    pub fn result(&self) -> Option<&'a str> {
         self.end.and_then(|e| e.result.as_deref())
     }
 

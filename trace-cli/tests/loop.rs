@@ -473,3 +473,63 @@ fn a_writer_that_lists_no_traces_on_got_still_links_the_event() {
         ]
     );
 }
+
+#[test]
+fn chrome_export_has_queue_wait_and_reconcile_tracks() {
+    let file = TraceFile::open(std::path::Path::new(&fixture("loop.jsonl"))).expect("fixture");
+    let json = serde_json::to_value(kinformer_trace::chrome::chrome(&file)).expect("json");
+    let events = json["traceEvents"].as_array().expect("events");
+    let of = |cat: &str, ph: &str| -> Vec<&serde_json::Value> {
+        events
+            .iter()
+            .filter(|e| e["cat"] == cat && e["ph"] == ph)
+            .collect()
+    };
+    let reconciles = of("reconcile", "X");
+    assert_eq!(reconciles.len(), 4);
+    assert!(
+        reconciles
+            .iter()
+            .all(|e| e["name"] == "reconcile deployments demo/web")
+    );
+    // Reconcile A: 610 µs → 1100 µs after the header, ok.
+    let a = reconciles
+        .iter()
+        .find(|e| e["args"]["trace"] == SPAN_A)
+        .expect("reconcile A");
+    assert_eq!(
+        (a["ts"].as_f64(), a["dur"].as_f64()),
+        (Some(610.0), Some(490.0))
+    );
+    assert_eq!(a["args"]["what"], "ok");
+    // The three gots with a wait: ready → got on the queue's track.
+    let waits: Vec<(f64, f64)> = of("queue", "X")
+        .iter()
+        .map(|e| {
+            (
+                e["ts"].as_f64().unwrap_or(-1.0),
+                e["dur"].as_f64().unwrap_or(-1.0),
+            )
+        })
+        .collect();
+    assert_eq!(waits, [(95.0, 505.0), (1110.0, 590.0), (5007020.0, 10.0)]);
+    let writes: Vec<&str> = of("write", "i")
+        .iter()
+        .map(|e| e["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            "create ReplicaSet demo/web-5d4f8",
+            "update_status Deployment demo/web",
+            "delete ReplicaSet demo/web-old"
+        ]
+    );
+    let tracks: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .filter(|n| n.starts_with("queue ") || n.starts_with("reconcile "))
+        .collect();
+    assert_eq!(tracks, ["queue deployments", "reconcile deployments"]);
+}
