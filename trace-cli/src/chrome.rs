@@ -190,60 +190,69 @@ fn label(what: &str, h: &Hop) -> String {
     }
 }
 
+/// A slice of the loop's tracks before its lane is known.
+struct LoopSlice<'a> {
+    track: String,
+    name: String,
+    start: u64,
+    end: u64,
+    args: Args<'a>,
+    /// A reconcile's writes, drawn as instants on its lane.
+    writes: Vec<&'a crate::WriteLine>,
+}
+
 /// The loop beyond the handler (T5–T7), on tracks numbered from `first_tid`: per queue, a
 /// `queue NAME` track with each item's wait (ready → got) and a `reconcile NAME` track with
 /// each reconcile (start → end) and its writes as instants; concurrent ones spread over lanes.
 fn loop_events<'a>(file: &'a TraceFile, first_tid: u64, events: &mut Vec<Event<'a>>) {
     let loops = Loops::new(file);
-    // (track, name, start, end, args, writes)
-    type LoopSlice<'a> = (String, String, u64, u64, Args<'a>, Vec<&'a crate::Write>);
     let mut slices: Vec<LoopSlice<'a>> = Vec::new();
     for op in file.queue.iter().filter(|op| op.what == "got") {
         if let Some(wait) = op.wait {
-            slices.push((
-                format!("queue {}", op.queue),
-                format!("wait {}", op.key),
-                op.t.saturating_sub(wait),
-                op.t,
-                Args {
+            slices.push(LoopSlice {
+                track: format!("queue {}", op.queue),
+                name: format!("wait {}", op.key),
+                start: op.t.saturating_sub(wait),
+                end: op.t,
+                args: Args {
                     what: Some("waited in the queue until a worker took it"),
                     dur_us: Some(wait as f64 / 1e3),
                     ..Args::default()
                 },
-                Vec::new(),
-            ));
+                writes: Vec::new(),
+            });
         }
     }
     for r in &loops.reconciles {
         let start = r.t();
         let end = r.end.map_or(start, |e| e.t.max(start));
-        slices.push((
-            format!("reconcile {}", r.queue),
-            format!("reconcile {} {}", r.queue, r.key),
+        slices.push(LoopSlice {
+            track: format!("reconcile {}", r.queue),
+            name: format!("reconcile {} {}", r.queue, r.key),
             start,
             end,
-            Args {
+            args: Args {
                 trace: Some(r.span),
                 what: Some(r.result().unwrap_or("(no end line)")),
                 dur_us: r.dur().map(|d| d as f64 / 1e3),
                 ..Args::default()
             },
-            r.writes.clone(),
-        ));
+            writes: r.writes.clone(),
+        });
     }
-    slices.sort_by(|a, b| (&a.0, a.2, b.3).cmp(&(&b.0, b.2, a.3)));
+    slices.sort_by(|a, b| (&a.track, a.start, b.end).cmp(&(&b.track, b.start, a.end)));
     let mut lanes: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut lane_of = Vec::with_capacity(slices.len());
     for slice in &slices {
-        let ends = lanes.entry(slice.0.clone()).or_default();
-        let lane = match ends.iter().position(|&end| end <= slice.2) {
+        let ends = lanes.entry(slice.track.clone()).or_default();
+        let lane = match ends.iter().position(|&end| end <= slice.start) {
             Some(lane) => lane,
             None => {
                 ends.push(0);
                 ends.len() - 1
             }
         };
-        ends[lane] = slice.3;
+        ends[lane] = slice.end;
         lane_of.push(lane);
     }
     let mut tids: BTreeMap<(&str, usize), u64> = BTreeMap::new();
@@ -266,7 +275,15 @@ fn loop_events<'a>(file: &'a TraceFile, first_tid: u64, events: &mut Vec<Event<'
         }
     }
     let base = file.header.t;
-    for ((track, name, start, end, args, writes), lane) in slices.into_iter().zip(lane_of) {
+    for (slice, lane) in slices.into_iter().zip(lane_of) {
+        let LoopSlice {
+            track,
+            name,
+            start,
+            end,
+            args,
+            writes,
+        } = slice;
         let tid = tids.get(&(track.as_str(), lane)).copied();
         let mut event = Event::new(name, "X");
         event.cat = Some(if track.starts_with("queue") {

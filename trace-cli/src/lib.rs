@@ -31,5 +31,5 @@ pub use error::TraceError;
 pub use follow::{ObjectQuery, Timeline, follow, follow_trace};
 pub use model::{
     DepthSample, Dropped, End, FORMAT_NAME, FORMAT_VERSION, Header, Hop, HopKind, QueueOp,
-    ReconcileLine, TraceFile, Truncation, Write,
+    ReconcileLine, TraceFile, Truncation, WriteLine,
 };

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::fmt::{duration, nanos};
 use crate::traces::{ObjectKey, Trace, traces};
-use crate::{Hop, HopKind, QueueOp, ReconcileLine, TraceFile, Write};
+use crate::{Hop, HopKind, QueueOp, ReconcileLine, TraceFile, WriteLine};
 
 /// One reconcile: its `start` and `end` lines (either may be missing when the sink dropped
 /// it), the queue's `got` and `done` around it, and its writes.
@@ -35,7 +35,7 @@ pub struct Reconcile<'a> {
     /// The `done` after that `got`.
     pub done: Option<&'a QueueOp>,
     /// The writes the reconcile made, in time order.
-    pub writes: Vec<&'a Write>,
+    pub writes: Vec<&'a WriteLine>,
 }
 
 impl<'a> Reconcile<'a> {
@@ -108,7 +108,7 @@ impl<'a> Reconcile<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct OwnWrite<'a> {
     /// The `write` line.
-    pub write: &'a Write,
+    pub write: &'a WriteLine,
     /// The reconcile that made it (`None` for a write outside any reconcile, or one whose
     /// lines were lost).
     pub reconcile: Option<&'a Reconcile<'a>>,
@@ -170,7 +170,7 @@ pub struct Loops<'a> {
     /// Reflector hops by (kind, ns, name, rv).
     reflected: HashMap<(&'a str, &'a str, &'a str, &'a str), Vec<&'a Hop>>,
     /// Writes by (kind, ns, name, rv); only writes the server answered an rv for.
-    written: HashMap<(&'a str, &'a str, &'a str, &'a str), Vec<&'a Write>>,
+    written: HashMap<(&'a str, &'a str, &'a str, &'a str), Vec<&'a WriteLine>>,
     /// Trace id → its hops, grouped.
     traces: HashMap<&'a str, Trace<'a>>,
 }
@@ -210,7 +210,7 @@ impl<'a> Loops<'a> {
             }
             entry.push(line);
         }
-        let mut writes: HashMap<&str, Vec<&Write>> = HashMap::new();
+        let mut writes: HashMap<&str, Vec<&WriteLine>> = HashMap::new();
         for write in &file.writes {
             if let Some(span) = &write.span {
                 let entry = writes.entry(span).or_default();
@@ -322,7 +322,7 @@ impl<'a> Loops<'a> {
             }
         }
         reflected.values_mut().for_each(|v| v.sort_by_key(|h| h.t));
-        let mut written: HashMap<(&str, &str, &str, &str), Vec<&Write>> = HashMap::new();
+        let mut written: HashMap<(&str, &str, &str, &str), Vec<&WriteLine>> = HashMap::new();
         for write in file.writes.iter().filter(|w| !w.rv.is_empty()) {
             written
                 .entry((&write.kind, &write.ns, &write.name, &write.rv))
@@ -395,7 +395,7 @@ impl<'a> Loops<'a> {
     }
 
     /// The reflector hops that were this write coming back through a watch.
-    pub fn came_back(&self, write: &'a Write) -> &[&'a Hop] {
+    pub fn came_back(&self, write: &'a WriteLine) -> &[&'a Hop] {
         if write.rv.is_empty() {
             return &[];
         }

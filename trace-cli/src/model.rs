@@ -192,7 +192,7 @@ pub struct ReconcileLine {
 
 /// A `write` line: an API write a reconcile made, with the resourceVersion the server answered.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Write {
+pub struct WriteLine {
     /// When, nanoseconds since the Unix epoch.
     pub t: u64,
     /// The reconcile that made it; `None` for a write made outside any reconcile.
@@ -216,7 +216,7 @@ pub struct Write {
     pub rv: String,
 }
 
-impl Write {
+impl WriteLine {
     /// `ns/name`, or `name` for a cluster-scoped object.
     pub fn path(&self) -> String {
         if self.ns.is_empty() {
@@ -322,7 +322,7 @@ enum Line {
     Depth(DepthSample),
     Queue(QueueOp),
     Reconcile(ReconcileLine),
-    Write(Write),
+    Write(WriteLine),
     Dropped(Dropped),
     End(End),
     /// A line type this reader does not know: skipped and counted (a newer writer may add
@@ -345,7 +345,7 @@ pub struct TraceFile {
     /// Every `reconcile` line, in file order.
     pub reconciles: Vec<ReconcileLine>,
     /// Every `write` line, in file order.
-    pub writes: Vec<Write>,
+    pub writes: Vec<WriteLine>,
     /// Every `dropped` line, in file order.
     pub dropped: Vec<Dropped>,
     /// The `end` line, when the sink was closed cleanly.
