@@ -9,7 +9,9 @@
 //! (`modified Pod demo/web-1`), so the viewers colour it alike on every track. Reflector hops,
 //! where traces are born, are instant events. Flow events (`s`/`t`/`f`) link one trace's
 //! slices. Depth samples are counter events (`ph: "C"`); `dropped` lines are global instant
-//! events. Complete events on one track must nest, so concurrent events on a track are spread
+//! events. The loop beyond the handler (T5–T7) gets a `queue NAME` track per workqueue (each
+//! item's wait, ready → got) and a `reconcile NAME` track (each reconcile, start → end, its
+//! writes as instants). Complete events on one track must nest, so concurrent events on a track are spread
 //! over numbered lanes (`fifo v1/Pod #2`).
 //!
 //! Times are microseconds since the header's time. The events borrow from the trace file and
@@ -20,6 +22,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::loops::Loops;
 use crate::traces::traces;
 use crate::{Hop, HopKind, TraceFile};
 
@@ -184,6 +187,131 @@ fn label(what: &str, h: &Hop) -> String {
         format!("{what} {} {}", h.kind, h.name)
     } else {
         format!("{what} {} {}/{}", h.kind, h.ns, h.name)
+    }
+}
+
+/// A slice of the loop's tracks before its lane is known.
+struct LoopSlice<'a> {
+    track: String,
+    name: String,
+    start: u64,
+    end: u64,
+    args: Args<'a>,
+    /// A reconcile's writes, drawn as instants on its lane.
+    writes: Vec<&'a crate::WriteLine>,
+}
+
+/// The loop beyond the handler (T5–T7), on tracks numbered from `first_tid`: per queue, a
+/// `queue NAME` track with each item's wait (ready → got) and a `reconcile NAME` track with
+/// each reconcile (start → end) and its writes as instants; concurrent ones spread over lanes.
+fn loop_events<'a>(file: &'a TraceFile, first_tid: u64, events: &mut Vec<Event<'a>>) {
+    let loops = Loops::new(file);
+    let mut slices: Vec<LoopSlice<'a>> = Vec::new();
+    for op in file.queue.iter().filter(|op| op.what == "got") {
+        if let Some(wait) = op.wait {
+            slices.push(LoopSlice {
+                track: format!("queue {}", op.queue),
+                name: format!("wait {}", op.key),
+                start: op.t.saturating_sub(wait),
+                end: op.t,
+                args: Args {
+                    what: Some("waited in the queue until a worker took it"),
+                    dur_us: Some(wait as f64 / 1e3),
+                    ..Args::default()
+                },
+                writes: Vec::new(),
+            });
+        }
+    }
+    for r in &loops.reconciles {
+        let start = r.t();
+        let end = r.end.map_or(start, |e| e.t.max(start));
+        slices.push(LoopSlice {
+            track: format!("reconcile {}", r.queue),
+            name: format!("reconcile {} {}", r.queue, r.key),
+            start,
+            end,
+            args: Args {
+                trace: Some(r.span),
+                what: Some(r.result().unwrap_or("(no end line)")),
+                dur_us: r.dur().map(|d| d as f64 / 1e3),
+                ..Args::default()
+            },
+            writes: r.writes.clone(),
+        });
+    }
+    slices.sort_by(|a, b| (&a.track, a.start, b.end).cmp(&(&b.track, b.start, a.end)));
+    let mut lanes: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut lane_of = Vec::with_capacity(slices.len());
+    for slice in &slices {
+        let ends = lanes.entry(slice.track.clone()).or_default();
+        let lane = match ends.iter().position(|&end| end <= slice.start) {
+            Some(lane) => lane,
+            None => {
+                ends.push(0);
+                ends.len() - 1
+            }
+        };
+        ends[lane] = slice.end;
+        lane_of.push(lane);
+    }
+    let mut tids: BTreeMap<(&str, usize), u64> = BTreeMap::new();
+    for (track, ends) in &lanes {
+        for lane in 0..ends.len() {
+            let tid = first_tid + tids.len() as u64;
+            tids.insert((track, lane), tid);
+            let mut name = Event::new("thread_name", "M");
+            name.tid = Some(tid);
+            name.args.name = Some(if lane == 0 {
+                track.clone()
+            } else {
+                format!("{track} #{}", lane + 1)
+            });
+            events.push(name);
+            let mut order = Event::new("thread_sort_index", "M");
+            order.tid = Some(tid);
+            order.args.sort_index = Some(tid);
+            events.push(order);
+        }
+    }
+    let base = file.header.t;
+    for (slice, lane) in slices.into_iter().zip(lane_of) {
+        let LoopSlice {
+            track,
+            name,
+            start,
+            end,
+            args,
+            writes,
+        } = slice;
+        let tid = tids.get(&(track.as_str(), lane)).copied();
+        let mut event = Event::new(name, "X");
+        event.cat = Some(if track.starts_with("queue") {
+            "queue"
+        } else {
+            "reconcile"
+        });
+        event.tid = tid;
+        event.ts = Some(micros(base, start));
+        event.dur = Some((end - start) as f64 / 1e3);
+        event.args = args;
+        events.push(event);
+        for write in writes {
+            let mut event = Event::new(
+                format!("{} {} {}", write.verb, write.kind, write.path()),
+                "i",
+            );
+            event.cat = Some("write");
+            event.s = Some("t");
+            event.tid = tid;
+            event.ts = Some(micros(base, write.t));
+            event.args = Args {
+                trace: write.span.as_deref(),
+                rv: Some(&write.rv),
+                ..Args::default()
+            };
+            events.push(event);
+        }
     }
 }
 
@@ -352,6 +480,8 @@ pub fn chrome(file: &TraceFile) -> ChromeTrace<'_> {
             events.push(event);
         }
     }
+
+    loop_events(file, tids.len() as u64 + 1, &mut events);
 
     for d in &file.depths {
         let mut event = Event::new(format!("depth {} {}", d.hop, d.inst), "C");

@@ -51,6 +51,14 @@ pub enum TraceError {
         /// A hint naming objects that are in the file (may be empty).
         hint: String,
     },
+    /// The key asked for has no reconcile in the file (`why`).
+    #[error("{query} has no reconcile in this trace file{hint}")]
+    NoReconcile {
+        /// The key as asked for (`ns/name`, with the queue when given).
+        query: String,
+        /// A hint naming keys that were reconciled (may say the file has no reconcile line).
+        hint: String,
+    },
     /// An object argument that is not `ns/name` or `name`.
     #[error("bad object {0:?}: expected ns/name, or name for a cluster-scoped object")]
     BadObject(String),

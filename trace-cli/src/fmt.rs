@@ -58,3 +58,8 @@ pub fn diff(a: u64, b: u64) -> i64 {
     let d = i128::from(b) - i128::from(a);
     i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
 }
+
+/// Nanoseconds from a file (`u64`) as the signed value the formatters take, saturating.
+pub fn nanos(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 use std::str::FromStr;
 
-use crate::fmt::{duration, millis, wall};
+use crate::fmt::{diff, duration, millis, wall};
+use crate::loops::{LoopStep, Loops};
 use crate::traces::{ObjectKey, Trace, objects, traces};
 use crate::{HopKind, TraceError, TraceFile};
 
@@ -131,13 +132,21 @@ pub struct TraceView {
     /// The hops: the stages before the listeners in pipeline order, then each listener's hop
     /// followed by its handler's ([`crate::traces::Trace::hops_by_path`]).
     pub hops: Vec<HopView>,
+    /// When the origin is a reflector hop that was a reconcile's write coming back (T7): that
+    /// write, e.g. `create by reconcile 00000a0000000001 (deployments demo/web)`.
+    pub own_write: Option<String>,
+    /// The loop after the handler ([`Loops::flow`]): queue, reconcile, writes, own events.
+    /// Empty for a trace file without `queue`, `reconcile` and `write` lines.
+    pub after: Vec<LoopStep>,
 }
 
 impl TraceView {
-    /// The view of a grouped trace.
+    /// The view of a grouped trace, without its loop.
     pub(crate) fn of(trace: &Trace<'_>) -> TraceView {
         let origin = trace.origin();
         TraceView {
+            own_write: None,
+            after: Vec::new(),
             id: trace.id.to_string(),
             object: trace.object.clone(),
             uid: origin.map(|h| h.uid.clone()).unwrap_or_default(),
@@ -159,6 +168,17 @@ impl TraceView {
                 .collect(),
         }
     }
+
+    /// The view of a grouped trace with its loop after the handler.
+    pub(crate) fn with_loop(trace: &Trace<'_>, loops: &Loops<'_>) -> TraceView {
+        let mut view = TraceView::of(trace);
+        view.own_write = trace
+            .origin()
+            .and_then(|h| loops.own_write(h))
+            .map(|w| w.describe());
+        view.after = loops.flow(trace.id, &trace.object);
+        view
+    }
 }
 
 /// An object's timeline: its traces ordered by their first hop's time.
@@ -170,20 +190,44 @@ pub struct Timeline {
     pub traces: Vec<TraceView>,
 }
 
-/// The timeline of the object `query` names, or [`TraceError::ObjectNotFound`].
+/// The timeline of the object `query` names, or [`TraceError::ObjectNotFound`]: each trace's
+/// hops, then its loop after the handler (queue, reconcile, writes, own events) when the file
+/// records it.
 pub fn follow(file: &TraceFile, query: &ObjectQuery) -> Result<Timeline, TraceError> {
+    let loops = Loops::new(file);
     let traces: Vec<TraceView> = traces(file)
         .iter()
         .filter(|t| query.matches(&t.object))
-        .map(TraceView::of)
+        .map(|t| TraceView::with_loop(t, &loops))
         .collect();
     if traces.is_empty() {
         return Err(query.not_found(file));
     }
+    Ok(timeline(traces))
+}
+
+/// Whether `text` has the shape of a trace id: 16 lowercase hex digits.
+pub fn is_trace_id(text: &str) -> bool {
+    text.len() == 16 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The timeline of one trace id (one event of one object, and its loop), or `None` when no hop
+/// of it is in the file.
+pub fn follow_trace(file: &TraceFile, id: &str) -> Option<Timeline> {
+    let loops = Loops::new(file);
+    let traces: Vec<TraceView> = traces(file)
+        .iter()
+        .filter(|t| t.id == id)
+        .map(|t| TraceView::with_loop(t, &loops))
+        .collect();
+    (!traces.is_empty()).then(|| timeline(traces))
+}
+
+fn timeline(traces: Vec<TraceView>) -> Timeline {
     let mut objects: Vec<ObjectKey> = traces.iter().map(|t| t.object.clone()).collect();
     objects.sort();
     objects.dedup();
-    Ok(Timeline { objects, traces })
+    Timeline { objects, traces }
 }
 
 impl std::fmt::Display for Timeline {
@@ -200,13 +244,19 @@ impl std::fmt::Display for Timeline {
         let inst_width = self
             .traces
             .iter()
-            .flat_map(|t| t.hops.iter().map(|h| h.inst.chars().count()))
+            .flat_map(|t| {
+                let hops = t.hops.iter().map(|h| h.inst.chars().count());
+                hops.chain(t.after.iter().map(|s| s.inst.chars().count()))
+            })
             .max()
             .unwrap_or(0);
         let what_width = self
             .traces
             .iter()
-            .flat_map(|t| t.hops.iter().map(|h| h.what.chars().count()))
+            .flat_map(|t| {
+                let hops = t.hops.iter().map(|h| h.what.chars().count());
+                hops.chain(t.after.iter().map(|s| s.what.chars().count()))
+            })
             .max()
             .unwrap_or(0);
         for trace in &self.traces {
@@ -216,6 +266,9 @@ impl std::fmt::Display for Timeline {
             }
             if !trace.uid.is_empty() {
                 let _ = write!(title, "  uid={}", trace.uid);
+            }
+            if let Some(own) = &trace.own_write {
+                let _ = write!(title, "  own write: {own}");
             }
             writeln!(f, "{title}")?;
             for hop in &trace.hops {
@@ -239,6 +292,22 @@ impl std::fmt::Display for Timeline {
                         duration(i64::try_from(dur).unwrap_or(i64::MAX))
                     );
                 }
+                writeln!(f, "{}", line.trim_end())?;
+            }
+            for step in &trace.after {
+                // An own event of another object flowing on is indented under it.
+                let indent = if step.level == 0 { "  " } else { "    " };
+                let line = format!(
+                    "{indent}{}  {:>11}  {:<9}  {:<iw$}  {:<ww$}  {}",
+                    wall(step.t),
+                    millis(diff(trace.start, step.t)),
+                    step.stage,
+                    step.inst,
+                    step.what,
+                    step.detail,
+                    iw = inst_width,
+                    ww = what_width,
+                );
                 writeln!(f, "{}", line.trim_end())?;
             }
         }

@@ -2,6 +2,10 @@
 //! and one object's path drawn across them, a select box to pick another object, and a table of
 //! the selected object's hops.
 //!
+//! Under the swimlanes, the loop of each trace of the object (T5–T7) reads as a timeline:
+//! event → queue → reconcile → writes → own events, each own event a link to the written
+//! object.
+//!
 //! The data is embedded as JSON in a `<script type="application/json">`; the inline script
 //! draws the SVG and fills the table on load and when another object is selected.
 
@@ -9,8 +13,9 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::fmt::wall;
+use crate::fmt::{diff, wall};
 use crate::follow::ObjectQuery;
+use crate::loops::Loops;
 use crate::traces::{Trace, traces};
 use crate::{HopKind, TraceError, TraceFile};
 
@@ -85,6 +90,26 @@ struct TraceData<'a> {
     what: &'a str,
     start: String,
     hops: Vec<HopData<'a>>,
+    /// The write this event was, when it was a reconcile's write coming back.
+    own_write: Option<String>,
+    /// The loop after the handler: queue, reconcile, writes, own events (empty in an older
+    /// trace).
+    after: Vec<StepData>,
+}
+
+/// One step of the loop after the handler ([`crate::loops::LoopStep`]).
+#[derive(Serialize)]
+struct StepData {
+    stage: String,
+    inst: String,
+    what: String,
+    detail: String,
+    level: u8,
+    wall: String,
+    /// Microseconds since the trace's origin.
+    lat: f64,
+    /// For an own event: the object (`Kind ns/name`, as in `objects[].key`) and its trace.
+    link: Option<(String, String)>,
 }
 
 #[derive(Serialize)]
@@ -106,6 +131,7 @@ fn page_data<'a>(
     selected: Option<&ObjectQuery>,
 ) -> Result<PageData<'a>, TraceError> {
     let mut traces: Vec<Trace<'a>> = traces(file);
+    let loops = Loops::new(file);
     // Lanes: every actor instance of the file, in pipeline order.
     let lanes: BTreeSet<(HopKind, &str)> =
         file.hops.iter().map(|h| (h.hop, h.inst.as_str())).collect();
@@ -136,6 +162,23 @@ fn page_data<'a>(
                     wall: wall(h.t),
                     lat: trace.latency(h) as f64 / 1e3,
                     dur: h.dur.map(|d| d as f64 / 1e3),
+                })
+                .collect(),
+            own_write: origin
+                .and_then(|h| loops.own_write(h))
+                .map(|w| w.describe()),
+            after: loops
+                .flow(trace.id, &trace.object)
+                .into_iter()
+                .map(|step| StepData {
+                    wall: wall(step.t),
+                    lat: diff(trace.start(), step.t) as f64 / 1e3,
+                    stage: step.stage,
+                    inst: step.inst,
+                    what: step.what,
+                    detail: step.detail,
+                    level: step.level,
+                    link: step.link,
                 })
                 .collect(),
         };

@@ -1,8 +1,8 @@
 //! `kinformer-trace`: reads a kinformer trace file (`docs/trace-format.md`).
 //!
 //! Exit status: 0 on success (a truncated file is a warning on stderr, not a failure), 1 on an
-//! error (missing, foreign, unsupported or damaged file; object not in the file; output not
-//! writable), 2 on a usage error.
+//! error (missing, foreign, unsupported or damaged file; object not in the file, or for `why`
+//! no reconcile of the key; output not writable), 2 on a usage error.
 
 use std::fs::File;
 use std::io::Write;
@@ -32,9 +32,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// One object's timeline: each trace's hops with wall time and latency from the reflector.
+    /// One object's timeline (or one trace's): each trace's hops with wall time and latency from
+    /// the reflector, then its loop: queue, reconcile, writes, and the own events that came back.
     Follow {
-        /// The object: ns/name, or name for a cluster-scoped object.
+        /// The object: ns/name, or name for a cluster-scoped object; or a trace id (16 hex
+        /// digits).
         object: String,
         /// The trace file (JSON lines, as written by the trace sink).
         file: PathBuf,
@@ -42,7 +44,18 @@ enum Command {
         #[arg(long)]
         kind: Option<String>,
     },
-    /// Per-hop latency percentiles, handler run times, FIFO and buffer depth, drops.
+    /// Each reconcile of a key, with the events that caused it (and which were own writes).
+    Why {
+        /// The key: ns/name, or name for a cluster-scoped object.
+        key: String,
+        /// The trace file.
+        file: PathBuf,
+        /// Only the reconciles of this queue.
+        #[arg(long)]
+        queue: Option<String>,
+    },
+    /// Per-hop latency percentiles, handler run times, FIFO and buffer depth, drops, queue wait
+    /// and reconcile duration.
     Stats {
         /// The trace file.
         file: PathBuf,
@@ -133,11 +146,24 @@ fn run(command: Command) -> anyhow::Result<()> {
             file,
             kind,
         } => {
-            let query = object(&o, kind)?;
             let trace = open(&file)?;
+            // A trace id of the file names that event; any other text names an object.
+            if kinformer_trace::follow::is_trace_id(&o) && kind.is_none() {
+                if let Some(timeline) = kinformer_trace::follow_trace(&trace, &o) {
+                    return print(&timeline.to_string());
+                }
+            }
+            let query = object(&o, kind)?;
             let timeline = kinformer_trace::follow(&trace, &query)
                 .with_context(|| file.display().to_string())?;
             print(&timeline.to_string())
+        }
+        Command::Why { key, file, queue } => {
+            let query = object(&key, None)?;
+            let trace = open(&file)?;
+            let why = kinformer_trace::why::why(&trace, &query, queue.as_deref())
+                .with_context(|| file.display().to_string())?;
+            print(&why.to_string())
         }
         Command::Stats { file } => {
             let trace = open(&file)?;

@@ -104,6 +104,163 @@ pub struct Hop {
     pub dur: Option<u64>,
 }
 
+/// A `queue` line: one workqueue operation on one key (`docs/trace-format.md`, "Beyond the
+/// handler"). Only `t` is required of the new line types: a field a writer left out reads as
+/// absent (or `""`), and an unknown `what` is kept as written, so a reader shows it raw.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct QueueOp {
+    /// When, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// The queue's name.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub queue: String,
+    /// The key: `ns/name`, or `name` when cluster-scoped.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub key: String,
+    /// `added`, `merged`, `dirty`, `delayed`, `rate_limited`, `dropped`, `got`, `done`,
+    /// `forget`, or a newer writer's word (shown raw).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub what: String,
+    /// The event that caused an add (`added`, `merged`, `dirty`, `delayed`).
+    #[serde(default)]
+    pub trace: Option<String>,
+    /// On `merged`: the traces the pending item already carried.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub into: Vec<String>,
+    /// On `got`: every trace merged into the item, oldest first.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub traces: Vec<String>,
+    /// On `got`: nanoseconds from ready to taken.
+    #[serde(default)]
+    pub wait: Option<u64>,
+    /// On `got`: the worker that took the item.
+    #[serde(default, deserialize_with = "text_or_number")]
+    pub worker: Option<String>,
+    /// On `delayed` and `rate_limited`: nanoseconds until the key is ready.
+    #[serde(default)]
+    pub delay: Option<u64>,
+    /// On `rate_limited`: retries before this one.
+    #[serde(default)]
+    pub requeues: Option<u64>,
+    /// On `dropped`: why (`not_owned`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// On `done`: nanoseconds since `got`.
+    #[serde(default)]
+    pub dur: Option<u64>,
+    /// On `done`: the key was dirty and is queued again.
+    #[serde(default)]
+    pub requeued: Option<bool>,
+}
+
+/// A `reconcile` line: the start or the end of one reconcile of one key.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ReconcileLine {
+    /// When, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// `start`, `end`, or a newer writer's word (shown raw).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub what: String,
+    /// The reconcile's id (16 hex digits), shared by its start, end and writes.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub span: String,
+    /// The queue the key came from.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub queue: String,
+    /// The key reconciled.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub key: String,
+    /// On `start`: the trace ids of the item the worker took.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub traces: Vec<String>,
+    /// On `start`: the worker.
+    #[serde(default, deserialize_with = "text_or_number")]
+    pub worker: Option<String>,
+    /// On `end`: `ok`, `error` or `requeue`.
+    #[serde(default)]
+    pub result: Option<String>,
+    /// On `end` with `result` = `error`: the message.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// On `end` with `result` = `requeue`: the delay asked for, nanoseconds.
+    #[serde(default)]
+    pub requeue_after: Option<u64>,
+    /// On `end`: nanoseconds the reconcile took.
+    #[serde(default)]
+    pub dur: Option<u64>,
+}
+
+/// A `write` line: an API write a reconcile made, with the resourceVersion the server answered.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct WriteLine {
+    /// When, nanoseconds since the Unix epoch.
+    pub t: u64,
+    /// The reconcile that made it; `None` for a write made outside any reconcile.
+    #[serde(default)]
+    pub span: Option<String>,
+    /// `create`, `update`, `patch`, `delete`, `update_status`, `patch_status`, or a newer
+    /// writer's word.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub verb: String,
+    /// The object's kind.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub kind: String,
+    /// The object's namespace, `""` when cluster-scoped.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub ns: String,
+    /// The object's name.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// The resourceVersion the server answered, `""` when none.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub rv: String,
+}
+
+impl WriteLine {
+    /// `ns/name`, or `name` for a cluster-scoped object.
+    pub fn path(&self) -> String {
+        if self.ns.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.ns, self.name)
+        }
+    }
+}
+
+/// Reads `null` as the type's default (`""`, no items), as a field left out would read: a writer
+/// that writes absent values as `null` costs no line.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Reads a field a writer may give as a string or a number (a worker id) as text; `null` as
+/// absent.
+fn text_or_number<'de, D>(deserializer: D) -> Result<Option<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum TextOrNumber {
+        Text(String),
+        Unsigned(u64),
+        Signed(i64),
+        Float(f64),
+    }
+    Ok(
+        Option::<TextOrNumber>::deserialize(deserializer)?.map(|v| match v {
+            TextOrNumber::Text(s) => s,
+            TextOrNumber::Unsigned(n) => n.to_string(),
+            TextOrNumber::Signed(n) => n.to_string(),
+            TextOrNumber::Float(n) => n.to_string(),
+        }),
+    )
+}
+
 /// A mailbox or buffer depth sample.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct DepthSample {
@@ -163,6 +320,9 @@ enum Line {
     Header(serde::de::IgnoredAny),
     Hop(Hop),
     Depth(DepthSample),
+    Queue(QueueOp),
+    Reconcile(ReconcileLine),
+    Write(WriteLine),
     Dropped(Dropped),
     End(End),
     /// A line type this reader does not know: skipped and counted (a newer writer may add
@@ -180,6 +340,12 @@ pub struct TraceFile {
     pub hops: Vec<Hop>,
     /// Every depth sample, in file order.
     pub depths: Vec<DepthSample>,
+    /// Every `queue` line, in file order (none in a trace of an older writer).
+    pub queue: Vec<QueueOp>,
+    /// Every `reconcile` line, in file order.
+    pub reconciles: Vec<ReconcileLine>,
+    /// Every `write` line, in file order.
+    pub writes: Vec<WriteLine>,
     /// Every `dropped` line, in file order.
     pub dropped: Vec<Dropped>,
     /// The `end` line, when the sink was closed cleanly.
@@ -221,6 +387,9 @@ impl TraceFile {
             header,
             hops: Vec::new(),
             depths: Vec::new(),
+            queue: Vec::new(),
+            reconciles: Vec::new(),
+            writes: Vec::new(),
             dropped: Vec::new(),
             end: None,
             truncated: None,
@@ -254,6 +423,9 @@ impl TraceFile {
                 }
                 Line::Hop(hop) => file.hops.push(hop),
                 Line::Depth(depth) => file.depths.push(depth),
+                Line::Queue(op) => file.queue.push(op),
+                Line::Reconcile(line) => file.reconciles.push(line),
+                Line::Write(write) => file.writes.push(write),
                 Line::Dropped(dropped) => file.dropped.push(dropped),
                 Line::End(end) => file.end = Some(end),
                 Line::Unknown => file.unknown_lines += 1,
@@ -280,7 +452,13 @@ impl TraceFile {
         let depths = self.depths.iter().map(|d| d.t);
         let dropped = self.dropped.iter().map(|d| d.t);
         let end = self.end.iter().map(|e| e.t);
+        let queue = self.queue.iter().map(|q| q.t);
+        let reconciles = self.reconciles.iter().map(|r| r.t);
+        let writes = self.writes.iter().map(|w| w.t);
         hops.chain(depths)
+            .chain(queue)
+            .chain(reconciles)
+            .chain(writes)
             .chain(dropped)
             .chain(end)
             .fold(self.header.t, u64::max)

@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::fmt::{diff, duration, wall};
+use crate::fmt::{diff, duration, nanos, wall};
+use crate::loops::Loops;
 use crate::traces::{objects, traces};
 use crate::{End, HopKind, TraceFile, Truncation};
 
@@ -80,6 +81,26 @@ pub struct DepthStats {
     pub series: Vec<Option<u64>>,
 }
 
+/// One workqueue's operations, queue wait and reconcile durations (T5, T6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueStats {
+    /// The queue's name.
+    pub queue: String,
+    /// How many operations of each `what` (`added`, `merged`, `dirty`, `got`, …; unknown words
+    /// as written), sorted by word.
+    pub ops: Vec<(String, usize)>,
+    /// Time from ready to taken (`got`'s `wait`).
+    pub wait: Option<Percentiles>,
+    /// Reconciles of keys from this queue.
+    pub reconciles: usize,
+    /// How many reconciles ended with each result (`ok`, `error`, `requeue`; `(no end line)`).
+    pub results: Vec<(String, usize)>,
+    /// Reconcile durations (`end`'s `dur`, else end − start).
+    pub dur: Option<Percentiles>,
+    /// Writes made by these reconciles.
+    pub writes: usize,
+}
+
 /// Everything `stats` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stats {
@@ -101,6 +122,8 @@ pub struct Stats {
     pub handlers: Vec<HandlerStats>,
     /// Per FIFO and listener buffer.
     pub depths: Vec<DepthStats>,
+    /// Per workqueue (empty for a trace without `queue` and `reconcile` lines).
+    pub queues: Vec<QueueStats>,
     /// The width of a depth bucket, nanoseconds.
     pub bucket_ns: u64,
     /// Sum of the `dropped` lines.
@@ -220,7 +243,46 @@ pub fn stats(file: &TraceFile) -> Stats {
         })
         .collect();
 
+    let loops = Loops::new(file);
+    let mut queues: BTreeMap<&str, QueueStats> = BTreeMap::new();
+    let mut waits: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    let mut durs: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for op in &file.queue {
+        let stats = entry(&mut queues, op.queue.as_str());
+        count(&mut stats.ops, &op.what);
+        if let (Some(wait), "got") = (op.wait, op.what.as_str()) {
+            waits.entry(&op.queue).or_default().push(nanos(wait));
+        }
+    }
+    for r in &loops.reconciles {
+        let stats = entry(&mut queues, r.queue);
+        stats.reconciles += 1;
+        stats.writes += r.writes.len();
+        count(
+            &mut stats.results,
+            r.result().unwrap_or(if r.end.is_some() {
+                "(no result)"
+            } else {
+                "(no end line)"
+            }),
+        );
+        if let Some(dur) = r.dur() {
+            durs.entry(r.queue).or_default().push(nanos(dur));
+        }
+    }
+    let queues = queues
+        .into_iter()
+        .map(|(name, mut stats)| {
+            stats.ops.sort();
+            stats.results.sort();
+            stats.wait = waits.remove(name).and_then(Percentiles::of);
+            stats.dur = durs.remove(name).and_then(Percentiles::of);
+            stats
+        })
+        .collect();
+
     Stats {
+        queues,
         start,
         last,
         pid: file.header.pid,
@@ -364,6 +426,74 @@ impl std::fmt::Display for Stats {
             writeln!(f, "  (no depth samples)")?;
         }
 
+        writeln!(
+            f,
+            "\nworkqueues (wait: ready → got; reconcile: start → end):"
+        )?;
+        let queue_width = self
+            .queues
+            .iter()
+            .map(|q| q.queue.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(inst_width);
+        for q in &self.queues {
+            let ops: Vec<String> = q.ops.iter().map(|(w, n)| format!("{n} {w}")).collect();
+            writeln!(
+                f,
+                "  {:<9}  {:<iw$}  {}",
+                "queue",
+                q.queue,
+                ops.join(", "),
+                iw = queue_width
+            )?;
+            let results: Vec<String> = q.results.iter().map(|(w, n)| format!("{n} {w}")).collect();
+            writeln!(
+                f,
+                "  {:<9}  {:<iw$}  {} reconciles ({}), {} writes",
+                "",
+                "",
+                q.reconciles,
+                results.join(", "),
+                q.writes,
+                iw = queue_width
+            )?;
+        }
+        if self.queues.is_empty() {
+            writeln!(
+                f,
+                "  (no queue or reconcile lines: written before the workqueue was traced, or no \
+                 key sink)"
+            )?;
+        } else {
+            writeln!(
+                f,
+                "  {:<9}  {:<iw$}  {:>7}  {:>10}  {:>10}  {:>10}  {:>10}",
+                "",
+                "queue",
+                "count",
+                "p50",
+                "p90",
+                "p99",
+                "max",
+                iw = queue_width
+            )?;
+            for q in &self.queues {
+                for (label, p) in [("wait", &q.wait), ("reconcile", &q.dur)] {
+                    if let Some(p) = p {
+                        writeln!(
+                            f,
+                            "  {:<9}  {:<iw$}  {}",
+                            label,
+                            q.queue,
+                            row(p),
+                            iw = queue_width
+                        )?;
+                    }
+                }
+            }
+        }
+
         writeln!(f, "\ndrops:")?;
         writeln!(
             f,
@@ -379,6 +509,30 @@ impl std::fmt::Display for Stats {
             None => writeln!(f, "  no end line: later drops, if any, are not counted")?,
         }
         Ok(())
+    }
+}
+
+/// The statistics of queue `name`, made empty on first use.
+fn entry<'a, 'm>(
+    queues: &'m mut BTreeMap<&'a str, QueueStats>,
+    name: &'a str,
+) -> &'m mut QueueStats {
+    queues.entry(name).or_insert_with(|| QueueStats {
+        queue: name.to_string(),
+        ops: Vec::new(),
+        wait: None,
+        reconciles: 0,
+        results: Vec::new(),
+        dur: None,
+        writes: 0,
+    })
+}
+
+/// Adds one to `word`'s count.
+fn count(counts: &mut Vec<(String, usize)>, word: &str) {
+    match counts.iter_mut().find(|(w, _)| w == word) {
+        Some((_, n)) => *n += 1,
+        None => counts.push((word.to_string(), 1)),
     }
 }
 

@@ -171,4 +171,81 @@ fn html_export_shows_the_followed_objects_hops_in_chromium() {
     );
     assert_eq!(hop_rows(&dom), expected("demo/web", "Deployment"));
     assert!(dom.contains("born in the indexer"), "the resync trace");
+    // A trace without loop lines says where it ends.
+    assert!(
+        dom.contains("<p id=\"loop-note\">No queue, reconcile or write lines for this object"),
+        "the loop note"
+    );
+}
+
+/// `data-stage` of each step of each `<ol class="loop">`, in DOM order.
+fn loop_stages(dom: &str) -> Vec<Vec<String>> {
+    dom.split("<ol class=\"loop\"")
+        .skip(1)
+        .map(|list| {
+            let list = &list[..list.find("</ol>").unwrap_or(list.len())];
+            list.split("data-stage=\"")
+                .skip(1)
+                .map(|rest| rest[..rest.find('"').unwrap_or(rest.len())].to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn html_export_draws_the_loop_in_chromium() {
+    let Some(browser) = browser() else {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        let _ = writeln!(
+            std::io::stderr(),
+            "\nWARNING: no chromium or chromium-browser on PATH: the loop was NOT rendered in a \
+             browser (apt-get install chromium)\n"
+        );
+        assert!(!ci, "CI=true needs a headless Chromium for this test");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("loop.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_kinformer-trace"))
+        .arg("html")
+        .arg(&page)
+        .arg(fixture("loop.jsonl"))
+        .args(["--object", "demo/web"])
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = TraceFile::open(&fixture("loop.jsonl")).expect("fixture");
+    let timeline = follow(&file, &"demo/web".parse().expect("object")).expect("in the file");
+    // Each trace: the event, its handler, then the loop `follow` prints, in the same order.
+    let expected: Vec<Vec<String>> = timeline
+        .traces
+        .iter()
+        .map(|t| {
+            let mut stages = vec!["event".to_string(), "handler".to_string()];
+            stages.extend(t.after.iter().map(|s| s.stage.clone()));
+            stages
+        })
+        .collect();
+
+    let dom = dump_dom(&browser, dir.path(), &format!("file://{}", page.display()));
+    assert!(
+        dom.contains(
+            "Loop of Deployment demo/web: event → queue → reconcile → writes → own events"
+        ),
+        "heading missing:\n{dom}"
+    );
+    let stages = loop_stages(&dom);
+    assert_eq!(stages, expected);
+    assert!(stages[0].iter().any(|s| s == "own event"), "{stages:?}");
+    // The ReplicaSet the reconcile created came back: a link to it, nested steps after it.
+    assert!(
+        dom.contains("href=\"#ReplicaSet%20demo%2Fweb-5d4f8\""),
+        "own event link missing:\n{dom}"
+    );
+    assert!(dom.contains("class=\"step stage-handler nested\""), "{dom}");
+    assert!(dom.contains("(own write: update_status by reconcile 00000a0000000001"));
 }

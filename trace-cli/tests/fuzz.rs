@@ -28,6 +28,8 @@ fn analyse(bytes: &[u8]) {
         let timeline = kinformer_trace::follow(&file, &query).map(|t| t.to_string());
         assert!(timeline.is_ok(), "an object with a hop is found");
         let _ = kinformer_trace::html::html(&file, Some(&query));
+        let _ = kinformer_trace::why::why(&file, &query, None).map(|w| w.to_string());
+        let _ = kinformer_trace::follow_trace(&file, &hop.trace).map(|t| t.to_string());
     }
 }
 
@@ -46,6 +48,11 @@ fn json_value() -> impl Strategy<Value = Value> {
             "depth",
             "dropped",
             "end",
+            "queue",
+            "reconcile",
+            "write",
+            "got",
+            "start",
             "reflector",
             "fifo",
             "indexer",
@@ -61,8 +68,33 @@ fn json_value() -> impl Strategy<Value = Value> {
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
             prop::collection::btree_map(
                 prop::sample::select(vec![
-                    "type", "t", "trace", "hop", "inst", "kind", "ns", "name", "uid", "rv", "what",
-                    "dur", "depth", "count", "written", "dropped", "x",
+                    "type",
+                    "t",
+                    "trace",
+                    "hop",
+                    "inst",
+                    "kind",
+                    "ns",
+                    "name",
+                    "uid",
+                    "rv",
+                    "what",
+                    "dur",
+                    "depth",
+                    "count",
+                    "written",
+                    "dropped",
+                    "x",
+                    "queue",
+                    "key",
+                    "into",
+                    "traces",
+                    "wait",
+                    "worker",
+                    "span",
+                    "verb",
+                    "result",
+                    "requeue_after",
                 ])
                 .prop_map(str::to_string),
                 inner,
@@ -88,16 +120,45 @@ fn hop_line() -> impl Strategy<Value = Value> {
         prop::sample::select(vec!["", "ns"]),
         prop::sample::select(vec!["x", "y", "é/<b>"]),
         prop::option::of(any::<u64>()),
+        prop::sample::select(vec!["", "1", "2"]),
     )
-        .prop_map(|(t, trace, hop, inst, ns, name, dur)| {
+        .prop_map(|(t, trace, hop, inst, ns, name, dur, rv)| {
             let mut line = json!({
                 "type": "hop", "t": t, "trace": trace, "hop": hop, "inst": inst,
-                "kind": "Pod", "ns": ns, "name": name, "what": "handled",
+                "kind": "Pod", "ns": ns, "name": name, "what": "handled", "rv": rv,
             });
             if let Some(dur) = dur {
                 line["dur"] = json!(dur);
             }
             line
+        })
+}
+
+/// A `queue`, `reconcile` or `write` line on few traces, keys, spans and resourceVersions, so
+/// they link to each other and to the hop lines (merges, reconciles, own writes).
+fn loop_line() -> impl Strategy<Value = Value> {
+    let trace = || prop::sample::select(vec!["a", "b", "c"]);
+    (
+        prop_oneof![any::<u64>(), 1763891234000000000u64..1763891235000000000],
+        prop::sample::select(vec!["queue", "reconcile", "write"]),
+        prop::sample::select(vec![
+            "added", "merged", "dirty", "got", "done", "start", "end", "create", "??",
+        ]),
+        prop::sample::select(vec!["x", "ns/x", "ns/y"]),
+        prop::sample::select(vec!["s1", "s2"]),
+        trace(),
+        prop::collection::vec(trace(), 0..3),
+        prop::sample::select(vec!["", "1", "2"]),
+        prop::option::of(any::<u64>()),
+    )
+        .prop_map(|(t, kind, what, key, span, trace, traces, rv, n)| {
+            let (ns, name) = key.split_once('/').unwrap_or(("", key));
+            json!({
+                "type": kind, "t": t, "what": what, "queue": "q", "key": key, "span": span,
+                "trace": trace, "into": traces, "traces": traces, "wait": n, "dur": n,
+                "worker": n, "verb": what, "kind": "Pod", "ns": ns, "name": name, "rv": rv,
+                "result": what, "requeue_after": n,
+            })
         })
 }
 
@@ -125,7 +186,7 @@ proptest! {
     #[test]
     fn arbitrary_json_lines_after_a_header_never_panic(
         lines in prop::collection::vec(
-            prop_oneof![json_value(), hop_line(), hop_line(), depth_line()],
+            prop_oneof![json_value(), hop_line(), hop_line(), depth_line(), loop_line(), loop_line()],
             0..24,
         ),
         cut in any::<prop::sample::Index>(),
