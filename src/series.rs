@@ -8,8 +8,9 @@
 //! samples only when asked and at most once per [`SeriesConfig::interval`], so whoever drives
 //! it (a timer, a page's requests, both) cannot make it sample faster or grow.
 //!
-//! Memory is bounded: each series keeps at most [`SeriesConfig::capacity`] points (a point is
-//! an `Instant` and an `f64`, 24 bytes on Linux: 7.2 KB per series with the default 300), and
+//! Memory is bounded: each series keeps at most [`SeriesConfig::capacity`] points in a ring
+//! allocated once at that size (a point is an `Instant` and an `f64`, 24 bytes on Linux: about
+//! 7.2 KB per series with the default 300), and
 //! a series whose source was not read in a sample (an informer shut down, a workqueue dropped)
 //! is forgotten at that sample. So the total is at most
 //! `capacity × 24 B × the number of series of the live sources`.
@@ -74,7 +75,7 @@ impl SeriesConfig {
     /// How far back the series reach: `interval × capacity` (5 minutes by default).
     pub fn window(&self) -> Duration {
         self.interval
-            .saturating_mul(u32::try_from(self.capacity).unwrap_or(u32::MAX))
+            .saturating_mul(u32::try_from(self.capacity.max(2)).unwrap_or(u32::MAX))
     }
 }
 
@@ -123,6 +124,11 @@ impl Series {
         };
         self.prev = Some((now, reading));
         if let Some(value) = value {
+            if self.points.capacity() == 0 {
+                // Allocated once at its bound (one over: a point is pushed before the oldest
+                // goes), not grown by doubling past it.
+                self.points.reserve_exact(capacity.max(2) + 1);
+            }
             self.points.push_back(Point { at: now, value });
         }
         while self.points.len() > capacity.max(2)
