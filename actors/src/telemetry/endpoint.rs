@@ -510,6 +510,29 @@ mod tests {
     }
 
     #[test]
+    fn inline_series_cannot_end_their_script_element() {
+        let name = "</script><script>alert(1)</script><!--";
+        let report = SeriesReport {
+            interval_seconds: 1.0,
+            window_seconds: 300.0,
+            informers: vec![crate::telemetry::series::InformerSeries {
+                name: name.to_string(),
+                events_per_second: vec![[-1.0, 2.5]],
+                fifo_depth: vec![],
+                listeners: vec![],
+            }],
+            workqueues: vec![],
+        };
+        let inline = inline_json(&report);
+        assert!(!inline.contains('<'), "{inline}");
+        let back: serde_json::Value = serde_json::from_str(&inline).expect("still JSON");
+        assert_eq!(back["informers"][0]["name"], name);
+        assert_eq!(back["informers"][0]["events_per_second"][0][1], 2.5);
+        let page = render_html(&[], &report);
+        assert_eq!(page.matches("</script>").count(), 2, "only the page's own");
+    }
+
+    #[test]
     fn html_escapes_names() {
         assert_eq!(
             esc("<a href='x'>&\"</a>"),
