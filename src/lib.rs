@@ -25,6 +25,8 @@
 //! - [`backoff`]: the reflector's restart backoff (R8).
 //! - [`trace`]: the trace id carried by every delta and notification (T1).
 //! - [`leader_election`]: client-go's leader election over a Lease (one leader among replicas).
+//! - [`series`]: bounded rings of live samples (rates from counters, mean latencies from
+//!   histograms) for the telemetry debug page, sampled with time passed in.
 //! - [`membership`]: Lease-based membership of a sharded controller's replicas and the
 //!   consistent-hash ring that assigns hash ranges to them.
 //!
@@ -46,6 +48,7 @@ pub mod processor;
 pub mod reflector;
 pub mod resource_version;
 pub mod selector;
+pub mod series;
 pub mod shard;
 pub mod store;
 pub mod trace;

@@ -889,7 +889,24 @@ async fn debug_page_renders_in_headless_chromium() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(dom.contains(r#"http-equiv="refresh""#), "self-refreshing");
+    // Live without reloading: the series are inline for the first drawing, and each
+    // informer's charts are drawn into its section.
+    assert!(
+        !dom.contains(r#"http-equiv="refresh""#),
+        "no whole-page reload"
+    );
+    assert!(dom.contains(r#"<script id="series-data" type="application/json">"#));
+    for name in ["a/pods", "&lt;b&gt;web&lt;/b&gt;"] {
+        let charts = dom
+            .split(&format!(r#"<div class="charts" data-informer="{name}">"#))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no charts for {name}: {dom}"));
+        assert!(
+            charts.starts_with(r#"<figure class="chart" data-series="events_per_second">"#),
+            "{name}'s charts drawn: {}",
+            &charts[..charts.len().min(300)]
+        );
+    }
     for name in ["a/pods", "&lt;b&gt;web&lt;/b&gt;"] {
         let section = dom
             .split("<section")
@@ -974,4 +991,378 @@ async fn lean_series_report_bytes_decodes_and_hits() {
     lean.shutdown().await;
     typed.shutdown().await;
     endpoint.shutdown().await;
+}
+
+/// A live informer for the charts: pods in `ns` touched every 20 ms by a traffic task, a
+/// callback listener `view` and a key sink `keys` into the workqueue `pods`, whose worker
+/// takes ~1 ms per item (its "reconcile"). Stop the traffic with `abort`, the worker with
+/// `shut_down`.
+struct Charted {
+    informer: SharedIndexInformer<Pod>,
+    queue: AsyncWorkQueue<ObjectKey>,
+    traffic: tokio::task::JoinHandle<()>,
+}
+
+impl Charted {
+    async fn start(sim: &Sim, telemetry: &Telemetry, ns: &str) -> Charted {
+        let informer = started(sim, ns, 3).await;
+        let view = View::default();
+        informer
+            .add_event_handler_with(view.handler(), ListenerConfig::default().name("view"))
+            .await
+            .expect("handler");
+        let queue: AsyncWorkQueue<ObjectKey> = AsyncWorkQueue::new();
+        informer
+            .add_key_sink(queue.clone(), None, ListenerConfig::default().name("keys"))
+            .await
+            .expect("key sink");
+        telemetry.register_informer(&informer);
+        telemetry
+            .register_workqueue("pods", &queue)
+            .expect("register queue");
+        informer.start().expect("start");
+        informer.wait_for_sync().await;
+        let worker = queue.clone();
+        tokio::spawn(async move {
+            while let Some(key) = worker.get().await {
+                // The reconcile's work, so that get → done has a duration to chart.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                worker.done(&key);
+            }
+        });
+        let client = sim.client();
+        let ns = ns.to_string();
+        let traffic = tokio::spawn(async move {
+            for i in 0u64.. {
+                // Paced load, not synchronisation: the test waits on the series themselves.
+                let _ =
+                    try_touch_pod(&client, &ns, &format!("pod-{}", i % 3), &i.to_string()).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Charted {
+            informer,
+            queue,
+            traffic,
+        }
+    }
+
+    async fn stop(self) {
+        self.traffic.abort();
+        self.queue.shut_down();
+        self.informer.shutdown().await;
+    }
+}
+
+/// Points of the series at `path` (JSON pointer) of a series answer.
+fn points(json: &serde_json::Value, path: &str) -> Vec<(f64, f64)> {
+    json.pointer(path)
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    (
+                        p[0].as_f64().expect("t is a number"),
+                        p[1].as_f64().expect("value is a number"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Telemetry sampling fast enough for a test: a point every 50 ms, 20 kept (1 s).
+fn fast_series() -> Telemetry {
+    Telemetry::with_options(TelemetryOptions {
+        series_interval: Duration::from_millis(50),
+        series_points: 20,
+        ..TelemetryOptions::default()
+    })
+}
+
+/// `/debug/informers/series` (issue 21): an informer with traffic shows watch events per
+/// second, FIFO depth, each listener's buffer and handler latency, and the workqueue its
+/// depth, adds, wait and work duration (get → done), every point within the window and at
+/// most `series_points` per series; sampled by the endpoint's timer (no request needed);
+/// the series of an informer that was shut down leave.
+#[actix::test]
+async fn debug_informers_series_json() {
+    let sim = sim().await;
+    let telemetry = fast_series();
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let addr = endpoint.local_addr();
+    let charted = Charted::start(&sim, &telemetry, "live").await;
+
+    // The endpoint's timer samples on its own: the ring of events/s fills without a request
+    // for the series (which would sample too); `Telemetry::series` only reads.
+    eventually("the timer filled the events/s ring", || {
+        let r = telemetry.series();
+        r.informers
+            .first()
+            .is_some_and(|i| i.events_per_second.len() >= 15)
+    })
+    .await;
+    let a = until(
+        addr,
+        "/debug/informers/series",
+        "every series has points",
+        |a| {
+            let j: serde_json::Value = serde_json::from_str(&a.body).expect("json");
+            let i = "/informers/0";
+            let q = "/workqueues/0";
+            points(&j, &format!("{i}/events_per_second"))
+                .iter()
+                .any(|p| p.1 > 0.0)
+                && !points(&j, &format!("{i}/listeners/1/handler_latency_seconds")).is_empty()
+                && !points(&j, &format!("{q}/work_duration_seconds")).is_empty()
+                && !points(&j, &format!("{q}/queue_latency_seconds")).is_empty()
+        },
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.headers["content-type"], "application/json");
+    let j: serde_json::Value = serde_json::from_str(&a.body).expect("json");
+    assert_eq!(j["interval_seconds"], 0.05);
+    assert_eq!(j["window_seconds"], 1.0);
+    assert_eq!(j["informers"][0]["name"], "live/pods");
+    let names: Vec<_> = j["informers"][0]["listeners"]
+        .as_array()
+        .expect("listeners")
+        .iter()
+        .map(|l| l["name"].as_str().expect("name").to_string())
+        .collect();
+    assert_eq!(names, ["view", "keys"]);
+    assert_eq!(j["workqueues"][0]["name"], "pods");
+    let every = [
+        "/informers/0/events_per_second",
+        "/informers/0/fifo_depth",
+        "/informers/0/listeners/0/buffered",
+        "/informers/0/listeners/0/handler_latency_seconds",
+        "/informers/0/listeners/1/buffered",
+        "/informers/0/listeners/1/handler_latency_seconds",
+        "/workqueues/0/depth",
+        "/workqueues/0/adds_per_second",
+        "/workqueues/0/queue_latency_seconds",
+        "/workqueues/0/work_duration_seconds",
+    ];
+    for path in every {
+        let p = points(&j, path);
+        assert!(!p.is_empty() && p.len() <= 20, "{path}: {} points", p.len());
+        assert!(
+            p.windows(2).all(|w| w[0].0 < w[1].0),
+            "{path}: oldest first"
+        );
+        assert!(
+            p.iter()
+                .all(|&(t, v)| (-1.0..=0.0).contains(&t) && v >= 0.0 && v.is_finite()),
+            "{path}: {p:?}"
+        );
+    }
+    // ~50 touches a second: the rate is of that order (not a count since start).
+    let rate = points(&j, "/informers/0/events_per_second");
+    assert!(
+        rate.iter().all(|p| p.1 < 1000.0),
+        "a rate, not a cumulative count: {rate:?}"
+    );
+    // The worker's reconcile takes at least 1 ms.
+    let work = points(&j, "/workqueues/0/work_duration_seconds");
+    assert!(work.iter().all(|p| p.1 >= 0.001), "{work:?}");
+
+    charted.stop().await;
+    let a = get(addr, "/debug/informers/series").await;
+    let j: serde_json::Value = serde_json::from_str(&a.body).expect("json");
+    assert_eq!(
+        j["informers"],
+        serde_json::json!([]),
+        "stopped informers leave"
+    );
+    endpoint.shutdown().await;
+}
+
+/// Runs the headless browser on `url` with `args` (a fresh profile each), bounded by 30 s.
+async fn browse(browser: &std::path::Path, args: Vec<String>, url: &str) -> std::process::Output {
+    let profile = tempfile::tempdir().expect("profile dir");
+    let child = tokio::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn chromium");
+    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("chromium finished within 30 s (killed otherwise)")
+        .expect("chromium output")
+}
+
+/// `data-points` of each line of the chart `series` in `fragment` (the DOM after the chart's
+/// container), by line name.
+fn chart_lines(fragment: &str, series: &str) -> Vec<(String, usize)> {
+    let svg = fragment
+        .split(&format!(r#"<svg class="chart" data-series="{series}""#))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no chart {series}"));
+    let svg = &svg[..svg.find("</svg>").expect("svg end")];
+    let attr = |tag: &str, name: &str| -> String {
+        let key = format!(" {name}=\"");
+        tag.find(&key)
+            .map(|at| {
+                let rest = &tag[at + key.len()..];
+                rest[..rest.find('"').unwrap_or(rest.len())].to_string()
+            })
+            .unwrap_or_default()
+    };
+    svg.split("<path ")
+        .skip(1)
+        .map(|p| {
+            let tag = &p[..p.find('>').unwrap_or(p.len())];
+            (
+                attr(tag, "data-name"),
+                attr(tag, "data-points").parse().expect("data-points"),
+            )
+        })
+        .collect()
+}
+
+/// The debug page's live charts in a real headless Chromium (issue 21), for an informer with
+/// traffic and a workqueue with a worker: after the page refreshed itself at least once
+/// (virtual time runs its timer), every chart is drawn with points: events per second, FIFO
+/// depth, both listeners' buffers and handler latencies, the workqueue's depth, adds, wait
+/// and work duration. A screenshot of the page is kept under target/tmp and its path printed.
+#[actix::test]
+async fn debug_page_charts_live_series_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "\n\n!!!!! WARNING: no chromium or chromium-browser on PATH: the debug page's charts \
+             were NOT rendered in a browser (apt-get install chromium) !!!!!\n\n"
+        );
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true requires a headless Chromium for this test"
+        );
+        return;
+    };
+    let sim = sim().await;
+    let telemetry = fast_series();
+    let endpoint = telemetry
+        .serve("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serve");
+    let charted = Charted::start(&sim, &telemetry, "web").await;
+    eventually("events/s, handler and work latencies sampled", || {
+        let r = telemetry.series();
+        r.informers.first().is_some_and(|i| {
+            i.events_per_second.len() >= 3
+                && i.listeners
+                    .iter()
+                    .all(|l| !l.handler_latency_seconds.is_empty())
+        }) && r
+            .workqueues
+            .first()
+            .is_some_and(|q| !q.work_duration_seconds.is_empty())
+    })
+    .await;
+    let url = format!("http://{}/debug/informers", endpoint.local_addr());
+    let png = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("debug-informers-charts.png");
+    let _ = std::fs::remove_file(&png);
+    // Virtual time lets the page's refresh timer run (and its fetches finish) before the DOM
+    // is dumped or the screenshot taken; DOM and screenshot are two runs, side by side.
+    let budget = "--virtual-time-budget=2500".to_string();
+    let (dom_out, shot_out) = tokio::join!(
+        browse(&browser, vec![budget.clone(), "--dump-dom".into()], &url),
+        browse(
+            &browser,
+            vec![
+                budget,
+                "--window-size=1280,1100".into(),
+                format!("--screenshot={}", png.display()),
+            ],
+            &url
+        ),
+    );
+    charted.stop().await;
+    endpoint.shutdown().await;
+
+    let dom = String::from_utf8_lossy(&dom_out.stdout);
+    assert!(
+        dom_out.status.success() && dom.contains("<h1>Informers</h1>"),
+        "chromium rendered the page; status {:?}, stderr: {}\nDOM: {dom}",
+        dom_out.status,
+        String::from_utf8_lossy(&dom_out.stderr)
+    );
+    let refreshes: u32 = dom
+        .split(r#"data-refreshes=""#)
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the page never refreshed itself: {dom}"));
+    assert!(refreshes >= 1);
+    let informer = dom
+        .split(r#"<div class="charts" data-informer="web/pods">"#)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no charts for web/pods: {dom}"));
+    let informer = &informer[..informer.find("</div>").expect("charts end")];
+    for (series, lines) in [
+        ("events_per_second", vec![""]),
+        ("fifo_depth", vec![""]),
+        ("listener_buffered", vec!["view", "keys"]),
+        ("handler_latency_seconds", vec!["view", "keys"]),
+    ] {
+        let drawn = chart_lines(informer, series);
+        assert_eq!(
+            drawn.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            lines,
+            "{series}: one line per listener"
+        );
+        assert!(
+            drawn.iter().all(|(_, n)| *n >= 1),
+            "{series} drawn with points: {drawn:?}"
+        );
+    }
+    assert!(
+        chart_lines(informer, "events_per_second")[0].1 >= 3,
+        "events/s is a line, not a dot"
+    );
+    let queue = dom
+        .split(r#"<section class="workqueue" data-workqueue="pods">"#)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no workqueue section: {dom}"));
+    for series in [
+        "depth",
+        "adds_per_second",
+        "queue_latency_seconds",
+        "work_duration_seconds",
+    ] {
+        let drawn = chart_lines(queue, series);
+        assert!(
+            drawn.len() == 1 && drawn[0].1 >= 1,
+            "workqueue {series} drawn with points: {drawn:?}"
+        );
+    }
+    assert!(
+        shot_out.status.success() && std::fs::metadata(&png).is_ok_and(|m| m.len() > 0),
+        "screenshot written; status {:?}, stderr: {}",
+        shot_out.status,
+        String::from_utf8_lossy(&shot_out.stderr)
+    );
+    // Printed on the test's stream (libtest captures eprintln! of a passing test).
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "debug page screenshot: {} ({refreshes} live refreshes before the DOM dump)",
+        png.display()
+    );
 }

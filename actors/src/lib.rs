@@ -161,6 +161,7 @@ pub use telemetry::metrics::{
     ErrorReport, HealthReport, InformerReport, LeanReport, ListenerReport, ReadinessReport,
     ReflectorCountersReport, Telemetry, TelemetryError, TelemetryOptions,
 };
+pub use telemetry::series::{InformerSeries, ListenerSeries, SeriesReport, WorkQueueSeries};
 // The reflector's translation of kube's watch items, for the fuzz harness (not an API).
 pub use pipeline::reflector::{Transform, Validate, WatchErrorHandler};
 #[doc(hidden)]

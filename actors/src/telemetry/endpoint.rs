@@ -1,5 +1,8 @@
-//! The telemetry HTTP endpoint (issue 10): `/metrics`, `/healthz`, `/readyz` and
-//! `/debug/informers`, served by hyper 1 on the caller's tokio runtime.
+//! The telemetry HTTP endpoint (issue 10): `/metrics`, `/healthz`, `/readyz`,
+//! `/debug/informers` (JSON, or an HTML page with live charts, issue 21) and
+//! `/debug/informers/series`, served by hyper 1 on the caller's tokio runtime. While it runs,
+//! its accept loop also samples the charts' series on a timer (one per endpoint, none per
+//! informer).
 //!
 //! One call starts it: [`Telemetry::serve`] on a loopback address (`127.0.0.1:0` picks a free
 //! port; [`EndpointHandle::local_addr`] says which). Telemetry is not for the world by
@@ -18,7 +21,10 @@ use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinSet};
 
-use crate::telemetry::metrics::{InformerReport, Telemetry, TelemetryError};
+use crate::telemetry::{
+    metrics::{InformerReport, Telemetry, TelemetryError},
+    series::SeriesReport,
+};
 
 /// OpenMetrics' text content type, as Prometheus negotiates it.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -60,7 +66,8 @@ impl Drop for EndpointHandle {
 }
 
 impl Telemetry {
-    /// Serves `/metrics`, `/healthz`, `/readyz` and `/debug/informers` on `addr`, which must
+    /// Serves `/metrics`, `/healthz`, `/readyz`, `/debug/informers` and
+    /// `/debug/informers/series` on `addr`, which must
     /// be a loopback address (`127.0.0.1:0` for any free port). Must be called within a tokio
     /// runtime (an actix `System` is one); the server runs as tasks of that runtime.
     /// Telemetry is not for the world by default: a non-loopback address is refused
@@ -72,7 +79,8 @@ impl Telemetry {
     /// | `GET /metrics` | every metric, OpenMetrics text (`application/openmetrics-text; version=1.0.0`) |
     /// | `GET /healthz` | `200 ok`, or `503` with one line per informer whose reflector has been failing longer than [`TelemetryOptions::failing_grace`](crate::TelemetryOptions::failing_grace) |
     /// | `GET /readyz` | `200 ok` once every registered informer synced and none has been not known current (R10) longer than [`TelemetryOptions::stale_threshold`](crate::TelemetryOptions::stale_threshold), else `503` listing the others |
-    /// | `GET /debug/informers` | JSON: every informer ([`InformerReport`]); a self-refreshing HTML page when the request's `Accept` prefers `text/html` (a browser), or with `?format=html` |
+    /// | `GET /debug/informers` | JSON: every informer ([`InformerReport`]); an HTML page when the request's `Accept` prefers `text/html` (a browser), or with `?format=html`: each informer's state and counters, and live charts (events per second, FIFO depth, listener buffers, handler latency; each workqueue's depth, adds per second, queue wait and work duration, i.e. reconcile latency) redrawn every second or two by the page's inline script (no external resource), which refetches the page and the series without reloading |
+    /// | `GET /debug/informers/series` | JSON: the live series the charts draw ([`SeriesReport`](crate::SeriesReport), [`Telemetry::series`]): one point per [`TelemetryOptions::series_interval`](crate::TelemetryOptions::series_interval) over the last `series_interval × series_points` (default 1 s × 300: 5 minutes), sampled by the endpoint's timer while it runs |
     ///
     /// Other paths answer 404, other methods 405. The endpoint stops when its handle is dropped or
     /// [`EndpointHandle::shutdown`] is awaited; open connections are closed then.
@@ -121,8 +129,19 @@ async fn accept_loop(
     mut stopped: oneshot::Receiver<()>,
 ) {
     let mut conns = JoinSet::new();
+    // The charts' series are sampled here, so that a page opened after a problem shows the
+    // minutes before it. A zero interval would make tokio's interval panic.
+    let period = telemetry
+        .options()
+        .series_interval
+        .max(Duration::from_millis(10));
+    let mut sample = tokio::time::interval(period);
+    sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = sample.tick() => {
+                telemetry.sample_series();
+            }
             r = listener.accept() => match r {
                 Ok((stream, _)) => {
                     let telemetry = telemetry.clone();
@@ -171,7 +190,7 @@ fn route(telemetry: &Telemetry, req: &Request<Incoming>) -> Response<Full<Bytes>
     let path = req.uri().path();
     if !matches!(
         path,
-        "/metrics" | "/healthz" | "/readyz" | "/debug/informers"
+        "/metrics" | "/healthz" | "/readyz" | "/debug/informers" | "/debug/informers/series"
     ) {
         return respond(StatusCode::NOT_FOUND, TEXT, "not found\n");
     }
@@ -215,10 +234,24 @@ fn route(telemetry: &Telemetry, req: &Request<Incoming>) -> Response<Full<Bytes>
                 respond(StatusCode::SERVICE_UNAVAILABLE, TEXT, body)
             }
         }
+        "/debug/informers/series" => match serde_json::to_vec(&{
+            telemetry.sample_series();
+            telemetry.series()
+        }) {
+            Ok(body) => respond(StatusCode::OK, JSON, body),
+            Err(e) => respond(StatusCode::INTERNAL_SERVER_ERROR, TEXT, format!("{e}\n")),
+        },
         _ => {
             let informers = telemetry.informers();
             if wants_html(req) {
-                respond(StatusCode::OK, HTML, render_html(&informers))
+                respond(
+                    StatusCode::OK,
+                    HTML,
+                    render_html(&informers, &{
+                        telemetry.sample_series();
+                        telemetry.series()
+                    }),
+                )
             } else {
                 // Serialised from the structs, not through `json!` (a `Value` map sorts its
                 // keys): each informer reads from its name down, as declared.
@@ -310,19 +343,44 @@ fn esc(s: &str) -> String {
     out
 }
 
-/// The debug view as a small self-contained page (no script, no external resource) that
-/// reloads itself every 2 s.
-fn render_html(informers: &[InformerReport]) -> String {
+/// The charts' script: reads the series (inline at first, then from
+/// `/debug/informers/series`) and draws them as SVG; refetches the page's tables. Kept in its
+/// own file so it reads as JavaScript.
+const PAGE_SCRIPT: &str = include_str!("debug_page.js");
+
+/// The series as JSON safe inside a `<script>` element: `<` only occurs inside JSON strings,
+/// where `\u003c` means the same, so no `</script>` or `<!--` can end or change the element.
+fn inline_json(series: &SeriesReport) -> String {
+    serde_json::to_string(series)
+        .unwrap_or_else(|_| "null".to_string())
+        .replace('<', "\\u003c")
+}
+
+/// The debug view as a self-contained page (inline style and script, no external resource:
+/// telemetry may run where there is no network). The tables are rendered here; the script
+/// draws each informer's charts into its `div.charts` and the workqueues' into
+/// `#workqueues`, first from the series inlined in the page, then every second or two from
+/// fresh fetches of the page (its `#informers` part) and of the series, without reloading.
+fn render_html(informers: &[InformerReport], series: &SeriesReport) -> String {
     let mut h = String::from(concat!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        "<meta http-equiv=\"refresh\" content=\"2\">",
         "<title>kinformer: informers</title><style>",
         "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}",
         "table{border-collapse:collapse;margin:.4em 0 1.2em}",
         "td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}",
         "th{background:#f3f3f3}.ok{color:#176f2c}.bad{color:#b00020}",
         "section{border-top:2px solid #ddd;padding-top:.5em}",
+        ".charts{display:flex;flex-wrap:wrap;gap:.6em;margin:.3em 0 .6em}",
+        "figure{margin:0;border:1px solid #ddd;border-radius:4px;padding:2px 4px;background:#fcfcfc}",
+        "figcaption{font-size:11px;color:#444;max-width:280px}",
+        "figcaption span{margin-right:.6em;white-space:nowrap}",
+        "svg.chart text{font-size:10px;fill:#555}svg.chart text.title{fill:#222;font-weight:600}",
+        "svg.chart rect.plot{fill:#fff;stroke:#e3e3e3}",
+        "svg.chart path.line{fill:none;stroke-width:1.6;stroke-linecap:round;stroke-linejoin:round}",
+        "#live{font-size:12px;color:#666}",
         "</style></head><body>\n<h1>Informers</h1>\n",
+        "<p id=\"live\">live charts: last samples of each series</p>\n",
+        "<div id=\"informers\">\n",
     ));
     if informers.is_empty() {
         h.push_str("<p>No informer registered.</p>\n");
@@ -337,7 +395,7 @@ fn render_html(informers: &[InformerReport]) -> String {
             h,
             "<section class=\"informer\" data-informer=\"{name}\"><h2>{name}</h2>\n\
              <p class=\"state {state_class}\">state: <b>{state}</b>, synced: <b>{synced}</b>, \
-             phase: <b>{phase}</b></p>\n<table>",
+             phase: <b>{phase}</b></p>\n<div class=\"charts\" data-informer=\"{name}\"></div>\n<table>",
             name = esc(&i.name),
             state = esc(&i.state),
             synced = i.synced,
@@ -423,7 +481,11 @@ fn render_html(informers: &[InformerReport]) -> String {
         }
         h.push_str("</section>\n");
     }
-    h.push_str("</body></html>\n");
+    h.push_str("</div>\n<div id=\"workqueues\"></div>\n<script id=\"series-data\" type=\"application/json\">");
+    h.push_str(&inline_json(series));
+    h.push_str("</script>\n<script>\n");
+    h.push_str(PAGE_SCRIPT);
+    h.push_str("</script>\n</body></html>\n");
     h
 }
 
@@ -445,6 +507,29 @@ mod tests {
         );
         assert!(accept_quality("application/json, text/html;q=0.5", "text", "html") < 1.0);
         assert_eq!(accept_quality("image/png", "text", "html"), 0.0);
+    }
+
+    #[test]
+    fn inline_series_cannot_end_their_script_element() {
+        let name = "</script><script>alert(1)</script><!--";
+        let report = SeriesReport {
+            interval_seconds: 1.0,
+            window_seconds: 300.0,
+            informers: vec![crate::telemetry::series::InformerSeries {
+                name: name.to_string(),
+                events_per_second: vec![[-1.0, 2.5]],
+                fifo_depth: vec![],
+                listeners: vec![],
+            }],
+            workqueues: vec![],
+        };
+        let inline = inline_json(&report);
+        assert!(!inline.contains('<'), "{inline}");
+        let back: serde_json::Value = serde_json::from_str(&inline).expect("still JSON");
+        assert_eq!(back["informers"][0]["name"], name);
+        assert_eq!(back["informers"][0]["events_per_second"][0][1], 2.5);
+        let page = render_html(&[], &report);
+        assert_eq!(page.matches("</script>").count(), 2, "only the page's own");
     }
 
     #[test]

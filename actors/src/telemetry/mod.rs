@@ -3,7 +3,8 @@
 //! Owns: [`stats`] (the FIFO's, indexer's and listeners' live counters), [`health`] (the
 //! reflector's health), [`trace`] (message traces and the trace sink), [`probe`] (what
 //! telemetry reads of an informer and of a workqueue), [`metrics`] (`Telemetry`: Prometheus
-//! metrics, health and debug reports) and [`endpoint`] (its HTTP endpoint).
+//! metrics, health and debug reports), [`series`] (the live series the debug page charts) and
+//! [`endpoint`] (its HTTP endpoint).
 //!
 //! Imports: only the base files (`config`, `object`). Never the actors (`pipeline`),
 //! `listwatch`, `controller` or `informer`. It sits below the pipeline because the actors
@@ -15,5 +16,6 @@ pub(crate) mod endpoint;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod probe;
+pub(crate) mod series;
 pub(crate) mod stats;
 pub mod trace;

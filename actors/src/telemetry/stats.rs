@@ -326,6 +326,11 @@ impl LatencyHistogram {
         self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9
     }
 
+    /// Sum of all observations.
+    pub fn sum(&self) -> Duration {
+        Duration::from_nanos(self.sum_nanos.load(Ordering::Relaxed))
+    }
+
     /// `(upper bound in seconds, cumulative count)` per bucket of [`LATENCY_BUCKETS`] (the
     /// `+Inf` bucket is [`count`](Self::count)).
     pub fn cumulative(&self) -> Vec<(f64, u64)> {
