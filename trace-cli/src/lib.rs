@@ -9,12 +9,15 @@
 //! traces over a latency bound and where their time went), [`chrome::chrome`] (Chrome
 //! trace-event JSON for Perfetto and chrome://tracing) and [`html::html`] (a self-contained
 //! page with a swimlane per actor). Nothing here panics on any input.
+//!
+//! [`replay`] plays a trace recorded with bodies into the simulated API server (`kinformer-sim`).
 
 pub mod chrome;
 mod error;
 pub mod fmt;
 pub mod follow;
 pub mod html;
+pub mod replay;
 mod model;
 pub mod slow;
 pub mod stats;
