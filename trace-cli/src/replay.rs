@@ -257,7 +257,14 @@ impl Recording {
             .writes
             .iter()
             .filter(|w| !w.rv.is_empty())
-            .map(|w| (w.kind.as_str(), w.ns.as_str(), w.name.as_str(), w.rv.as_str()))
+            .map(|w| {
+                (
+                    w.kind.as_str(),
+                    w.ns.as_str(),
+                    w.name.as_str(),
+                    w.rv.as_str(),
+                )
+            })
             .collect();
         let wanted = |kind: &str| {
             options.kinds.is_empty() || options.kinds.iter().any(|k| k.eq_ignore_ascii_case(kind))
@@ -836,7 +843,12 @@ mod tests {
             hop(40, "a", "modified", "web", "7", deploy("web", 3, 1)),
         ]);
         let plan = r.plan(&ReplayOptions::default());
-        let rvs = |p: &ReplayPlan| p.events.iter().map(|e| e.event.rv.clone()).collect::<Vec<_>>();
+        let rvs = |p: &ReplayPlan| {
+            p.events
+                .iter()
+                .map(|e| e.event.rv.clone())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(rvs(&plan), ["5", "7"]);
         assert_eq!(plan.skipped.own_writes, 1);
         // The user's change is played against the skipped own write: only spec.replicas.

@@ -54,10 +54,7 @@ enum PaceArg {
 pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let recording = Recording::open(&args.file).with_context(|| args.file.display().to_string())?;
     if let Some(cut) = recording.truncated {
-        eprintln!(
-            "kinformer-trace: warning: {}: {cut}",
-            args.file.display()
-        );
+        eprintln!("kinformer-trace: warning: {}: {cut}", args.file.display());
     }
     let plan = recording.plan(&ReplayOptions {
         include_own_writes: args.include_own_writes,

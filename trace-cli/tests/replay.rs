@@ -95,7 +95,10 @@ async fn playing_leaves_the_recorded_inputs_in_the_sim() {
     assert_eq!(web["spec"]["replicas"], 3, "the user's scale is played");
     // The own status write (rv 7) was left out; the other writer's (rv 12) is played.
     assert_eq!(web["status"], json!({"replicas": 3, "readyReplicas": 3}));
-    assert_ne!(web["metadata"]["uid"], "rec-web", "the sim assigns its own uid");
+    assert_ne!(
+        web["metadata"]["uid"], "rec-web",
+        "the sim assigns its own uid"
+    );
     assert!(get(&sim, "replicasets.apps", "web-5d4f8").is_none());
     let settings = get(&sim, "configmaps", "settings").expect("settings");
     assert_eq!(settings["data"], json!({"a": "2"}));
@@ -104,7 +107,10 @@ async fn playing_leaves_the_recorded_inputs_in_the_sim() {
         "the owner reference points at the sim's web"
     );
     assert!(get(&sim, "configmaps", "scratch").is_none());
-    assert!(get(&sim, "secrets", "token").is_none(), "Secrets have no body");
+    assert!(
+        get(&sim, "secrets", "token").is_none(),
+        "Secrets have no body"
+    );
     sim.shutdown().await;
 }
 
@@ -183,7 +189,10 @@ async fn the_binary_serves_the_replayed_objects_through_its_kubeconfig() {
             break;
         }
     }
-    assert!(lines[0].starts_with("serving http://127.0.0.1:"), "{lines:#?}");
+    assert!(
+        lines[0].starts_with("serving http://127.0.0.1:"),
+        "{lines:#?}"
+    );
     assert_eq!(lines[1], format!("kubeconfig {}", kubeconfig.display()));
     assert!(
         lines.iter().any(|l| l.starts_with("seeded 1 objects")
