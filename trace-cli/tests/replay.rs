@@ -83,13 +83,24 @@ async fn playing_leaves_the_recorded_inputs_in_the_sim() {
     let mut player = Player::new(&sim).await.expect("player");
     let seeded = player.seed(&plan);
     assert_eq!((seeded.created, seeded.failed.len()), (1, 0), "{seeded:?}");
-    let report = player.play(&plan, Pace::Fast).await;
+    let mut statuses = Vec::new();
+    let report = player
+        .play_with(&plan, Pace::Fast, |event, _| {
+            if event.kind == "Deployment" {
+                let web = get(&sim, "deployments.apps", "web").expect("web");
+                statuses.push(web["status"]["replicas"].clone());
+            }
+        })
+        .await;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     assert_eq!(
         (report.created, report.changed, report.deleted),
         (2, 3, 1),
         "{report}"
     );
+    // The scale (rv 10) carries the status of the left-out own write (1) but did not change
+    // it: the seeded status (0) stays until another writer's status (rv 12) is played.
+    assert_eq!(statuses, [json!(0), json!(3)]);
 
     let web = get(&sim, "deployments.apps", "web").expect("web");
     assert_eq!(web["spec"]["replicas"], 3, "the user's scale is played");
