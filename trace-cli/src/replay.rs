@@ -502,7 +502,7 @@ impl<'a> Player<'a> {
     }
 
     /// Creates the seed's objects (no pacing).
-    pub fn seed(&mut self, plan: &ReplayPlan) -> PlayReport {
+    pub fn seed(&self, plan: &ReplayPlan) -> PlayReport {
         let mut report = PlayReport::default();
         for planned in &plan.seed {
             self.apply_counted(planned, &mut report);
@@ -511,30 +511,33 @@ impl<'a> Player<'a> {
     }
 
     /// Plays the plan's events in order at `pace`.
-    pub async fn play(&mut self, plan: &ReplayPlan, pace: Pace) -> PlayReport {
+    pub async fn play(&self, plan: &ReplayPlan, pace: Pace) -> PlayReport {
         self.play_with(plan, pace, |_, _| {}).await
     }
 
     /// [`Player::play`], calling `each` after every event with its outcome (or the error).
     pub async fn play_with(
-        &mut self,
+        &self,
         plan: &ReplayPlan,
         pace: Pace,
         mut each: impl FnMut(&RecordedEvent, Result<Applied, &SimError>),
     ) -> PlayReport {
         let mut report = PlayReport::default();
-        let mut last_t: Option<u64> = None;
+        // Each event is due at its recorded offset from the first, scaled: waiting for that
+        // instant (not for each gap) keeps the time the sim takes from adding up.
+        let start = tokio::time::Instant::now();
+        let first_t = plan.events.first().map_or(0, |p| p.event.t);
         for planned in &plan.events {
-            if let (Pace::Recorded { speed }, Some(last)) = (pace, last_t) {
+            if let Pace::Recorded { speed } = pace {
                 let speed = if speed > 0.0 { speed } else { 1.0 };
-                let gap = planned.event.t.saturating_sub(last) as f64 / speed;
-                if gap >= 1.0 {
-                    // The recorded pace is what is asked for: this wait is the point, not a
-                    // synchronisation.
-                    tokio::time::sleep(Duration::from_nanos(gap as u64)).await;
+                let offset = planned.event.t.saturating_sub(first_t) as f64 / speed;
+                // The recorded pace is what is asked for: this wait is the point, not a
+                // synchronisation.
+                // (An offset past what an Instant holds is not waited for.)
+                if let Some(due) = start.checked_add(Duration::from_nanos(offset as u64)) {
+                    tokio::time::sleep_until(due).await;
                 }
             }
-            last_t = Some(planned.event.t);
             match self.apply(planned) {
                 Ok(applied) => {
                     report.count(applied);
@@ -549,7 +552,7 @@ impl<'a> Player<'a> {
         report
     }
 
-    fn apply_counted(&mut self, planned: &PlannedEvent, report: &mut PlayReport) {
+    fn apply_counted(&self, planned: &PlannedEvent, report: &mut PlayReport) {
         match self.apply(planned) {
             Ok(applied) => report.count(applied),
             Err(e) => report.failed.push(describe(&planned.event, &e)),
@@ -557,7 +560,7 @@ impl<'a> Player<'a> {
     }
 
     /// Applies one event to the sim.
-    pub fn apply(&mut self, planned: &PlannedEvent) -> Result<Applied, SimError> {
+    pub fn apply(&self, planned: &PlannedEvent) -> Result<Applied, SimError> {
         let event = &planned.event;
         let Some(body) = event.body.as_deref() else {
             return Ok(Applied::Unchanged);

@@ -75,7 +75,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         .context("starting the simulated API server")?;
         println!("serving {}", sim.url());
         println!("kubeconfig {}", sim.kubeconfig_path().display());
-        let mut player = Player::new(&sim).await?;
+        let player = Player::new(&sim).await?;
         let seeded = player.seed(&plan);
         let s = plan.skipped;
         println!(

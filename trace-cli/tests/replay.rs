@@ -80,7 +80,7 @@ fn the_plan_seeds_the_first_list_and_leaves_out_own_writes_and_secrets() {
 async fn playing_leaves_the_recorded_inputs_in_the_sim() {
     let sim = Sim::start(SimConfig::default()).await.expect("sim");
     let plan = recording().plan(&ReplayOptions::default());
-    let mut player = Player::new(&sim).await.expect("player");
+    let player = Player::new(&sim).await.expect("player");
     let seeded = player.seed(&plan);
     assert_eq!((seeded.created, seeded.failed.len()), (1, 0), "{seeded:?}");
     let mut statuses = Vec::new();
@@ -132,7 +132,7 @@ async fn own_writes_are_played_when_asked() {
         include_own_writes: true,
         ..ReplayOptions::default()
     });
-    let mut player = Player::new(&sim).await.expect("player");
+    let player = Player::new(&sim).await.expect("player");
     player.seed(&plan);
     let mut statuses = Vec::new();
     let report = player

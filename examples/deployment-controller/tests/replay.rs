@@ -286,7 +286,7 @@ async fn a_replayed_recording_leads_a_fresh_controller_to_the_same_writes() {
         "the recording holds web's events with bodies"
     );
     let sim = common::sim().await;
-    let mut player = Player::new(&sim).await.expect("player");
+    let player = Player::new(&sim).await.expect("player");
     let seeded = player.seed(&plan);
     assert!(
         seeded.failed.is_empty(),
