@@ -244,6 +244,80 @@ async fn the_binary_serves_the_replayed_objects_through_its_kubeconfig() {
     assert_eq!(web.data["spec"]["replicas"], 3);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_waits_for_watches_before_playing_and_exits_after_play() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Running(
+        Command::new(env!("CARGO_BIN_EXE_kinformer-trace"))
+            .arg("replay")
+            .arg(fixture())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--wait-for-watches", "1", "--exit-after-play"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kinformer-trace"),
+    );
+    let stdout = child.0.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |lines: &mut Vec<String>| {
+        let line = rx
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("no more output; got {lines:#?}"));
+        lines.push(line.clone());
+        line
+    };
+    let mut lines = Vec::new();
+    while next(&mut lines) != "waiting for 1 open watches" {}
+    // Nothing is played before a watch is open: the scale (rv 10) is not in the sim yet.
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("the kubeconfig reads"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a config");
+    let client = kube::Client::try_from(config).expect("client");
+    let maps: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client,
+        "demo",
+        &kube::api::ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        },
+    );
+    assert!(
+        maps.get_opt("settings").await.expect("get").is_none(),
+        "played before a watch was open"
+    );
+    let watch = maps
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .expect("a watch");
+    while !next(&mut lines).starts_with("played 6 events") {}
+    drop(watch);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "no exit after play");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}; {lines:#?}");
+}
+
 #[test]
 fn a_trace_without_bodies_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
