@@ -14,6 +14,8 @@
 //! traces over a latency bound and where their time went), [`chrome::chrome`] (Chrome
 //! trace-event JSON for Perfetto and chrome://tracing) and [`html::html`] (a self-contained
 //! page with a swimlane per actor and each trace's loop). Nothing here panics on any input.
+//!
+//! [`replay`] plays a trace recorded with bodies into the simulated API server (`kinformer-sim`).
 
 pub mod chrome;
 mod error;
@@ -22,6 +24,7 @@ pub mod follow;
 pub mod html;
 pub mod loops;
 mod model;
+pub mod replay;
 pub mod slow;
 pub mod stats;
 pub mod traces;

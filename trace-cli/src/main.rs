@@ -14,6 +14,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use kinformer_trace::{ObjectQuery, TraceFile};
 
+mod replay_cmd;
+
 /// Read a kinformer trace file: follow one object, latency statistics, slow events, and
 /// exports for Perfetto / chrome://tracing and the browser.
 #[derive(Parser)]
@@ -91,6 +93,10 @@ enum Command {
         #[arg(long)]
         kind: Option<String>,
     },
+    /// Serve a simulated API server playing a trace recorded with bodies: the initial list,
+    /// then the watch events (the recorded controller's own writes left out), for a fresh
+    /// controller to run against.
+    Replay(replay_cmd::ReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -214,5 +220,6 @@ fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Replay(args) => replay_cmd::run(args),
     }
 }
