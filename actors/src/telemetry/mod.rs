@@ -14,6 +14,8 @@
 pub(crate) mod endpoint;
 pub(crate) mod health;
 pub(crate) mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub(crate) mod probe;
 pub(crate) mod stats;
 pub mod trace;
