@@ -1119,12 +1119,8 @@ mod tests {
         let rec = one(&spans, "kinformer.reconcile deployments demo/web");
         assert_eq!(rec.parent_span_id, root_a.span_context.span_id());
         assert_eq!(rec.span_context.trace_id(), root_a.span_context.trace_id());
-        let links: Vec<_> = rec.links.iter().map(|l| l.span_context.clone()).collect();
-        assert_eq!(
-            links,
-            [root_b.span_context.clone()],
-            "linked to the other trace"
-        );
+        let links: Vec<_> = rec.links.iter().map(|l| &l.span_context).collect();
+        assert_eq!(links, [&root_b.span_context], "linked to the other trace");
         assert_eq!(attr(rec, "kinformer.result").as_deref(), Some("requeue"));
         assert_eq!(
             attr(rec, "kinformer.traces"),
@@ -1140,12 +1136,8 @@ mod tests {
         assert_eq!(attr(write, "kinformer.rv").as_deref(), Some("12"));
 
         let back = one(&spans, "kinformer.event ReplicaSet demo/web-5d4f8 added");
-        let links: Vec<_> = back.links.iter().map(|l| l.span_context.clone()).collect();
-        assert_eq!(
-            links,
-            [write.span_context.clone()],
-            "the own write is linked"
-        );
+        let links: Vec<_> = back.links.iter().map(|l| &l.span_context).collect();
+        assert_eq!(links, [&write.span_context], "the own write is linked");
         assert_eq!(attr(back, "kinformer.own_write").as_deref(), Some("true"));
     }
 
