@@ -120,6 +120,9 @@ mod telemetry;
 pub use controller::workqueue;
 pub use listwatch::lister_watcher;
 pub use pipeline::messages;
+/// OpenTelemetry export of message traces (feature `otel`, `docs/tracing.md`).
+#[cfg(feature = "otel")]
+pub use telemetry::otel;
 pub use telemetry::trace;
 /// kube-rs interop (feature `kube-runtime`): an informer as kube-rs's watcher stream, trigger
 /// stream and `reflector::Store`, for `kube::runtime::Controller` (`docs/kube-rs.md`).

@@ -15,6 +15,8 @@
 pub(crate) mod endpoint;
 pub(crate) mod health;
 pub(crate) mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub(crate) mod probe;
 pub(crate) mod series;
 pub(crate) mod stats;
