@@ -430,7 +430,7 @@ impl World {
             if *n.m.held() != owned_by(&ring, FIELD, &n.id) || !n.m.view().draining.is_empty() {
                 return false;
             }
-            if !n.m.valid_until().is_some_and(|t| self.now < t)
+            if n.m.valid_until().is_none_or(|t| self.now >= t)
                 || announced.get(&n.id) != Some(n.m.held())
             {
                 return false;
