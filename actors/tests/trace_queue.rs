@@ -225,6 +225,9 @@ async fn deep_inside_the_reconcile() {
     record_write(WriteVerb::Create, "ReplicaSet", "demo", "web-5d4f8", "1240");
 }
 
+// The guard only keeps the other tests (on other threads, each with a runtime of its own)
+// from starting the sink meanwhile; no task of this runtime waits for it.
+#[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn t6_reconcile_spans_record_start_writes_and_end() {
     let serial = SINK.lock().unwrap_or_else(|p| p.into_inner());
