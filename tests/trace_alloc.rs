@@ -1,4 +1,5 @@
-//! T4: with no trace sink and the trace target disabled, a hop allocates nothing (and, by
+//! T4: with no trace sink and the trace target disabled, a hop allocates nothing, nor does a
+//! named workqueue's add, get, done and forget, nor a reconcile span (T5, T6) (and, by
 //! construction, does no more than a relaxed load and tracing's cached level check; its time is
 //! measured by the `trace_hop` criterion bench, not here).
 //!
@@ -12,7 +13,10 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_actors::{LazyObject, TraceId, trace::BenchHop};
+use kinformer_actors::{
+    AsyncWorkQueue, LazyObject, ObjectKey, TraceId,
+    trace::{BenchHop, ReconcileResult, ReconcileSpan, WriteVerb, record_write},
+};
 use tracing_subscriber::{EnvFilter, fmt};
 
 struct Counting;
@@ -86,6 +90,59 @@ fn hop_allocations() -> u64 {
         hop.hop(black_box(TraceId(i)), black_box(&lean));
     }
     allocations() - before
+}
+
+/// One key's round through a named queue and a reconcile span: added, merged, got, dirty,
+/// done (queued again), got, a write, done, forget.
+fn queue_round(q: &AsyncWorkQueue<ObjectKey>, key: &ObjectKey, i: u64) {
+    q.add_traced(key.clone(), TraceId(i));
+    q.add_traced(key.clone(), TraceId(i + 1));
+    let taken = futures::executor::block_on(q.get_traced(1)).expect("queued");
+    q.add_traced(key.clone(), TraceId(i + 2));
+    q.done(taken.item());
+    let taken = futures::executor::block_on(q.get_traced(1)).expect("queued again");
+    let span = ReconcileSpan::start(&taken);
+    futures::executor::block_on(span.scope(async {
+        record_write(WriteVerb::Update, "ReplicaSet", "demo", "web-1", "42");
+    }));
+    span.end(ReconcileResult::Ok);
+    q.done(taken.item());
+    q.forget(taken.item());
+}
+
+/// Allocations made by 1,000 rounds of [`queue_round`] on this thread, after one warm-up
+/// round (the queue's maps and buffers reach their size; the executor's thread-local).
+fn queue_allocations() -> u64 {
+    let q = AsyncWorkQueue::<ObjectKey>::new().with_name("deployments");
+    let key = ObjectKey::new(Some("demo"), "web");
+    queue_round(&q, &key, 1);
+    let before = allocations();
+    for i in 0..1_000 {
+        queue_round(black_box(&q), black_box(&key), i * 3 + 1);
+    }
+    allocations() - before
+}
+
+#[test]
+fn t5_t6_the_queue_and_a_span_with_tracing_off_allocate_nothing() {
+    assert_eq!(
+        queue_allocations(),
+        0,
+        "allocations in 1,000 queue rounds with tracing off"
+    );
+}
+
+#[test]
+fn t5_t6_the_queue_with_the_trace_target_filtered_out_allocates_nothing() {
+    let subscriber = fmt()
+        .with_env_filter(EnvFilter::new("info"))
+        .with_writer(std::io::sink)
+        .finish();
+    let n = tracing::subscriber::with_default(subscriber, queue_allocations);
+    assert_eq!(
+        n, 0,
+        "allocations in 1,000 queue rounds with the trace target filtered out"
+    );
 }
 
 #[test]

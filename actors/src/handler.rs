@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use kinformer::{DeltaObject, ObjectKey, lean::LazyObject, notification::Notification};
+use kinformer::{DeltaObject, ObjectKey, TraceId, lean::LazyObject, notification::Notification};
 
 /// client-go's `ResourceEventHandler`: called in order, one notification at a time, on a thread
 /// of its own (a slow or blocking handler holds up nobody else; see the overflow policies).
@@ -170,6 +170,15 @@ impl<K: 'static> ResourceEventHandler<K> for ResourceEventHandlerFuncs<K> {
 pub trait EnqueueKeys: Send + Sync + 'static {
     /// Queues `key` for processing.
     fn enqueue(&self, key: ObjectKey);
+
+    /// Queues `key` for the notification traced as `trace` (T5): a sink that keeps trace ids
+    /// (a named [`AsyncWorkQueue`](crate::workqueue::AsyncWorkQueue)) hands them to the worker
+    /// that takes the key. The key sink's handler calls this; by default it is
+    /// [`enqueue`](Self::enqueue).
+    fn enqueue_traced(&self, key: ObjectKey, trace: TraceId) {
+        let _ = trace;
+        self.enqueue(key)
+    }
 }
 
 impl<F: Fn(ObjectKey) + Send + Sync + 'static> EnqueueKeys for F {

@@ -365,6 +365,17 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
     /// down *and* the queue is empty: after a shutdown, items already queued (and items
     /// re-queued by `done`) are still handed out, exactly as client-go's `Get` does.
     pub fn get(&mut self, now: Instant) -> GetResult<T> {
+        match self.get_timed(now) {
+            GetResult::Item((item, _)) => GetResult::Item(item),
+            GetResult::Empty => GetResult::Empty,
+            GetResult::ShutDown => GetResult::ShutDown,
+        }
+    }
+
+    /// [`get`](Self::get), also saying how long the item waited: its queue latency (W4),
+    /// from the add that made it dirty (a delayed item's deadline) to `now`. A trace (T5)
+    /// writes it on the worker's `got` line.
+    pub fn get_timed(&mut self, now: Instant) -> GetResult<(T, Duration)> {
         self.promote_ready(now);
         let Some(item) = self.queue.pop_front() else {
             return if self.shutting_down {
@@ -373,13 +384,13 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
                 GetResult::Empty
             };
         };
+        let mut waited = Duration::ZERO;
         if let Some(added) = self.dirty.remove(&item) {
-            self.counters
-                .queue_latency
-                .observe(now.saturating_duration_since(added));
+            waited = now.saturating_duration_since(added);
+            self.counters.queue_latency.observe(waited);
         }
         self.processing.insert(item.clone(), now);
-        GetResult::Item(item)
+        GetResult::Item((item, waited))
     }
 
     /// Marks `item` as finished (client-go's `Done`).

@@ -46,14 +46,16 @@
 //! ```
 
 use std::{
+    collections::HashMap,
     fmt,
     hash::Hash,
+    ops::{Deref, DerefMut},
     sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use kinformer::{
-    ObjectKey,
+    ObjectKey, TraceId,
     workqueue::{self as core, AddOutcome, GetResult, RateLimiter, WorkQueueMetrics},
 };
 use tokio::sync::Notify;
@@ -64,6 +66,7 @@ use crate::{
     telemetry::{
         metrics::{Telemetry, TelemetryError},
         probe::WorkQueueProbe,
+        trace::{self, QueueEvent, QueueLine, WorkerName},
     },
 };
 
@@ -103,13 +106,183 @@ pub struct AsyncWorkQueue<T> {
 }
 
 struct Shared<T> {
-    core: Mutex<core::WorkQueue<T>>,
+    core: Mutex<Locked<T>>,
     /// Wakes workers blocked in `get`.
     ready: Notify,
     /// Wakes callers of `shut_down_with_drain`.
     drained: Notify,
     /// Wakes callers of `drain_not_owned` after every `done`.
     finished: Notify,
+}
+
+/// What the queue's lock guards: the core, and the trace ids its items carry (T5).
+struct Locked<T> {
+    core: core::WorkQueue<T>,
+    /// Set by [`AsyncWorkQueue::with_name`]: only a named queue records trace lines.
+    trace: Option<QueueTrace<T>>,
+}
+
+impl<T> Deref for Locked<T> {
+    type Target = core::WorkQueue<T>;
+    fn deref(&self) -> &Self::Target {
+        &self.core
+    }
+}
+
+impl<T> DerefMut for Locked<T> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.core
+    }
+}
+
+/// A named queue's trace state (T5). `items` holds entries only while tracing is on: the
+/// off path touches nothing but an empty map (no allocation).
+struct QueueTrace<T> {
+    name: Arc<str>,
+    /// The key as written on `queue` lines (the item's `Display`).
+    key: fn(&T) -> String,
+    items: HashMap<T, ItemTraces>,
+}
+
+/// The trace ids an item carries, and its times, while tracing is on.
+#[derive(Debug, Default)]
+struct ItemTraces {
+    /// What the next `got` hands out: the traces merged into the pending item, oldest first.
+    pending: Vec<TraceId>,
+    /// Traces of `add_after`s not yet due: they join `pending` when the item is taken after
+    /// its deadline.
+    delayed: Vec<TraceId>,
+    /// When `done` queued it again (it was dirty): its wait starts there, not at the add.
+    requeued_at: Option<Instant>,
+    /// When a worker took it (`done`'s duration starts there).
+    got_at: Option<Instant>,
+}
+
+fn display_key<T: fmt::Display>(item: &T) -> String {
+    item.to_string()
+}
+
+fn push_unique(traces: &mut Vec<TraceId>, trace: TraceId) {
+    if !trace.is_none() && !traces.contains(&trace) {
+        traces.push(trace);
+    }
+}
+
+impl<T: Clone + Eq + Hash> Locked<T> {
+    /// True when this operation records lines: the queue is named and tracing is on. When
+    /// tracing went off, drops what it kept, so nothing lingers (clearing does not allocate).
+    fn traced(&mut self, on: bool) -> bool {
+        match &mut self.trace {
+            None => false,
+            Some(_) if on => true,
+            Some(t) => {
+                if !t.items.is_empty() {
+                    t.items.clear();
+                }
+                false
+            }
+        }
+    }
+
+    /// The event of an add (`add`, an immediate `add_after`) and its outcome.
+    fn on_add(&mut self, item: &T, trace: TraceId, outcome: AddOutcome) -> Option<QueueEvent> {
+        let t = self.trace.as_mut()?;
+        let op = match outcome {
+            AddOutcome::Queued => {
+                let e = t.items.entry(item.clone()).or_default();
+                e.pending.clear();
+                e.requeued_at = None;
+                push_unique(&mut e.pending, trace);
+                QueueLine::Added { trace }
+            }
+            AddOutcome::AlreadyQueued => {
+                let e = t.items.entry(item.clone()).or_default();
+                let into = e.pending.clone();
+                push_unique(&mut e.pending, trace);
+                QueueLine::Merged { trace, into }
+            }
+            AddOutcome::Deferred => {
+                push_unique(&mut t.items.entry(item.clone()).or_default().pending, trace);
+                QueueLine::Dirty { trace }
+            }
+            AddOutcome::Delayed { ready_at } => {
+                push_unique(&mut t.items.entry(item.clone()).or_default().delayed, trace);
+                QueueLine::Delayed {
+                    trace,
+                    delay: ready_at.saturating_duration_since(now()),
+                }
+            }
+            AddOutcome::NotOwned => QueueLine::DroppedNotOwned,
+            AddOutcome::ShuttingDown => return None,
+        };
+        Some(t.event(item, op))
+    }
+
+    /// Removes the traces of items the owner filter refuses now (they were purged), then
+    /// purges (W5).
+    fn purge_not_owned(&mut self) -> usize {
+        let purged = self.core.purge_not_owned();
+        if let Some(t) = &mut self.trace
+            && !t.items.is_empty()
+        {
+            let core = &self.core;
+            t.items
+                .retain(|item, _| core.is_owned(item) || core.is_processing(item));
+        }
+        purged
+    }
+}
+
+impl<T> QueueTrace<T> {
+    fn event(&self, item: &T, op: QueueLine) -> QueueEvent {
+        QueueEvent {
+            queue: Arc::clone(&self.name),
+            key: (self.key)(item),
+            op,
+        }
+    }
+}
+
+/// An item a worker took with [`AsyncWorkQueue::get_traced`]: the item, the trace ids of the
+/// events merged into it (oldest first; empty when tracing is off or no traced event added
+/// it), the worker, and the queue's name. Start a
+/// [`ReconcileSpan`](crate::trace::ReconcileSpan) with it; call
+/// [`done`](AsyncWorkQueue::done) with [`item`](Self::item) when finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taken<T> {
+    item: T,
+    traces: Vec<TraceId>,
+    worker: Option<u32>,
+    queue: Option<Arc<str>>,
+}
+
+impl<T> Taken<T> {
+    /// The item.
+    pub fn item(&self) -> &T {
+        &self.item
+    }
+
+    /// The item, owned.
+    pub fn into_item(self) -> T {
+        self.item
+    }
+
+    /// The trace ids merged into the item while it was pending, oldest first (as on its
+    /// `got` line).
+    pub fn traces(&self) -> &[TraceId] {
+        &self.traces
+    }
+
+    /// The worker that took it (what it gave [`get_traced`](AsyncWorkQueue::get_traced));
+    /// `None` for a plain [`get`](AsyncWorkQueue::get).
+    pub fn worker(&self) -> Option<u32> {
+        self.worker
+    }
+
+    /// The queue's name ([`with_name`](AsyncWorkQueue::with_name)), if it has one.
+    pub fn queue_name(&self) -> Option<&Arc<str>> {
+        self.queue.as_ref()
+    }
 }
 
 /// What [`AsyncWorkQueue::drain_not_owned`] did.
@@ -164,12 +337,41 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     fn from_core(core: core::WorkQueue<T>) -> Self {
         Self {
             shared: Arc::new(Shared {
-                core: Mutex::new(core),
+                core: Mutex::new(Locked { core, trace: None }),
                 ready: Notify::new(),
                 drained: Notify::new(),
                 finished: Notify::new(),
             }),
         }
+    }
+
+    /// Names the queue, for its trace lines (T5, docs/trace-format.md `queue`): a named queue
+    /// records each add, take, `done` and `forget` of a key, with the trace ids the key
+    /// carries, while tracing is on. Use the name it has in
+    /// [`Telemetry::register_workqueue`] (one name per queue). Keys are written with their
+    /// `Display` (`ns/name` for an [`ObjectKey`]).
+    ///
+    /// ```
+    /// use kinformer::ObjectKey;
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
+    /// let q = AsyncWorkQueue::<ObjectKey>::new().with_name("deployments");
+    /// assert_eq!(q.name().as_deref(), Some("deployments"));
+    /// ```
+    pub fn with_name(self, name: impl Into<Arc<str>>) -> Self
+    where
+        T: fmt::Display,
+    {
+        self.lock().trace = Some(QueueTrace {
+            name: name.into(),
+            key: display_key::<T>,
+            items: HashMap::new(),
+        });
+        self
+    }
+
+    /// The queue's name, if [`with_name`](Self::with_name) gave it one.
+    pub fn name(&self) -> Option<Arc<str>> {
+        self.lock().trace.as_ref().map(|t| Arc::clone(&t.name))
     }
 
     /// Gives the queue an owner filter (a sharded controller's replica): `add`, `add_after`
@@ -291,7 +493,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// Locks the core. A panic elsewhere while the lock was held cannot leave the core
     /// half-updated in a way that matters more than losing the queue, so a poisoned lock is
     /// recovered rather than propagated.
-    fn lock(&self) -> MutexGuard<'_, core::WorkQueue<T>> {
+    fn lock(&self) -> MutexGuard<'_, Locked<T>> {
         self.shared
             .core
             .lock()
@@ -328,7 +530,27 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// # }
     /// ```
     pub fn add(&self, item: T) {
-        let outcome = self.lock().add(item, now());
+        self.add_traced(item, TraceId::NONE);
+    }
+
+    /// [`add`](Self::add) for the event `trace` (T5): a named queue records the add as
+    /// `added`, `merged` or `dirty`, and the item carries `trace` to the worker that takes
+    /// it ([`get_traced`](Self::get_traced)). A key sink calls it with the notification's
+    /// trace id. [`TraceId::NONE`]: no traced event caused the add.
+    pub fn add_traced(&self, item: T, trace: TraceId) {
+        let on = trace::queue_tracing();
+        let (outcome, event) = {
+            let mut l = self.lock();
+            if l.traced(on) {
+                let outcome = l.core.add(item.clone(), now());
+                (outcome, l.on_add(&item, trace, outcome))
+            } else {
+                (l.core.add(item, now()), None)
+            }
+        };
+        if let Some(e) = event {
+            e.emit();
+        }
         self.wake_for(outcome, false);
     }
 
@@ -348,11 +570,27 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// # }
     /// ```
     pub fn add_after(&self, item: T, delay: Duration) {
-        let (outcome, new_earliest) = {
-            let mut core = self.lock();
-            let outcome = core.add_after(item, delay, now());
-            (outcome, is_new_earliest(&core, outcome))
+        self.add_after_traced(item, delay, TraceId::NONE);
+    }
+
+    /// [`add_after`](Self::add_after) for the event `trace` (T5): a named queue records a
+    /// `delayed` line (or, for a zero delay, what an [`add_traced`](Self::add_traced)
+    /// records), and the item taken after the deadline carries `trace`.
+    pub fn add_after_traced(&self, item: T, delay: Duration, trace: TraceId) {
+        let on = trace::queue_tracing();
+        let (outcome, new_earliest, event) = {
+            let mut l = self.lock();
+            let (outcome, event) = if l.traced(on) {
+                let outcome = l.core.add_after(item.clone(), delay, now());
+                (outcome, l.on_add(&item, trace, outcome))
+            } else {
+                (l.core.add_after(item, delay, now()), None)
+            };
+            (outcome, is_new_earliest(&l.core, outcome), event)
         };
+        if let Some(e) = event {
+            e.emit();
+        }
         self.wake_for(outcome, new_earliest);
     }
 
@@ -370,11 +608,30 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// assert_eq!(q.num_requeues(&"a"), 0);
     /// ```
     pub fn add_rate_limited(&self, item: T) {
-        let (outcome, new_earliest) = {
-            let mut core = self.lock();
-            let outcome = core.add_rate_limited(item, now()).outcome;
-            (outcome, is_new_earliest(&core, outcome))
+        let on = trace::queue_tracing();
+        let (outcome, new_earliest, event) = {
+            let mut l = self.lock();
+            let (outcome, event) = if l.traced(on) {
+                let requeues = l.core.num_requeues(&item);
+                let added = l.core.add_rate_limited(item.clone(), now());
+                let line = match added.outcome {
+                    AddOutcome::ShuttingDown => None,
+                    AddOutcome::NotOwned => Some(QueueLine::DroppedNotOwned),
+                    _ => Some(QueueLine::RateLimited {
+                        delay: added.delay,
+                        requeues,
+                    }),
+                };
+                let event = line.and_then(|op| l.trace.as_ref().map(|t| t.event(&item, op)));
+                (added.outcome, event)
+            } else {
+                (l.core.add_rate_limited(item, now()).outcome, None)
+            };
+            (outcome, is_new_earliest(&l.core, outcome), event)
         };
+        if let Some(e) = event {
+            e.emit();
+        }
         self.wake_for(outcome, new_earliest);
     }
 
@@ -382,7 +639,19 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// successfully. Does not remove `item` from the queue. See
     /// [`add_rate_limited`](Self::add_rate_limited).
     pub fn forget(&self, item: &T) {
-        self.lock().forget(item);
+        let on = trace::queue_tracing();
+        let event = {
+            let mut l = self.lock();
+            l.core.forget(item);
+            if l.traced(on) {
+                l.trace.as_ref().map(|t| t.event(item, QueueLine::Forget))
+            } else {
+                None
+            }
+        };
+        if let Some(e) = event {
+            e.emit();
+        }
     }
 
     /// How many times `item` went through [`add_rate_limited`](Self::add_rate_limited) since
@@ -410,6 +679,35 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// # }
     /// ```
     pub async fn get(&self) -> Option<T> {
+        self.take(WorkerName(None)).await.map(Taken::into_item)
+    }
+
+    /// [`get`](Self::get) for the worker numbered `worker` (the caller's own numbering, e.g.
+    /// 0..n for n worker tasks; written on the `got` line), with the trace ids the item
+    /// carries: the events whose adds were merged into it while it was pending (T5). Start a
+    /// [`ReconcileSpan`](crate::trace::ReconcileSpan) with the result.
+    ///
+    /// ```
+    /// use kinformer::{ObjectKey, TraceId};
+    /// use kinformer_actors::workqueue::AsyncWorkQueue;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let q = AsyncWorkQueue::<ObjectKey>::new().with_name("deployments");
+    /// q.add_traced(ObjectKey::new(Some("demo"), "web"), TraceId(7));
+    /// let taken = q.get_traced(2).await.unwrap();
+    /// assert_eq!(taken.item().to_string(), "demo/web");
+    /// assert_eq!(taken.worker(), Some(2));
+    /// // The trace ids are kept only while tracing is on (a sink runs or a subscriber wants
+    /// // the trace target); here it is off.
+    /// assert!(taken.traces().is_empty());
+    /// q.done(taken.item());
+    /// # }
+    /// ```
+    pub async fn get_traced(&self, worker: u32) -> Option<Taken<T>> {
+        self.take(WorkerName(Some(worker))).await
+    }
+
+    async fn take(&self, worker: WorkerName) -> Option<Taken<T>> {
         loop {
             // Registered before looking at the queue, so a wake-up between the look and the
             // wait is not lost.
@@ -418,20 +716,36 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
             notified.as_mut().enable();
 
             let next_ready_at = {
-                let mut core = self.lock();
-                match core.get(now()) {
-                    GetResult::Item(item) => {
-                        let more = !core.is_empty();
-                        drop(core);
+                let on = trace::queue_tracing();
+                let mut l = self.lock();
+                let at = now();
+                match l.core.get_timed(at) {
+                    GetResult::Item((item, waited)) => {
+                        let more = !l.core.is_empty();
+                        let (traces, event) = if l.traced(on) {
+                            l.on_got(&item, waited, at, worker)
+                        } else {
+                            (Vec::new(), None)
+                        };
+                        let queue = l.trace.as_ref().map(|t| Arc::clone(&t.name));
+                        drop(l);
+                        if let Some(e) = event {
+                            e.emit();
+                        }
                         if more {
                             // Pass the baton: several items may have become ready at once
                             // (delayed items promoted here, or wake-ups that raced).
                             self.shared.ready.notify_one();
                         }
-                        return Some(item);
+                        return Some(Taken {
+                            item,
+                            traces,
+                            worker: worker.0,
+                            queue,
+                        });
                     }
                     GetResult::ShutDown => return None,
-                    GetResult::Empty => core.next_ready_at(),
+                    GetResult::Empty => l.core.next_ready_at(),
                 }
             };
 
@@ -453,11 +767,22 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
     /// [`shut_down_with_drain`](Self::shut_down_with_drain) when it was the last item in
     /// flight. A `done` for an item not being processed does nothing.
     pub fn done(&self, item: &T) {
-        let (requeued, drained) = {
-            let mut core = self.lock();
-            let requeued = core.done(item, now());
-            (requeued, core.is_drained())
+        let on = trace::queue_tracing();
+        let (requeued, drained, event) = {
+            let mut l = self.lock();
+            let at = now();
+            let traced = l.traced(on) && l.core.is_processing(item);
+            let requeued = l.core.done(item, at);
+            let event = if traced {
+                l.on_done(item, at, requeued)
+            } else {
+                None
+            };
+            (requeued, l.core.is_drained(), event)
         };
+        if let Some(e) = event {
+            e.emit();
+        }
         if requeued {
             self.shared.ready.notify_one();
         }
@@ -599,6 +924,63 @@ impl Telemetry {
     }
 }
 
+impl<T: Clone + Eq + Hash> Locked<T> {
+    /// The traces a taken item carries, and its `got` line.
+    fn on_got(
+        &mut self,
+        item: &T,
+        waited: Duration,
+        at: Instant,
+        worker: WorkerName,
+    ) -> (Vec<TraceId>, Option<QueueEvent>) {
+        // Its delayed add fired (it is not waiting any more): those traces caused it too.
+        let delayed_fired = self.core.ready_at(item).is_none();
+        let Some(t) = self.trace.as_mut() else {
+            return (Vec::new(), None);
+        };
+        let e = t.items.entry(item.clone()).or_default();
+        let mut traces = std::mem::take(&mut e.pending);
+        if delayed_fired {
+            for d in e.delayed.drain(..) {
+                push_unique(&mut traces, d);
+            }
+        }
+        let wait = e
+            .requeued_at
+            .take()
+            .map_or(waited, |r| at.saturating_duration_since(r));
+        e.got_at = Some(at);
+        let event = t.event(
+            item,
+            QueueLine::Got {
+                traces: traces.clone(),
+                wait,
+                worker,
+            },
+        );
+        (traces, Some(event))
+    }
+
+    /// The `done` line; forgets the item's traces unless it is queued again or still delayed.
+    fn on_done(&mut self, item: &T, at: Instant, requeued: bool) -> Option<QueueEvent> {
+        let t = self.trace.as_mut()?;
+        let mut dur = Duration::ZERO;
+        if let Some(e) = t.items.get_mut(item) {
+            if let Some(got) = e.got_at.take() {
+                dur = at.saturating_duration_since(got);
+            }
+            if requeued {
+                e.requeued_at = Some(at);
+            } else if e.delayed.is_empty() {
+                t.items.remove(item);
+            } else {
+                e.pending.clear();
+            }
+        }
+        Some(t.event(item, QueueLine::Done { dur, requeued }))
+    }
+}
+
 /// True if a delayed add made its item the earliest waiting one (waiting workers must re-arm).
 fn is_new_earliest<T: Clone + Eq + Hash>(core: &core::WorkQueue<T>, outcome: AddOutcome) -> bool {
     match outcome {
@@ -626,8 +1008,8 @@ impl<T> Clone for AsyncWorkQueue<T> {
 impl<T: Clone + Eq + Hash> fmt::Debug for AsyncWorkQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.shared.core.try_lock() {
-            Ok(core) => fmt::Debug::fmt(&*core, f),
-            Err(std::sync::TryLockError::Poisoned(p)) => fmt::Debug::fmt(&*p.into_inner(), f),
+            Ok(l) => fmt::Debug::fmt(&l.core, f),
+            Err(std::sync::TryLockError::Poisoned(p)) => fmt::Debug::fmt(&p.into_inner().core, f),
             Err(std::sync::TryLockError::WouldBlock) => {
                 f.debug_struct("AsyncWorkQueue").finish_non_exhaustive()
             }
@@ -649,6 +1031,12 @@ impl<T: Clone + Eq + Hash> fmt::Debug for AsyncWorkQueue<T> {
 impl EnqueueKeys for AsyncWorkQueue<ObjectKey> {
     fn enqueue(&self, key: ObjectKey) {
         self.add(key);
+    }
+
+    /// [`add_traced`](AsyncWorkQueue::add_traced): the key carries the notification's trace
+    /// id to the worker (T5).
+    fn enqueue_traced(&self, key: ObjectKey, trace: TraceId) {
+        self.add_traced(key, trace);
     }
 }
 

@@ -193,10 +193,10 @@ impl<K: InformerObject> Destination<K> {
                 let result = catch_unwind(AssertUnwindSafe(|| match mapper {
                     Some(m) => {
                         for k in m(&p.key, &p.notification) {
-                            sink.enqueue(k);
+                            sink.enqueue_traced(k, p.trace);
                         }
                     }
-                    None => sink.enqueue(p.key.clone()),
+                    None => sink.enqueue_traced(p.key.clone(), p.trace),
                 }));
                 if result.is_err() {
                     stats.sink_panics.fetch_add(1, Ordering::Relaxed);

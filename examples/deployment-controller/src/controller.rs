@@ -35,6 +35,7 @@ use kinformer_actors::{
     AsyncWorkQueue, InformerConfig, InformerError, InformerOptions, KeyMapper, LazyObject,
     ListenerConfig, Lister, Notification, ObjectKey, OwnerRef, ResourceEventHandlerFuncs,
     SharedIndexInformer, SharedInformerFactory, Telemetry, TelemetryError,
+    trace::{self, ReconcileResult, ReconcileSpan, WriteVerb},
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -444,7 +445,13 @@ impl DeploymentController {
             pods.set_transform(strip_managed_fields)?;
         }
 
-        let mut queue = AsyncWorkQueue::<ObjectKey>::new();
+        // kube-controller-manager's deployment controller names its queue "deployment"; the
+        // name goes on its trace lines (T5) and its metrics alike.
+        let queue_name = match &options.shard {
+            Some(sh) => format!("deployment-{}", sh.id),
+            None => "deployment".into(),
+        };
+        let mut queue = AsyncWorkQueue::<ObjectKey>::new().with_name(queue_name.as_str());
         if let Some(sh) = &options.shard {
             // Keys are hashed by their namespace, as the Deployments are sharded.
             queue = queue.with_owner(sh.ownership.clone(), |k: &ObjectKey| {
@@ -452,12 +459,7 @@ impl DeploymentController {
             });
         }
         if let Some(t) = &options.telemetry {
-            // kube-controller-manager's deployment controller names its queue "deployment".
-            let name = match &options.shard {
-                Some(sh) => format!("deployment-{}", sh.id),
-                None => "deployment".into(),
-            };
-            t.register_workqueue(&name, &queue)?;
+            t.register_workqueue(&queue_name, &queue)?;
         }
         let d_lister = deployments.lister();
         let rs_lister = replica_sets.lister();
@@ -591,7 +593,7 @@ impl DeploymentController {
         for id in 0..inner.options.workers.max(1) {
             let inner = Arc::clone(&self.inner);
             workers.push(tokio::spawn(
-                worker(inner).instrument(tracing::info_span!("worker", id)),
+                worker(inner, id as u32).instrument(tracing::info_span!("worker", id)),
             ));
         }
         tracing::info!(workers = workers.len(), "deployment controller started");
@@ -831,17 +833,27 @@ fn key_of<K: kube::Resource>(obj: &K) -> String {
         .unwrap_or_else(|_| "<no name>".into())
 }
 
-/// One worker: take a key, reconcile it, tell the queue how it went (client-go's
-/// `processNextWorkItem` + `handleErr`).
-async fn worker(inner: Arc<Inner>) {
-    while let Some(key) = inner.queue.get().await {
-        let result = inner
-            .sync(&key)
+/// One worker (numbered `id`): take a key, reconcile it, tell the queue how it went
+/// (client-go's `processNextWorkItem` + `handleErr`). Each reconcile is a trace span (T6)
+/// under the trace ids of the events that queued the key; `Inner::wrote` records its writes.
+async fn worker(inner: Arc<Inner>, id: u32) {
+    while let Some(taken) = inner.queue.get_traced(id).await {
+        let key = taken.item().clone();
+        let span = ReconcileSpan::start(&taken);
+        let result = span
+            .scope(inner.sync(&key))
             .instrument(tracing::debug_span!("sync", deployment = %key))
             .await;
         inner.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        match &result {
+            Ok(requeue_after) => span.end(match requeue_after {
+                Some(after) => ReconcileResult::Requeue(Some(*after)),
+                None => ReconcileResult::Ok,
+            }),
+            Err(e) => span.end(ReconcileResult::Error(e)),
+        }
         match result {
-            Ok(()) => inner.queue.forget(&key),
+            Ok(_) => inner.queue.forget(&key),
             Err(SyncError::NotOwned(ns)) => {
                 // The range moved away mid-sync: its new owner reconciles it.
                 tracing::debug!(deployment = %key, namespace = %ns, "not owned any more; write skipped");
@@ -1066,8 +1078,22 @@ impl Inner {
         }
     }
 
-    /// After a successful write: the next owner of the range waits for it (KEP-5647).
-    fn wrote(&self, resource: &'static str, ns: &str, name: &str, rv: Option<&str>) {
+    /// After a successful write: the trace records it in the current reconcile's span with
+    /// the resourceVersion the server answered (T6; its watch event comes back as an own
+    /// write, T7), and the next owner of the range waits for it (KEP-5647).
+    fn wrote(
+        &self,
+        verb: WriteVerb,
+        resource: &'static str,
+        ns: &str,
+        name: &str,
+        rv: Option<&str>,
+    ) {
+        let kind = match resource {
+            "replicasets" => "ReplicaSet",
+            _ => "Deployment",
+        };
+        trace::record_write(verb, kind, ns, name, rv.unwrap_or_default());
         let Some(sh) = &self.options.shard else {
             return;
         };
@@ -1119,8 +1145,9 @@ impl Inner {
         Ok(())
     }
 
-    /// Reconciles one Deployment (client-go's `syncDeployment`).
-    async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
+    /// Reconciles one Deployment (client-go's `syncDeployment`). Returns the delay after
+    /// which it asked to be reconciled again (`add_after`), if any.
+    async fn sync(&self, key: &ObjectKey) -> Result<Option<Duration>, SyncError> {
         let (Some(ns), name) = key.split() else {
             return Err(SyncError::BadKey(key.to_string()));
         };
@@ -1130,7 +1157,7 @@ impl Inner {
             // blockOwnerDeletion; the garbage collector removes them, not us.
             self.counters.gone.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(deployment = %key, "deployment is gone; its ReplicaSets are left to the garbage collector");
-            return Ok(());
+            return Ok(None);
         };
         let rss = self.replica_sets.lister().namespaced(ns).list();
         let rss = self.claim_replica_sets(&d, &rss).await?;
@@ -1148,6 +1175,7 @@ impl Inner {
                     match rs_api.replace(&rs_name, &self.post_params(), rs).await {
                         Ok(w) => {
                             self.wrote(
+                                WriteVerb::Update,
                                 "replicasets",
                                 ns,
                                 &rs_name,
@@ -1178,7 +1206,13 @@ impl Inner {
                     match rs_api.delete(rs_name, &dp).await {
                         Ok(gone) => {
                             let rv = gone.left().and_then(|rs| rs.metadata.resource_version);
-                            self.wrote("replicasets", ns, rs_name, rv.as_deref());
+                            self.wrote(
+                                WriteVerb::Delete,
+                                "replicasets",
+                                ns,
+                                rs_name,
+                                rv.as_deref(),
+                            );
                             self.counters.rs_deleted.fetch_add(1, Ordering::Relaxed);
                             tracing::info!(deployment = %key, replicaset = %rs_name, "deleted old ReplicaSet (revision history limit)");
                         }
@@ -1196,7 +1230,7 @@ impl Inner {
         if let Some(after) = plan.requeue_after {
             self.queue.add_after(key.clone(), after);
         }
-        Ok(())
+        Ok(plan.requeue_after)
     }
 
     /// Writes the status and the Deployment's revision annotation through the status
@@ -1234,6 +1268,7 @@ impl Inner {
         {
             Ok(w) => {
                 self.wrote(
+                    WriteVerb::UpdateStatus,
                     "deployments/status",
                     ns,
                     &name,
@@ -1270,6 +1305,7 @@ impl Inner {
         {
             Ok(w) => {
                 self.wrote(
+                    WriteVerb::Patch,
                     "deployments",
                     ns,
                     &name,
@@ -1319,6 +1355,7 @@ impl Inner {
                 {
                     Ok(adopted) => {
                         self.wrote(
+                            WriteVerb::Patch,
                             "replicasets",
                             ns,
                             &rs_name,
@@ -1349,6 +1386,7 @@ impl Inner {
             {
                 Ok(w) => {
                     self.wrote(
+                        WriteVerb::Patch,
                         "replicasets",
                         ns,
                         &rs_name,
@@ -1386,6 +1424,7 @@ impl Inner {
         let err = match api.create(&self.post_params(), rs).await {
             Ok(w) => {
                 self.wrote(
+                    WriteVerb::Create,
                     "replicasets",
                     ns,
                     &rs_name,
@@ -1426,6 +1465,7 @@ impl Inner {
                     .await
                 {
                     Ok(w) => self.wrote(
+                        WriteVerb::UpdateStatus,
                         "deployments/status",
                         ns,
                         &d.name_any(),

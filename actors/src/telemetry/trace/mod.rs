@@ -1,4 +1,4 @@
-//! Message traces (docs/semantics.md T1–T4).
+//! Message traces (docs/semantics.md T1–T7).
 //!
 //! Every watch event and listed object gets a [`TraceId`] in the reflector; deltas a resync
 //! or a relist makes (Sync deltas, tombstones) get theirs in the indexer, and a late
@@ -18,7 +18,14 @@
 //! ([`TraceSinkConfig::bodies`]), and never for Secrets (T3). With neither on, a hop costs one
 //! relaxed load and tracing's cached callsite check, and allocates nothing (T4; measured by
 //! `actors/benches/trace_hop.rs`).
+//!
+//! Beyond the handler (T5–T7): a named workqueue records what it does with each key and the
+//! trace ids a key carries to the worker; a [`ReconcileSpan`] marks a reconcile's start and
+//! end under those ids, and [`record_write`] the API writes it makes with the
+//! resourceVersion the server answered, so a reader links the watch event that brings the
+//! write back ("own write"). See the `controller` section below ([`ReconcileSpan`]).
 
+mod controller;
 mod sink;
 
 use std::{
@@ -33,6 +40,10 @@ use kinformer::{DeltaType, Deltas, TraceId, lean::LazyObject, notification::Noti
 
 use crate::object::InformerObject;
 
+pub(crate) use controller::{QueueEvent, QueueLine, WorkerName, queue_tracing};
+pub use controller::{
+    ReconcileResult, ReconcileSpan, SpanId, WriteVerb, current_span, record_write,
+};
 pub use sink::{
     FLUSH_EVERY, TraceError, TraceSink, TraceSinkConfig, TraceSinkGuard, TraceStats,
     close_env_sink, init_from_env,

@@ -65,7 +65,7 @@ impl Default for TraceSinkConfig {
 /// How much a sink wrote and dropped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TraceStats {
-    /// `hop` and `depth` lines written.
+    /// `hop`, `depth`, `queue`, `reconcile` and `write` lines written.
     pub written: u64,
     /// Records dropped because the writer fell behind (the sum of the `dropped` lines).
     pub dropped: u64,
@@ -405,13 +405,24 @@ pub(super) fn record_depth(hop: Hop, inst: &Arc<str>, depth: u64) {
     });
 }
 
+/// Sends one loop record (`queue`, `reconcile`, `write`: T5, T6) to the sink, if one runs.
+/// `make` builds it only then.
+pub(crate) fn record_loop(make: impl FnOnce(u64) -> LoopRecord) {
+    if !is_on() {
+        return;
+    }
+    let slot = SLOT.load();
+    let Some(shared) = slot.as_ref() else { return };
+    shared.send(Record::Loop(Box::new(make(now_ns()))));
+}
+
 /// Secrets never enter a trace (T3): by the informer's kind (or resource plural) here, and by
 /// the serialised object's own `kind` on the writer.
 fn is_secret(kind: &str) -> bool {
     kind == "Secret" || kind == "secrets"
 }
 
-fn now_ns() -> u64 {
+pub(super) fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -443,12 +454,123 @@ enum Msg {
 
 enum Record {
     Hop(Box<HopRecord>),
+    Loop(Box<LoopRecord>),
     Depth {
         t: u64,
         hop: Hop,
         inst: Arc<str>,
         depth: u64,
     },
+}
+
+/// A `queue`, `reconcile` or `write` line (docs/trace-format.md "Beyond the handler"), owned:
+/// built on the caller's thread only when the sink is on, serialised on the writer.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum LoopRecord {
+    /// One workqueue operation on one key (T5).
+    Queue {
+        t: u64,
+        #[serde(serialize_with = "arc_str")]
+        queue: Arc<str>,
+        key: String,
+        #[serde(flatten)]
+        op: QueueOp,
+    },
+    /// A reconcile's start (T6).
+    #[serde(rename = "reconcile")]
+    ReconcileStart {
+        t: u64,
+        what: &'static str,
+        span: Hex,
+        #[serde(serialize_with = "arc_str")]
+        queue: Arc<str>,
+        key: String,
+        traces: Vec<Hex>,
+        worker: String,
+    },
+    /// A reconcile's end (T6).
+    #[serde(rename = "reconcile")]
+    ReconcileEnd {
+        t: u64,
+        what: &'static str,
+        span: Hex,
+        #[serde(serialize_with = "arc_str")]
+        queue: Arc<str>,
+        key: String,
+        result: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        requeue_after: Option<u64>,
+        dur: u64,
+    },
+    /// An API write (T6).
+    Write {
+        t: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        span: Option<Hex>,
+        verb: &'static str,
+        kind: String,
+        ns: String,
+        name: String,
+        rv: String,
+    },
+}
+
+/// What a `queue` line says, with its extra fields (T5).
+#[derive(Debug, Serialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub(crate) enum QueueOp {
+    Added {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trace: Option<Hex>,
+    },
+    Merged {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trace: Option<Hex>,
+        into: Vec<Hex>,
+    },
+    Dirty {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trace: Option<Hex>,
+    },
+    Delayed {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trace: Option<Hex>,
+        delay: u64,
+    },
+    RateLimited {
+        delay: u64,
+        requeues: u32,
+    },
+    Dropped {
+        reason: &'static str,
+    },
+    Got {
+        traces: Vec<Hex>,
+        wait: u64,
+        worker: String,
+    },
+    Done {
+        dur: u64,
+        requeued: bool,
+    },
+    Forget,
+}
+
+fn arc_str<S: serde::Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(s)
+}
+
+/// A trace or span id, serialised as its 16 lowercase hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hex(pub(crate) u64);
+
+impl Serialize for Hex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:016x}", self.0))
+    }
 }
 
 struct HopRecord {
@@ -602,6 +724,7 @@ impl Writer {
                     body,
                 })
             }
+            Record::Loop(l) => self.line(&*l),
             Record::Depth {
                 t,
                 hop,
