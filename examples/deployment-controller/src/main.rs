@@ -28,7 +28,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use kinformer_actors::{
     CacheMode, LeaderElectionConfig, LeanConfig, Telemetry,
-    trace::{TraceSink, close_env_sink},
+    trace::{TraceSink, TraceSinkConfig, close_env_sink},
 };
 use kinformer_sim::{Sim, SimConfig};
 use kube::Client;
@@ -87,9 +87,14 @@ struct Args {
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
     /// Write a message trace of every event's path (JSON lines) to FILE; read it with
-    /// `kinformer-trace` (follow, stats, slow, chrome, html). `KINFORMER_TRACE=FILE` does the same.
+    /// `kinformer-trace` (follow, why, stats, slow, chrome, html, replay). `KINFORMER_TRACE=FILE`
+    /// does the same.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// With --trace: record each object's body too (never a Secret's), so that
+    /// `kinformer-trace replay FILE` can play the run back into a fresh simulated API server.
+    #[arg(long, requires = "trace")]
+    trace_bodies: bool,
     /// Embedded mode: keep the simulated API server, the cluster simulation and the controller
     /// running after the demo scenario, until Ctrl-C (or --duration), for kubectl.
     #[arg(long)]
@@ -375,8 +380,14 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     // Before any informer starts, so the trace holds the first list too.
     let trace = match &args.trace {
         Some(path) => Some(
-            TraceSink::start(path)
-                .with_context(|| format!("starting the trace sink on {}", path.display()))?,
+            TraceSink::start_with(
+                path,
+                TraceSinkConfig {
+                    bodies: args.trace_bodies,
+                    ..TraceSinkConfig::default()
+                },
+            )
+            .with_context(|| format!("starting the trace sink on {}", path.display()))?,
         ),
         None => None,
     };
