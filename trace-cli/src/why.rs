@@ -144,8 +144,29 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
                 }
             })
             .collect();
+        // Re-adds without an event count for the reconcile whose `got` came first after they
+        // became ready (their time plus their delay): a 10-minute `add_after` made before this
+        // `got` did not cause it. Ready times are compared with 1 ms of slack (the queue's
+        // clock and the line's wall time differ slightly).
         let mut requeues = Vec::new();
-        for op in &window {
+        let slack = 1_000_000;
+        let (since, until) = match r.got {
+            Some(got) => (
+                ops.iter()
+                    .filter(|op| op.what == "got" && op.t < got.t)
+                    .map(|op| op.t)
+                    .max(),
+                Some(got.t),
+            ),
+            None => (None, None),
+        };
+        for op in ops.iter().copied() {
+            let ready = op.t.saturating_add(op.delay.unwrap_or(0));
+            let in_window = until.is_some_and(|u| ready <= u.saturating_add(slack))
+                && since.is_none_or(|p| ready.saturating_add(slack) > p);
+            if !in_window {
+                continue;
+            }
             let adds = ADDS.contains(&op.what.as_str());
             if op.what == "rate_limited" || (adds && op.trace.is_none()) {
                 let mut text = op.what.clone();

@@ -533,3 +533,63 @@ fn chrome_export_has_queue_wait_and_reconcile_tracks() {
         .collect();
     assert_eq!(tracks, ["queue deployments", "reconcile deployments"]);
 }
+
+/// A retry or `add_after` counts for the reconcile whose `got` came first after it became
+/// ready: a long `add_after` made before a `got` (the demo's progress-deadline requeue) did not
+/// cause that reconcile, and a short retry made just before a `got` causes the next one.
+#[test]
+fn why_gives_each_delayed_re_add_to_the_reconcile_after_its_deadline() {
+    let ms = 1_000_000u64;
+    let lines = [
+        r#"{"type":"header","format":"kinformer-trace","v":1,"t":1}"#.to_string(),
+        format!(
+            r#"{{"type":"queue","t":{},"queue":"q","key":"d/p","what":"delayed","delay":{}}}"#,
+            10 * ms,
+            600_000 * ms
+        ),
+        format!(
+            r#"{{"type":"queue","t":{},"queue":"q","key":"d/p","what":"rate_limited","delay":{},"requeues":0}}"#,
+            11 * ms,
+            5 * ms
+        ),
+        // A dirty re-add taken 1 ms later, before the retry is ready.
+        format!(
+            r#"{{"type":"queue","t":{},"queue":"q","key":"d/p","what":"got","worker":"1"}}"#,
+            12 * ms
+        ),
+        format!(
+            r#"{{"type":"reconcile","t":{},"what":"start","span":"a","queue":"q","key":"d/p"}}"#,
+            12 * ms
+        ),
+        format!(
+            r#"{{"type":"reconcile","t":{},"what":"end","span":"a","queue":"q","key":"d/p","result":"ok"}}"#,
+            13 * ms
+        ),
+        format!(
+            r#"{{"type":"queue","t":{},"queue":"q","key":"d/p","what":"got","worker":"1"}}"#,
+            17 * ms
+        ),
+        format!(
+            r#"{{"type":"reconcile","t":{},"what":"start","span":"b","queue":"q","key":"d/p"}}"#,
+            17 * ms
+        ),
+        format!(
+            r#"{{"type":"reconcile","t":{},"what":"end","span":"b","queue":"q","key":"d/p","result":"ok"}}"#,
+            18 * ms
+        ),
+    ];
+    let file = TraceFile::parse(lines.join("\n").as_bytes()).expect("valid");
+    let query = "d/p".parse().expect("object");
+    let why = kinformer_trace::why::why(&file, &query, None).expect("reconciles");
+    let requeues: Vec<Vec<&str>> = why
+        .reconciles
+        .iter()
+        .map(|r| {
+            r.requeues
+                .iter()
+                .map(|q| q.split(' ').next().unwrap_or(""))
+                .collect()
+        })
+        .collect();
+    assert_eq!(requeues, [vec![], vec!["rate_limited"]]);
+}
