@@ -16,10 +16,12 @@ use std::{
 
 use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kinformer::ObjectKey;
 use kinformer::notification::Notification;
 use kinformer_actors::{
-    ListenerConfig, OverflowPolicy, SharedIndexInformer, handler_fn,
+    AsyncWorkQueue, ListenerConfig, OverflowPolicy, SharedIndexInformer, handler_fn,
     otel::{KinformerOtelLayer, trace_filter},
+    trace::{ReconcileResult, ReconcileSpan, WriteVerb},
 };
 use kube::{
     Api,
@@ -172,6 +174,80 @@ async fn t8_real_hops_become_a_root_span_with_a_child_per_hop() {
         assert!(took >= Duration::from_millis(3));
     }
     assert!(seen.load(Ordering::Relaxed) >= 2);
+
+    // T5–T8 with the real emitters: an event through a key sink into a named workqueue, a
+    // worker's reconcile span and its write. The reconcile span is parented to the root span
+    // of the event it took, and the write is the reconcile's child.
+    let queue = AsyncWorkQueue::<ObjectKey>::new().with_name("q");
+    let sink = ListenerConfig {
+        name: Some("to-queue".into()),
+        ..ListenerConfig::default()
+    };
+    informer
+        .add_key_sink(queue.clone(), None, sink)
+        .await
+        .expect("key sink");
+    // The late listener's replay of the two cached maps: taken and finished first.
+    for _ in 0..2 {
+        let taken = queue.get_traced(1).await.expect("a replayed key");
+        queue.done(taken.item());
+    }
+    maps.create(&PostParams::default(), &cm("loop-1"))
+        .await
+        .expect("create");
+    let taken = queue.get_traced(7).await.expect("the new key");
+    assert_eq!(taken.item().to_string(), "demo/loop-1");
+    assert_eq!(
+        taken.traces().len(),
+        1,
+        "the event's trace id reached the worker"
+    );
+    let span = ReconcileSpan::start(&taken);
+    span.write(WriteVerb::Create, "ConfigMap", "demo", "loop-1-out", "4242");
+    span.end(ReconcileResult::Ok);
+    queue.done(taken.item());
+    queue.forget(taken.item());
+    let reconcile_name = "kinformer.reconcile q demo/loop-1";
+    eventually("the event's handlers ran", || {
+        let spans = exporter.get_finished_spans().expect("exporter up");
+        spans
+            .iter()
+            .any(|s| s.name == "kinformer.event ConfigMap demo/loop-1 added")
+            && spans.iter().any(|s| s.name == reconcile_name)
+            || {
+                handle.flush();
+                false
+            }
+    })
+    .await;
+    let spans = exporter.get_finished_spans().expect("exporter up");
+    let root = spans
+        .iter()
+        .find(|s| s.name == "kinformer.event ConfigMap demo/loop-1 added")
+        .expect("the event's root");
+    let reconcile = spans
+        .iter()
+        .find(|s| s.name == reconcile_name)
+        .expect("the reconcile span");
+    assert_eq!(
+        reconcile.parent_span_id,
+        root.span_context.span_id(),
+        "the reconcile hangs under the event it took"
+    );
+    assert_eq!(
+        reconcile.span_context.trace_id(),
+        root.span_context.trace_id()
+    );
+    let write = spans
+        .iter()
+        .find(|s| {
+            s.name
+                .starts_with("kinformer.write create ConfigMap demo/loop-1-out")
+        })
+        .expect("the write span");
+    assert_eq!(write.parent_span_id, reconcile.span_context.span_id());
+    assert_eq!(attr(write, "kinformer.rv").as_deref(), Some("4242"));
+
     informer.shutdown().await;
     handle.flush();
     assert_eq!(handle.open_spans(), (0, 0));
