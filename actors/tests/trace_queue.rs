@@ -344,3 +344,34 @@ async fn t6_reconcile_spans_record_start_writes_and_end() {
             .contains("without an end")
     );
 }
+
+/// T5's bound: a hot key merged from more events than `MAX_ITEM_TRACES` keeps the first ones
+/// and counts the rest on its `got` line (`untraced`), so neither the item's list nor each
+/// `merged` line's copy of it grows without bound.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn t5_a_hot_key_keeps_a_bounded_list_and_counts_the_rest() {
+    use kinformer_actors::workqueue::MAX_ITEM_TRACES;
+    let rec = record();
+    let q = AsyncWorkQueue::<ObjectKey>::new().with_name("deployments");
+    let web = key("demo", "web");
+    let extra = 36u64;
+    for i in 1..=MAX_ITEM_TRACES as u64 + extra {
+        q.add_traced(web.clone(), TraceId(i));
+    }
+    let taken = q.get_traced(0).await.expect("web");
+    assert_eq!(taken.traces().len(), MAX_ITEM_TRACES);
+    assert_eq!(taken.traces()[0], TraceId(1));
+    q.done(&web);
+    let lines = rec.lines(&["queue"]);
+    let got = lines
+        .iter()
+        .find(|l| l["what"] == "got")
+        .expect("a got line");
+    assert_eq!(got["untraced"], extra);
+    let longest = lines
+        .iter()
+        .filter(|l| l["what"] == "merged")
+        .map(|l| l["into"].as_array().map_or(0, Vec::len))
+        .max();
+    assert_eq!(longest, Some(MAX_ITEM_TRACES));
+}

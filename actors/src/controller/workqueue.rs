@@ -144,6 +144,11 @@ struct QueueTrace<T> {
     items: HashMap<T, ItemTraces>,
 }
 
+/// The most trace ids one item keeps (T5). A hot key fed by many events before a worker takes
+/// it (every Pod of a Deployment in an initial list) would otherwise grow its list, and each
+/// `merged` line's copy of it, without bound; past this the ids are counted, not kept.
+pub const MAX_ITEM_TRACES: usize = 64;
+
 /// The trace ids an item carries, and its times, while tracing is on.
 #[derive(Debug, Default)]
 struct ItemTraces {
@@ -156,15 +161,24 @@ struct ItemTraces {
     requeued_at: Option<Instant>,
     /// When a worker took it (`done`'s duration starts there).
     got_at: Option<Instant>,
+    /// Trace ids not kept because the item already carried [`MAX_ITEM_TRACES`] (written on
+    /// its `got` line as `untraced`).
+    untraced: u32,
 }
 
 fn display_key<T: fmt::Display>(item: &T) -> String {
     item.to_string()
 }
 
-fn push_unique(traces: &mut Vec<TraceId>, trace: TraceId) {
-    if !trace.is_none() && !traces.contains(&trace) {
+/// Adds `trace` to `traces` once; past [`MAX_ITEM_TRACES`] counts it in `untraced` instead.
+fn push_unique(traces: &mut Vec<TraceId>, trace: TraceId, untraced: &mut u32) {
+    if trace.is_none() || traces.contains(&trace) {
+        return;
+    }
+    if traces.len() < MAX_ITEM_TRACES {
         traces.push(trace);
+    } else {
+        *untraced = untraced.saturating_add(1);
     }
 }
 
@@ -191,22 +205,25 @@ impl<T: Clone + Eq + Hash> Locked<T> {
             AddOutcome::Queued => {
                 let e = t.items.entry(item.clone()).or_default();
                 e.pending.clear();
+                e.untraced = 0;
                 e.requeued_at = None;
-                push_unique(&mut e.pending, trace);
+                push_unique(&mut e.pending, trace, &mut e.untraced);
                 QueueLine::Added { trace }
             }
             AddOutcome::AlreadyQueued => {
                 let e = t.items.entry(item.clone()).or_default();
                 let into = e.pending.clone();
-                push_unique(&mut e.pending, trace);
+                push_unique(&mut e.pending, trace, &mut e.untraced);
                 QueueLine::Merged { trace, into }
             }
             AddOutcome::Deferred => {
-                push_unique(&mut t.items.entry(item.clone()).or_default().pending, trace);
+                let e = t.items.entry(item.clone()).or_default();
+                push_unique(&mut e.pending, trace, &mut e.untraced);
                 QueueLine::Dirty { trace }
             }
             AddOutcome::Delayed { ready_at } => {
-                push_unique(&mut t.items.entry(item.clone()).or_default().delayed, trace);
+                let e = t.items.entry(item.clone()).or_default();
+                push_unique(&mut e.delayed, trace, &mut e.untraced);
                 QueueLine::Delayed {
                     trace,
                     delay: ready_at.saturating_duration_since(now()),
@@ -940,9 +957,10 @@ impl<T: Clone + Eq + Hash> Locked<T> {
         };
         let e = t.items.entry(item.clone()).or_default();
         let mut traces = std::mem::take(&mut e.pending);
+        let mut untraced = std::mem::take(&mut e.untraced);
         if delayed_fired {
             for d in e.delayed.drain(..) {
-                push_unique(&mut traces, d);
+                push_unique(&mut traces, d, &mut untraced);
             }
         }
         let wait = e
@@ -954,6 +972,7 @@ impl<T: Clone + Eq + Hash> Locked<T> {
             item,
             QueueLine::Got {
                 traces: traces.clone(),
+                untraced,
                 wait,
                 worker,
             },

@@ -398,6 +398,8 @@ pub(crate) enum QueueLine {
     DroppedNotOwned,
     Got {
         traces: Vec<TraceId>,
+        /// Ids not kept past the item's bound (`MAX_ITEM_TRACES`).
+        untraced: u32,
         wait: Duration,
         worker: WorkerName,
     },
@@ -455,10 +457,12 @@ impl QueueEvent {
             },
             QueueLine::Got {
                 traces,
+                untraced,
                 wait,
                 worker,
             } => QueueOp::Got {
                 traces: ids(&traces),
+                untraced,
                 wait: ns(wait),
                 worker: worker.to_string(),
             },
@@ -475,6 +479,7 @@ impl QueueEvent {
         let (mut trace, mut into, mut traces) = (None, None, None);
         let (mut delay, mut requeues, mut reason) = (None, None, None);
         let (mut wait, mut worker, mut dur, mut requeued) = (None, None, None, None);
+        let mut untraced: Option<u32> = None;
         let what = match &self.op {
             QueueLine::Added { trace: t } => {
                 trace = opt(*t).map(|_| *t);
@@ -508,10 +513,12 @@ impl QueueEvent {
             }
             QueueLine::Got {
                 traces: t,
+                untraced: u,
                 wait: w,
                 worker: k,
             } => {
                 traces = Some(IdList(t));
+                untraced = (*u > 0).then_some(*u);
                 wait = Some(ns(*w));
                 worker = Some(*k);
                 "got"
@@ -541,6 +548,7 @@ impl QueueEvent {
             reason,
             wait,
             worker = worker.map(tracing::field::display),
+            untraced,
             dur,
             requeued,
         );

@@ -549,6 +549,8 @@ pub(crate) enum QueueOp {
     },
     Got {
         traces: Vec<Hex>,
+        #[serde(skip_serializing_if = "is_zero")]
+        untraced: u32,
         wait: u64,
         worker: String,
     },
@@ -557,6 +559,10 @@ pub(crate) enum QueueOp {
         requeued: bool,
     },
     Forget,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn arc_str<S: serde::Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Error> {
