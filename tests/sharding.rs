@@ -196,6 +196,13 @@ async fn partition(server_filters: bool) {
         }
         assert_eq!(h.shard_mismatches, 0);
     }
+    // Unsharded again: nobody filters any more, and health says so.
+    informers[0].set_shard(None).expect("unshard");
+    eventually("the cache holds the whole collection", || {
+        cached(&informers[0]).len() == server.len()
+    })
+    .await;
+    assert_eq!(informers[0].shard_filtering(), None);
     for i in &informers {
         i.shutdown().await;
     }

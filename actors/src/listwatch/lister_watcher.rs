@@ -423,11 +423,8 @@ where
         resource_version: String,
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<PartialObjectMeta<K>>, kube::Error>>
     {
-        let api = self.api.clone();
-        Box::pin(crate::runtime::on_io(async move {
-            let s = api.watch_metadata(&params, &resource_version).await?;
-            Ok(s.boxed())
-        }))
+        // One request builder for both: `watch_sharded` without a shard is `watch_metadata`.
+        self.watch_sharded(params, resource_version, None)
     }
 
     fn watch_sharded(
@@ -453,6 +450,16 @@ where
                 .await?;
             Ok(s.boxed())
         }))
+    }
+
+    fn list_items(
+        &self,
+        params: ListParams,
+        codec: ItemCodec<PartialObjectMeta<K>>,
+        admit: Admit<PartialObjectMeta<K>>,
+    ) -> ListItems<PartialObjectMeta<K>> {
+        // The streaming decoder, as the reflector gets it through `list_items_sharded`.
+        self.list_items_sharded(params, None, codec, admit)
     }
 
     fn list_items_sharded(

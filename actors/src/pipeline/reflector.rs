@@ -152,7 +152,7 @@ async fn drive<K: InformerObject>(
     let mut last_error: Option<ReflectorError> = None;
     let mut shard = cx.shard.clone();
     loop {
-        sync_shard(m, &mut shard);
+        sync_shard(cx, m, &mut shard);
         if let Some(until) = flush(cx, m, &mut last_error).await? {
             return Ok(until);
         }
@@ -168,10 +168,14 @@ async fn drive<K: InformerObject>(
                         .list_items_sharded(params, selector.as_ref(), cx.codec.clone(), admit);
                 let listed = within(timeout, list).await;
                 // K2: a change while the LIST ran abandons it (its page is then ignored).
-                sync_shard(m, &mut shard);
+                sync_shard(cx, m, &mut shard);
                 match listed {
                     Ok(mut list) => {
-                        if let Some(s) = &selector {
+                        // Only for a LIST of the shard still wanted: an abandoned page (K2)
+                        // says nothing about who filters and its drops are not the cache's.
+                        if let Some(s) = &selector
+                            && m.config().shard_selector.as_ref() == Some(s)
+                        {
                             note_shard_list(cx, s, &mut list);
                         }
                         m.handle_list_page(
@@ -206,7 +210,7 @@ async fn drive<K: InformerObject>(
                 let timeout = m.config().request_timeout;
                 let opened = within(timeout, open_watch(cx, params, rv, selector)).await;
                 // K2: a change while the WATCH opened abandons it (the stream is dropped).
-                sync_shard(m, &mut shard);
+                sync_shard(cx, m, &mut shard);
                 match opened {
                     Ok(stream) => {
                         m.handle_watch_opened(Instant::now());
@@ -245,11 +249,16 @@ async fn drive<K: InformerObject>(
 
 /// Feeds the machine the shard the informer wants now, if it differs from the machine's (K2).
 fn sync_shard<K: InformerObject>(
+    cx: &ReflectorContext<K>,
     m: &mut Machine<K>,
     shard: &mut tokio::sync::watch::Receiver<Option<ShardSelector>>,
 ) {
     let want = shard.borrow_and_update().clone();
     if want != m.config().shard_selector {
+        if want.is_none() {
+            // No shard: nobody filters any more (health's `shard_filtering` is `None`).
+            cx.status.set_shard_filtering(None);
+        }
         m.handle_shard_change(Instant::now(), want);
     }
 }
@@ -326,7 +335,7 @@ async fn consume<K: InformerObject>(
         match next {
             // K2: the shard changed: the machine decides (it abandons this watch unless the
             // selector is the same again).
-            None => sync_shard(m, shard),
+            None => sync_shard(cx, m, shard),
             Some(Err(_)) => m.handle_timeout(Instant::now()),
             Some(Ok(None)) => m.handle_watch_ended(Instant::now()),
             Some(Ok(Some(raw))) => {

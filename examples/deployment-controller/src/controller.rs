@@ -1089,9 +1089,12 @@ impl Inner {
         name: &str,
         rv: Option<&str>,
     ) {
+        // The trace names kinds; any other resource is written as its resource name rather
+        // than mislabelled.
         let kind = match resource {
             "replicasets" => "ReplicaSet",
-            _ => "Deployment",
+            "deployments" => "Deployment",
+            other => other,
         };
         trace::record_write(verb, kind, ns, name, rv.unwrap_or_default());
         let Some(sh) = &self.options.shard else {
