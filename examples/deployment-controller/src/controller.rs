@@ -1092,8 +1092,8 @@ impl Inner {
         // The trace names kinds; any other resource is written as its resource name rather
         // than mislabelled.
         let kind = match resource {
-            "replicasets" => "ReplicaSet",
-            "deployments" => "Deployment",
+            "replicasets" | "replicasets/status" => "ReplicaSet",
+            "deployments" | "deployments/status" => "Deployment",
             other => other,
         };
         trace::record_write(verb, kind, ns, name, rv.unwrap_or_default());

@@ -9,10 +9,10 @@
 //! controller, the kubelet's readiness), which runs fresh beside the fresh controller, as the
 //! rest of a cluster would; replaying them as well would hand the fresh controller the recorded
 //! one's ReplicaSets. The recorded controller's own Deployment writes (its status, its revision
-//! annotations) are left out: by `replay` itself when the trace has `write` lines (then the test
-//! checks that none is left in the plan), else by the test, which knows the controller is the
-//! only writer of those fields; either way the status compared below is the fresh
-//! controller's, not a played copy of the recorded one's.
+//! annotations) are left out by `replay` itself, from the trace's `write` lines (T7); the test,
+//! which knows the controller is the only writer of those fields, checks that none is left in
+//! the plan. So the status compared below is the fresh controller's, not a played copy of the
+//! recorded one's.
 //!
 //! What is compared, once the fresh controller has converged: for every Deployment, the
 //! ReplicaSets it controls (name — which holds the pod-template hash —, `spec.replicas`, image,
@@ -252,33 +252,30 @@ async fn a_replayed_recording_leads_a_fresh_controller_to_the_same_writes() {
 
     // Replay the inputs into a fresh sim, a fresh cluster simulation and a fresh controller.
     let recording = Recording::open(&path).expect("the recording reads");
-    let mut plan = recording.plan(&ReplayOptions {
+    let plan = recording.plan(&ReplayOptions {
         kinds: vec!["Deployment".into()],
         ..ReplayOptions::default()
     });
-    if recording.writes.is_empty() {
-        let before = plan.events.len();
-        plan.events.retain(|p| !controllers_write(p));
-        assert!(
-            plan.events.len() < before,
-            "the controller wrote Deployments"
-        );
-        // Left: the scenario's three creates, one scale and two image changes.
-        let left: Vec<_> = plan
-            .events
-            .iter()
-            .map(|p| (p.event.what, p.event.name.as_str()))
-            .collect();
-        assert_eq!(left.len(), 6, "{left:?}");
-    } else {
-        assert!(plan.skipped.own_writes > 0);
-        let left: Vec<_> = plan
-            .events
-            .iter()
-            .filter(|p| controllers_write(p))
-            .collect();
-        assert!(left.is_empty(), "own writes left in the plan: {left:?}");
-    }
+    // The controller records its writes (T6), so `replay` itself leaves them out (T7); the
+    // test's own judgement of what the controller wrote checks that none is left, and that
+    // what is left is the scenario's three creates, one scale and two image changes.
+    assert!(
+        !recording.writes.is_empty(),
+        "the recording holds the controller's write lines"
+    );
+    assert!(plan.skipped.own_writes > 0);
+    let own: Vec<_> = plan
+        .events
+        .iter()
+        .filter(|p| controllers_write(p))
+        .collect();
+    assert!(own.is_empty(), "own writes left in the plan: {own:?}");
+    let left: Vec<_> = plan
+        .events
+        .iter()
+        .map(|p| (p.event.what, p.event.name.as_str()))
+        .collect();
+    assert_eq!(left.len(), 6, "{left:?}");
     assert!(
         plan.events
             .iter()
