@@ -83,7 +83,6 @@
         s.textContent = `■ ${l.name}: ${lastOf(l)}`;
         cap.appendChild(s);
       });
-      if (lines.length === 0) cap.textContent = "no listener";
       fig.appendChild(cap);
     }
     return fig;
@@ -134,20 +133,23 @@
     const live = document.getElementById("live");
     try {
       const base = location.pathname.replace(/\/$/, "");
-      const [page, series] = await Promise.all([
-        fetch(base + "?format=html", { cache: "no-store" }).then(r => r.text()),
-        fetch(base + "/series", { cache: "no-store" }).then(r => r.json()),
-      ]);
-      const fresh = new DOMParser().parseFromString(page, "text/html").getElementById("informers");
+      // The page inlines its series: one request (and one sample) per refresh.
+      const page = await fetch(base + "?format=html", { cache: "no-store" }).then(r => r.text());
+      const doc = new DOMParser().parseFromString(page, "text/html");
+      const series = JSON.parse(doc.getElementById("series-data").textContent);
+      const fresh = doc.getElementById("informers");
       if (fresh) document.getElementById("informers").replaceWith(document.adoptNode(fresh));
       draw(series);
       refreshes++;
       document.body.dataset.refreshes = refreshes;
       live.textContent = `live charts, updated ${new Date().toLocaleTimeString()}: one point every ${series.interval_seconds}s over the last ${fmtSpan(series.window_seconds)}`;
       live.className = "";
+      delay = period;
     } catch (e) {
       live.textContent = "not refreshed (endpoint gone?): " + e;
       live.className = "bad";
+      // Back off while the endpoint does not answer: doubling, up to 30 s.
+      delay = Math.min(30000, delay * 2);
     } finally {
       inflight = false;
     }
@@ -155,5 +157,9 @@
 
   const first = JSON.parse(document.getElementById("series-data").textContent);
   draw(first);
-  setInterval(refresh, Math.min(2000, Math.max(1000, first.interval_seconds * 1000)));
+  const period = Math.min(2000, Math.max(1000, first.interval_seconds * 1000));
+  let delay = period;
+  (function tick() {
+    setTimeout(() => refresh().finally(tick), delay);
+  })();
 })();

@@ -130,12 +130,9 @@ async fn accept_loop(
 ) {
     let mut conns = JoinSet::new();
     // The charts' series are sampled here, so that a page opened after a problem shows the
-    // minutes before it. A zero interval would make tokio's interval panic.
-    let period = telemetry
-        .options()
-        .series_interval
-        .max(Duration::from_millis(10));
-    let mut sample = tokio::time::interval(period);
+    // minutes before it. `Telemetry::with_options` keeps the interval above zero, which
+    // tokio's interval needs.
+    let mut sample = tokio::time::interval(telemetry.options().series_interval);
     sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

@@ -57,6 +57,9 @@ pub enum TelemetryError {
     Encode(#[from] fmt::Error),
 }
 
+/// The shortest [`TelemetryOptions::series_interval`]: shorter values are raised to it.
+pub const MIN_SERIES_INTERVAL: Duration = Duration::from_millis(10);
+
 /// Options of a [`Telemetry`].
 #[derive(Clone, Debug)]
 pub struct TelemetryOptions {
@@ -71,7 +74,8 @@ pub struct TelemetryOptions {
     pub stale_threshold: Duration,
     /// How often the live series of the debug page's charts are sampled
     /// (`/debug/informers/series`, [`Telemetry::series`]): by the endpoint's timer while it
-    /// runs, and by requests for the series, at most once per interval. Default 1 s.
+    /// runs, and by requests for the series, at most once per interval. Default 1 s; at least
+    /// [`MIN_SERIES_INTERVAL`] (10 ms).
     pub series_interval: Duration,
     /// Points kept per series: the charts reach `series_interval × series_points` back.
     /// Default 300 (5 minutes at 1 s). Memory: 24 bytes a point (7.2 KB a series by default);
@@ -253,7 +257,10 @@ impl Telemetry {
     }
 
     /// A telemetry registry with the given options.
-    pub fn with_options(options: TelemetryOptions) -> Self {
+    pub fn with_options(mut options: TelemetryOptions) -> Self {
+        // One floor for the endpoint's sampling timer and the sampler: a zero interval would
+        // panic tokio's interval and leave the sampler a zero window (every point dropped).
+        options.series_interval = options.series_interval.max(MIN_SERIES_INTERVAL);
         let sources = Arc::new(Sources::default());
         let mut registry = Registry::default();
         registry.register_collector(Box::new(KinformerCollector {
