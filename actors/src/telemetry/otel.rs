@@ -151,12 +151,20 @@ impl OtelLayerHandle {
     pub fn open_spans(&self) -> (usize, usize) {
         self.0.open()
     }
+
+    /// Entries the layer's bounded maps pushed out so far ([`OtelLayerConfig`]'s limits):
+    /// open spans ended early, and contexts forgotten (a later reconcile or own write then
+    /// has no parent or link). Above zero, the limits are too small for the load.
+    pub fn evicted(&self) -> u64 {
+        self.0.evicted()
+    }
 }
 
 /// What a handle does with the layer's state, whatever its span type.
 trait OpenSpans: Send + Sync {
     fn flush(&self);
     fn open(&self) -> (usize, usize);
+    fn evicted(&self) -> u64;
 }
 
 impl<S: Span + Send> OpenSpans for Mutex<State<S>> {
@@ -165,8 +173,11 @@ impl<S: Span + Send> OpenSpans for Mutex<State<S>> {
     }
 
     fn open(&self) -> (usize, usize) {
-        let s = lock(self);
-        (s.roots.len(), s.reconciles.len())
+        lock(self).open()
+    }
+
+    fn evicted(&self) -> u64 {
+        lock(self).evicted()
     }
 }
 
@@ -208,8 +219,12 @@ impl<T: Tracer> KinformerOtelLayer<T> {
 
     /// The number of root spans and of reconcile spans open now.
     pub fn open_spans(&self) -> (usize, usize) {
-        let s = lock(&self.state);
-        (s.roots.len(), s.reconciles.len())
+        lock(&self.state).open()
+    }
+
+    /// Entries the bounded maps pushed out so far (see [`OtelLayerHandle::evicted`]).
+    pub fn evicted(&self) -> u64 {
+        lock(&self.state).evicted()
     }
 
     /// A handle to [`flush`](OtelLayerHandle::flush) the layer once it is in the subscriber.
@@ -388,6 +403,8 @@ fn hex(id: u64) -> String {
 /// A map of bounded size that evicts its oldest entry (in insertion order) when full.
 struct Bounded<K, V> {
     cap: usize,
+    /// Entries pushed out by the capacity (not replaced): what the bound cost.
+    evicted: u64,
     next: u64,
     map: HashMap<K, (u64, V)>,
     order: BTreeMap<u64, K>,
@@ -397,6 +414,7 @@ impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
     fn new(cap: usize) -> Self {
         Bounded {
             cap: cap.max(1),
+            evicted: 0,
             next: 0,
             map: HashMap::new(),
             order: BTreeMap::new(),
@@ -412,7 +430,10 @@ impl<K: Hash + Eq + Clone, V> Bounded<K, V> {
         let mut out: Vec<V> = self.remove(&k).into_iter().collect();
         while self.map.len() >= self.cap {
             match self.pop_oldest() {
-                Some(v) => out.push(v),
+                Some(v) => {
+                    self.evicted += 1;
+                    out.push(v);
+                }
                 None => break,
             }
         }
@@ -513,6 +534,20 @@ struct State<S> {
 }
 
 impl<S: Span> State<S> {
+    /// Open roots and open reconciles.
+    fn open(&self) -> (usize, usize) {
+        (self.roots.len(), self.reconciles.len())
+    }
+
+    /// Entries every bounded map pushed out.
+    fn evicted(&self) -> u64 {
+        self.roots.evicted
+            + self.known.evicted
+            + self.reconciles.evicted
+            + self.got.evicted
+            + self.writes.evicted
+    }
+
     fn new(c: &OtelLayerConfig) -> Self {
         State {
             roots: Bounded::new(c.max_open_traces),
@@ -1155,8 +1190,10 @@ mod tests {
                 assert!(handle.open_spans().0 <= 2, "at most two open roots");
             }
             assert_eq!(handle.open_spans(), (2, 0));
+            assert_eq!(handle.evicted(), 1, "the eviction is counted");
             handle.flush();
             assert_eq!(handle.open_spans(), (0, 0));
+            assert_eq!(handle.evicted(), 1, "a flush is not an eviction");
         });
         let roots: Vec<_> = spans
             .iter()
