@@ -395,6 +395,13 @@ impl<T: Clone + Eq + Hash> WorkQueue<T> {
 
     /// Marks `item` as finished (client-go's `Done`).
     ///
+    /// How long `item` has been processed (since the `get` that took it), if it is.
+    pub fn processing_for(&self, item: &T, now: Instant) -> Option<Duration> {
+        self.processing
+            .get(item)
+            .map(|started| now.saturating_duration_since(*started))
+    }
+
     /// If it was re-added while being processed, it goes back to the tail of the queue and
     /// this returns true (wake a worker). `done` for an item that is not being processed is a
     /// no-op returning false (client-go would queue a dirty item twice there).

@@ -159,8 +159,6 @@ struct ItemTraces {
     delayed: Vec<TraceId>,
     /// When `done` queued it again (it was dirty): its wait starts there, not at the add.
     requeued_at: Option<Instant>,
-    /// When a worker took it (`done`'s duration starts there).
-    got_at: Option<Instant>,
     /// Trace ids not kept because the item already carried [`MAX_ITEM_TRACES`] (written on
     /// its `got` line as `untraced`).
     untraced: u32,
@@ -788,13 +786,14 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> AsyncWorkQueue<T> {
         let (requeued, drained, event) = {
             let mut l = self.lock();
             let at = now();
-            let traced = l.traced(on) && l.core.is_processing(item);
-            let requeued = l.core.done(item, at);
-            let event = if traced {
-                l.on_done(item, at, requeued)
+            // The core knows since when it was processed: the `done` line's duration.
+            let took = if l.traced(on) {
+                l.core.processing_for(item, at)
             } else {
                 None
             };
+            let requeued = l.core.done(item, at);
+            let event = took.and_then(|dur| l.on_done(item, dur, at, requeued));
             (requeued, l.core.is_drained(), event)
         };
         if let Some(e) = event {
@@ -967,7 +966,6 @@ impl<T: Clone + Eq + Hash> Locked<T> {
             .requeued_at
             .take()
             .map_or(waited, |r| at.saturating_duration_since(r));
-        e.got_at = Some(at);
         let event = t.event(
             item,
             QueueLine::Got {
@@ -981,13 +979,15 @@ impl<T: Clone + Eq + Hash> Locked<T> {
     }
 
     /// The `done` line; forgets the item's traces unless it is queued again or still delayed.
-    fn on_done(&mut self, item: &T, at: Instant, requeued: bool) -> Option<QueueEvent> {
+    fn on_done(
+        &mut self,
+        item: &T,
+        dur: Duration,
+        at: Instant,
+        requeued: bool,
+    ) -> Option<QueueEvent> {
         let t = self.trace.as_mut()?;
-        let mut dur = Duration::ZERO;
         if let Some(e) = t.items.get_mut(item) {
-            if let Some(got) = e.got_at.take() {
-                dur = at.saturating_duration_since(got);
-            }
             if requeued {
                 e.requeued_at = Some(at);
             } else if e.delayed.is_empty() {
