@@ -60,6 +60,9 @@ pub struct ShardCounts {
     /// Items outside the shard in a list the server said it filtered (kept: the server is
     /// trusted; a mismatch means the two hash the field differently).
     pub mismatches: u64,
+    /// True when every item went through the shard check while decoding (the streaming
+    /// decoder with a shard): nothing outside the shard is left for the reflector to drop.
+    pub checked: bool,
 }
 
 /// `metadata` as a LIST answer has it: kube's `ListMeta` plus `shardInfo`.
@@ -374,7 +377,8 @@ fn decode_chunks<K: DeserializeOwned + Send + Sync + 'static>(
     // What came before a bad part is admitted as it would have been one by one; an item that
     // failed to decode before it is the first error.
     let finished = window.finish(&mut src);
-    let counts = window.shard_counts;
+    let mut counts = window.shard_counts;
+    counts.checked = window.shard.is_some();
     out.shard_counts = counts;
     match (parsed, finished) {
         (_, Err(first)) => Err(first),

@@ -281,7 +281,8 @@ fn note_shard_list<K: InformerObject>(
         ShardFiltering::Client
     }));
     let mut filtered = list.shard_counts.filtered;
-    if !server {
+    // A lister-watcher that checked while decoding left nothing to drop: no second pass.
+    if !server && !list.shard_counts.checked {
         let before = list.items.len();
         list.items
             .retain(|(o, _)| selector.matches(o.uid(), o.namespace()));
