@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use crate::fmt::{duration, nanos, wall};
 use crate::follow::ObjectQuery;
 use crate::loops::Loops;
-use crate::{QueueOp, TraceError, TraceFile};
+use crate::{TraceError, TraceFile};
 
 /// The queue operations that put a key into an item.
 const ADDS: [&str; 4] = ["added", "merged", "dirty", "delayed"];
@@ -77,34 +77,32 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
             continue;
         }
         let ops = loops.ops(r.queue, r.key);
-        // The operations that filled the item: after the previous `got` of the key, up to this
-        // one (none without a `got`).
-        let window: Vec<&QueueOp> = match r.got {
-            Some(got) => {
-                let previous = ops
-                    .iter()
-                    .filter(|op| op.what == "got" && op.t < got.t)
-                    .map(|op| op.t)
-                    .max();
-                ops.iter()
-                    .copied()
-                    .filter(|op| op.t <= got.t && previous.is_none_or(|p| op.t >= p))
-                    .collect()
-            }
-            None => Vec::new(),
-        };
+        // The key's previous `got` before this one: the operations after it, up to this `got`,
+        // filled the item (none without a `got`).
+        let previous = r.got.and_then(|got| {
+            ops.iter()
+                .filter(|op| op.what == "got" && op.t < got.t)
+                .map(|op| op.t)
+                .max()
+        });
         // The item's traces as the `start`/`got` line lists them; a writer that did not list
-        // them still names each add's trace.
+        // them still names each add's trace (of the operations that filled the item).
         let mut traces: Vec<&String> = r.traces().iter().collect();
         if traces.is_empty() {
-            for op in &window {
-                if let Some(id) = op
-                    .trace
-                    .as_ref()
-                    .filter(|_| ADDS.contains(&op.what.as_str()))
-                {
-                    if !traces.contains(&id) {
-                        traces.push(id);
+            if let Some(got) = r.got {
+                let window = ops
+                    .iter()
+                    .copied()
+                    .filter(|op| op.t <= got.t && previous.is_none_or(|p| op.t >= p));
+                for op in window {
+                    if let Some(id) = op
+                        .trace
+                        .as_ref()
+                        .filter(|_| ADDS.contains(&op.what.as_str()))
+                    {
+                        if !traces.contains(&id) {
+                            traces.push(id);
+                        }
                     }
                 }
             }
@@ -150,16 +148,7 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
         // clock and the line's wall time differ slightly).
         let mut requeues = Vec::new();
         let slack = 1_000_000;
-        let (since, until) = match r.got {
-            Some(got) => (
-                ops.iter()
-                    .filter(|op| op.what == "got" && op.t < got.t)
-                    .map(|op| op.t)
-                    .max(),
-                Some(got.t),
-            ),
-            None => (None, None),
-        };
+        let (since, until) = (previous, r.got.map(|got| got.t));
         for op in ops.iter().copied() {
             let ready = op.t.saturating_add(op.delay.unwrap_or(0));
             let in_window = until.is_some_and(|u| ready <= u.saturating_add(slack))
