@@ -233,7 +233,7 @@ fn loop_events<'a>(file: &'a TraceFile, first_tid: u64, events: &mut Vec<Event<'
             end,
             args: Args {
                 trace: Some(r.span),
-                what: Some(r.result().unwrap_or("(no end line)")),
+                what: Some(r.result_word()),
                 dur_us: r.dur().map(|d| d as f64 / 1e3),
                 ..Args::default()
             },

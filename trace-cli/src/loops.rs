@@ -82,16 +82,22 @@ impl<'a> Reconcile<'a> {
         self.end.and_then(|e| e.result.as_deref())
     }
 
-    /// The result for reading: `ok`, `error: message`, `requeue after 5.000s`, or `(no end
-    /// line)`.
+    /// The result word: [`Reconcile::result`], else `(no result)` when there is an `end` line
+    /// without one, else `(no end line)`. One wording for every view.
+    pub fn result_word(&self) -> &'a str {
+        match self.end {
+            Some(end) => end.result.as_deref().unwrap_or("(no result)"),
+            None => "(no end line)",
+        }
+    }
+
+    /// The result for reading: `ok`, `error: message`, `requeue after 5.000s`, or
+    /// [`Reconcile::result_word`]'s `(no result)` / `(no end line)`.
     pub fn outcome(&self) -> String {
+        let mut text = self.result_word().to_string();
         let Some(end) = self.end else {
-            return "(no end line)".to_string();
+            return text;
         };
-        let mut text = end
-            .result
-            .clone()
-            .unwrap_or_else(|| "(no result)".to_string());
         if let Some(error) = &end.error {
             text.push_str(": ");
             text.push_str(error);

@@ -258,14 +258,7 @@ pub fn stats(file: &TraceFile) -> Stats {
         let stats = entry(&mut queues, r.queue);
         stats.reconciles += 1;
         stats.writes += r.writes.len();
-        count(
-            &mut stats.results,
-            r.result().unwrap_or(if r.end.is_some() {
-                "(no result)"
-            } else {
-                "(no end line)"
-            }),
-        );
+        count(&mut stats.results, r.result_word());
         if let Some(dur) = r.dur() {
             durs.entry(r.queue).or_default().push(nanos(dur));
         }
