@@ -183,11 +183,7 @@ fn micros(base: u64, t: u64) -> f64 {
 
 /// `what Kind ns/name`.
 fn label(what: &str, h: &Hop) -> String {
-    if h.ns.is_empty() {
-        format!("{what} {} {}", h.kind, h.name)
-    } else {
-        format!("{what} {} {}/{}", h.kind, h.ns, h.name)
-    }
+    format!("{what} {} {}", h.kind, crate::fmt::path(&h.ns, &h.name))
 }
 
 /// A slice of the loop's tracks before its lane is known.

@@ -647,7 +647,7 @@ fn queue_step(op: &QueueOp, level: u8) -> LoopStep {
 }
 
 /// `  rv=1240`, or nothing for an empty resourceVersion.
-fn rv(rv: &str) -> String {
+pub(crate) fn rv(rv: &str) -> String {
     if rv.is_empty() {
         String::new()
     } else {

@@ -661,11 +661,7 @@ impl<'a> Player<'a> {
 }
 
 fn describe(event: &RecordedEvent, e: &SimError) -> String {
-    let object = if event.ns.is_empty() {
-        event.name.clone()
-    } else {
-        format!("{}/{}", event.ns, event.name)
-    };
+    let object = crate::fmt::path(&event.ns, &event.name);
     format!(
         "{} {} {object} rv {}: {e}",
         event.what.as_str(),

@@ -522,7 +522,7 @@ fn entry<'a, 'm>(
 }
 
 /// Adds one to `word`'s count.
-fn count(counts: &mut Vec<(String, usize)>, word: &str) {
+pub(crate) fn count(counts: &mut Vec<(String, usize)>, word: &str) {
     match counts.iter_mut().find(|(w, _)| w == word) {
         Some((_, n)) => *n += 1,
         None => counts.push((word.to_string(), 1)),

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use crate::fmt::{duration, nanos, wall};
 use crate::follow::ObjectQuery;
-use crate::loops::Loops;
+use crate::loops::{Loops, rv};
+use crate::stats::count;
 use crate::{TraceError, TraceFile};
 
 /// The queue operations that put a key into an item.
@@ -65,11 +66,7 @@ pub struct Why {
 /// The reconciles of the key `query` names (`ns/name`, or `name`), in every queue or in
 /// `queue`, or [`TraceError::NoReconcile`].
 pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result<Why, TraceError> {
-    let key = if query.ns.is_empty() {
-        query.name.clone()
-    } else {
-        format!("{}/{}", query.ns, query.name)
-    };
+    let key = crate::fmt::path(&query.ns, &query.name);
     let loops = Loops::new(file);
     let mut reconciles = Vec::new();
     for r in &loops.reconciles {
@@ -114,17 +111,8 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
                 Cause {
                     trace: id.clone(),
                     event: origin.map(|h| {
-                        let rv = if h.rv.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" rv={}", h.rv)
-                        };
-                        let path = if h.ns.is_empty() {
-                            h.name.clone()
-                        } else {
-                            format!("{}/{}", h.ns, h.name)
-                        };
-                        (format!("{} {path} {}{rv}", h.kind, h.what), h.t)
+                        let path = crate::fmt::path(&h.ns, &h.name);
+                        (format!("{} {path} {}{}", h.kind, h.what, rv(&h.rv)), h.t)
                     }),
                     own_write: origin
                         .and_then(|h| loops.own_write(h))
@@ -182,14 +170,7 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
             writes: r
                 .writes
                 .iter()
-                .map(|w| {
-                    let rv = if w.rv.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" rv={}", w.rv)
-                    };
-                    format!("{} {} {}{rv}", w.verb, w.kind, w.path())
-                })
+                .map(|w| format!("{} {} {}{}", w.verb, w.kind, w.path(), rv(&w.rv)))
                 .collect(),
         });
     }
@@ -227,16 +208,8 @@ impl std::fmt::Display for Why {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut results: Vec<(String, usize)> = Vec::new();
         for r in &self.reconciles {
-            let word = r
-                .outcome
-                .split([':', ' '])
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            match results.iter_mut().find(|(w, _)| *w == word) {
-                Some((_, n)) => *n += 1,
-                None => results.push((word, 1)),
-            }
+            let word = r.outcome.split([':', ' ']).next().unwrap_or_default();
+            count(&mut results, word);
         }
         let results: Vec<String> = results.iter().map(|(w, n)| format!("{n} {w}")).collect();
         let own: usize = self
