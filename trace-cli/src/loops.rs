@@ -253,6 +253,10 @@ impl<'a> Loops<'a> {
                 }
             })
             .collect();
+        // In start order (spans are unique, so the order is total). `t()` does not read the
+        // `got` found below (only a reconcile with a `start` gets one, and its time is the
+        // start's), so sorting first leaves `by_got`'s indices valid without renumbering.
+        reconciles.sort_by(|a, b| (a.t(), a.span).cmp(&(b.t(), b.span)));
 
         // The `got` before each start, and the `done` after that `got`.
         let mut by_got = HashMap::new();
@@ -283,22 +287,6 @@ impl<'a> Loops<'a> {
             by_got.insert(got, r);
         }
 
-        let mut order: Vec<usize> = (0..reconciles.len()).collect();
-        order.sort_by(|&a, &b| {
-            (reconciles[a].t(), reconciles[a].span).cmp(&(reconciles[b].t(), reconciles[b].span))
-        });
-        // Renumber `by_got` to the sorted order.
-        let mut new_index = vec![0; reconciles.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old] = new;
-        }
-        let by_got = by_got
-            .into_iter()
-            .map(|(got, r)| (got, new_index[r]))
-            .collect();
-        let mut slots: Vec<Option<Reconcile<'a>>> = reconciles.into_iter().map(Some).collect();
-        let reconciles: Vec<Reconcile<'a>> =
-            order.iter().filter_map(|&i| slots[i].take()).collect();
         let by_span = reconciles
             .iter()
             .enumerate()
