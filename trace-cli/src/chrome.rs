@@ -183,11 +183,7 @@ fn micros(base: u64, t: u64) -> f64 {
 
 /// `what Kind ns/name`.
 fn label(what: &str, h: &Hop) -> String {
-    if h.ns.is_empty() {
-        format!("{what} {} {}", h.kind, h.name)
-    } else {
-        format!("{what} {} {}/{}", h.kind, h.ns, h.name)
-    }
+    format!("{what} {} {}", h.kind, crate::fmt::path(&h.ns, &h.name))
 }
 
 /// A slice of the loop's tracks before its lane is known.
@@ -233,7 +229,7 @@ fn loop_events<'a>(file: &'a TraceFile, first_tid: u64, events: &mut Vec<Event<'
             end,
             args: Args {
                 trace: Some(r.span),
-                what: Some(r.result().unwrap_or("(no end line)")),
+                what: Some(r.result_word()),
                 dur_us: r.dur().map(|d| d as f64 / 1e3),
                 ..Args::default()
             },

@@ -1,7 +1,16 @@
-//! Text formatting of times and durations.
+//! Text formatting of times, durations and object keys.
 
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
+
+/// `ns/name`, or `name` for a cluster-scoped object (client-go's key).
+pub fn path(ns: &str, name: &str) -> String {
+    if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    }
+}
 
 /// A wall time (nanoseconds since the Unix epoch) as RFC 3339 UTC with microseconds.
 pub fn wall(t: u64) -> String {

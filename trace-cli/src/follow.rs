@@ -38,11 +38,7 @@ impl ObjectQuery {
 
     /// The object as asked for: `[Kind ]ns/name`.
     pub fn describe(&self) -> String {
-        let path = if self.ns.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}/{}", self.ns, self.name)
-        };
+        let path = crate::fmt::path(&self.ns, &self.name);
         match &self.kind {
             Some(kind) => format!("{kind} {path}"),
             None => path,

@@ -82,16 +82,22 @@ impl<'a> Reconcile<'a> {
         self.end.and_then(|e| e.result.as_deref())
     }
 
-    /// The result for reading: `ok`, `error: message`, `requeue after 5.000s`, or `(no end
-    /// line)`.
+    /// The result word: [`Reconcile::result`], else `(no result)` when there is an `end` line
+    /// without one, else `(no end line)`. One wording for every view.
+    pub fn result_word(&self) -> &'a str {
+        match self.end {
+            Some(end) => end.result.as_deref().unwrap_or("(no result)"),
+            None => "(no end line)",
+        }
+    }
+
+    /// The result for reading: `ok`, `error: message`, `requeue after 5.000s`, or
+    /// [`Reconcile::result_word`]'s `(no result)` / `(no end line)`.
     pub fn outcome(&self) -> String {
+        let mut text = self.result_word().to_string();
         let Some(end) = self.end else {
-            return "(no end line)".to_string();
+            return text;
         };
-        let mut text = end
-            .result
-            .clone()
-            .unwrap_or_else(|| "(no result)".to_string());
         if let Some(error) = &end.error {
             text.push_str(": ");
             text.push_str(error);
@@ -247,6 +253,10 @@ impl<'a> Loops<'a> {
                 }
             })
             .collect();
+        // In start order (spans are unique, so the order is total). `t()` does not read the
+        // `got` found below (only a reconcile with a `start` gets one, and its time is the
+        // start's), so sorting first leaves `by_got`'s indices valid without renumbering.
+        reconciles.sort_by(|a, b| (a.t(), a.span).cmp(&(b.t(), b.span)));
 
         // The `got` before each start, and the `done` after that `got`.
         let mut by_got = HashMap::new();
@@ -277,22 +287,6 @@ impl<'a> Loops<'a> {
             by_got.insert(got, r);
         }
 
-        let mut order: Vec<usize> = (0..reconciles.len()).collect();
-        order.sort_by(|&a, &b| {
-            (reconciles[a].t(), reconciles[a].span).cmp(&(reconciles[b].t(), reconciles[b].span))
-        });
-        // Renumber `by_got` to the sorted order.
-        let mut new_index = vec![0; reconciles.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old] = new;
-        }
-        let by_got = by_got
-            .into_iter()
-            .map(|(got, r)| (got, new_index[r]))
-            .collect();
-        let mut slots: Vec<Option<Reconcile<'a>>> = reconciles.into_iter().map(Some).collect();
-        let reconciles: Vec<Reconcile<'a>> =
-            order.iter().filter_map(|&i| slots[i].take()).collect();
         let by_span = reconciles
             .iter()
             .enumerate()
@@ -641,7 +635,7 @@ fn queue_step(op: &QueueOp, level: u8) -> LoopStep {
 }
 
 /// `  rv=1240`, or nothing for an empty resourceVersion.
-fn rv(rv: &str) -> String {
+pub(crate) fn rv(rv: &str) -> String {
     if rv.is_empty() {
         String::new()
     } else {

@@ -219,11 +219,7 @@ pub struct WriteLine {
 impl WriteLine {
     /// `ns/name`, or `name` for a cluster-scoped object.
     pub fn path(&self) -> String {
-        if self.ns.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}/{}", self.ns, self.name)
-        }
+        crate::fmt::path(&self.ns, &self.name)
     }
 }
 

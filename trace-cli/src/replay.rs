@@ -27,7 +27,7 @@ use kinformer_sim::{Sim, SimError};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::{TraceError, TraceFile, Truncation};
+use crate::{TraceError, TraceFile, Truncation, WriteLine};
 
 /// What went wrong preparing a replay (errors of single events are in [`PlayReport`]).
 #[derive(Debug, thiserror::Error)]
@@ -105,28 +105,6 @@ pub struct RecordedEvent {
     pub body: Option<Arc<Value>>,
 }
 
-/// One `write` line: an API write the recorded controller made (`docs/trace-format.md`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct RecordedWrite {
-    /// When it was recorded.
-    pub t: u64,
-    /// `create`, `update`, `patch`, `delete`, `update_status`, `patch_status`.
-    pub verb: String,
-    /// The object's kind.
-    pub kind: String,
-    /// Its namespace (`""` when cluster-scoped).
-    #[serde(default)]
-    pub ns: String,
-    /// Its name.
-    pub name: String,
-    /// The resourceVersion the server answered (`""` when it answered none).
-    #[serde(default)]
-    pub rv: String,
-    /// The reconcile that made it, if any.
-    #[serde(default)]
-    pub span: Option<String>,
-}
-
 /// The lines of a trace that replay uses.
 #[derive(Debug, Clone, Default)]
 pub struct Recording {
@@ -136,16 +114,16 @@ pub struct Recording {
     pub truncated: Option<Truncation>,
     /// The reflector's listed objects and watch events, in time order, each once.
     pub events: Vec<RecordedEvent>,
-    /// The `write` lines, in file order.
-    pub writes: Vec<RecordedWrite>,
+    /// The `write` lines, in file order (as [`TraceFile::parse`] read them).
+    pub writes: Vec<WriteLine>,
 }
 
 /// The fields of a line that replay reads (others are ignored).
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 enum Line {
-    Hop(HopLine),
-    Write(RecordedWrite),
+    // Boxed: a hop line is large, the other variant empty.
+    Hop(Box<HopLine>),
     #[serde(other)]
     Other,
 }
@@ -192,6 +170,9 @@ impl Recording {
         let mut recording = Recording {
             bodies: true,
             truncated: file.truncated,
+            // The reader's own `write` lines: one parse, one set of rules (`"ns":null` is
+            // cluster-scoped), so no write is dropped here and then played as an input.
+            writes: file.writes,
             ..Recording::default()
         };
         // (kind, ns, name, rv, deleted) -> index in `events`: one event per version, however
@@ -207,11 +188,7 @@ impl Recording {
                 continue;
             };
             let hop = match line {
-                Line::Write(w) => {
-                    recording.writes.push(w);
-                    continue;
-                }
-                Line::Hop(hop) if hop.hop == "reflector" => hop,
+                Line::Hop(hop) if hop.hop == "reflector" => *hop,
                 Line::Hop(_) | Line::Other => continue,
             };
             let Some(what) = RecordedType::parse(&hop.what) else {
@@ -684,11 +661,7 @@ impl<'a> Player<'a> {
 }
 
 fn describe(event: &RecordedEvent, e: &SimError) -> String {
-    let object = if event.ns.is_empty() {
-        event.name.clone()
-    } else {
-        format!("{}/{}", event.ns, event.name)
-    };
+    let object = crate::fmt::path(&event.ns, &event.name);
     format!(
         "{} {} {object} rv {}: {e}",
         event.what.as_str(),
@@ -872,6 +845,27 @@ mod tests {
         });
         assert!(pods_only.events.is_empty());
         assert_eq!(pods_only.skipped.kinds, 3);
+    }
+
+    #[test]
+    fn a_cluster_scoped_write_with_a_null_namespace_is_an_own_write() {
+        // A writer may give a cluster-scoped object's namespace as `null`: the reader takes it
+        // as `""`, and replay must too, or the controller's own write is played as an input.
+        let write = json!({"type":"write","t":25,"span":"00000a0000000001","verb":"update",
+                           "kind":"Namespace","ns":null,"name":"demo","rv":"6"})
+        .to_string();
+        let ns_hop = |t: u64, what: &str, rv: &str| {
+            json!({"type":"hop","t":t,"trace":"0000000000000001","hop":"reflector","inst":"a",
+                   "kind":"Namespace","name":"demo","uid":"u-1","rv":rv,"what":what,
+                   "body":{"apiVersion":"v1","kind":"Namespace",
+                           "metadata":{"name":"demo","resourceVersion":rv}}})
+            .to_string()
+        };
+        let r = recording(&[ns_hop(10, "added", "5"), write, ns_hop(30, "modified", "6")]);
+        assert_eq!(r.writes.len(), 1);
+        let plan = r.plan(&ReplayOptions::default());
+        assert_eq!(plan.skipped.own_writes, 1);
+        assert_eq!(plan.events.len(), 1);
     }
 
     #[test]

@@ -103,11 +103,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         let verbose = args.verbose;
         let report = player
             .play_with(&plan, pace, |event, outcome| {
-                let object = if event.ns.is_empty() {
-                    event.name.clone()
-                } else {
-                    format!("{}/{}", event.ns, event.name)
-                };
+                let object = kinformer_trace::fmt::path(&event.ns, &event.name);
                 match outcome {
                     Ok(applied) if verbose => println!(
                         "{:<8} {} {object} (recorded rv {}): {}",

@@ -258,14 +258,7 @@ pub fn stats(file: &TraceFile) -> Stats {
         let stats = entry(&mut queues, r.queue);
         stats.reconciles += 1;
         stats.writes += r.writes.len();
-        count(
-            &mut stats.results,
-            r.result().unwrap_or(if r.end.is_some() {
-                "(no result)"
-            } else {
-                "(no end line)"
-            }),
-        );
+        count(&mut stats.results, r.result_word());
         if let Some(dur) = r.dur() {
             durs.entry(r.queue).or_default().push(nanos(dur));
         }
@@ -529,7 +522,7 @@ fn entry<'a, 'm>(
 }
 
 /// Adds one to `word`'s count.
-fn count(counts: &mut Vec<(String, usize)>, word: &str) {
+pub(crate) fn count(counts: &mut Vec<(String, usize)>, word: &str) {
     match counts.iter_mut().find(|(w, _)| w == word) {
         Some((_, n)) => *n += 1,
         None => counts.push((word.to_string(), 1)),

@@ -28,11 +28,7 @@ impl ObjectKey {
 
     /// `ns/name`, or `name` for a cluster-scoped object (client-go's key).
     pub fn path(&self) -> String {
-        if self.ns.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}/{}", self.ns, self.name)
-        }
+        crate::fmt::path(&self.ns, &self.name)
     }
 }
 

@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 
 use crate::fmt::{duration, nanos, wall};
 use crate::follow::ObjectQuery;
-use crate::loops::Loops;
-use crate::{QueueOp, TraceError, TraceFile};
+use crate::loops::{Loops, rv};
+use crate::stats::count;
+use crate::{TraceError, TraceFile};
 
 /// The queue operations that put a key into an item.
 const ADDS: [&str; 4] = ["added", "merged", "dirty", "delayed"];
@@ -65,11 +66,7 @@ pub struct Why {
 /// The reconciles of the key `query` names (`ns/name`, or `name`), in every queue or in
 /// `queue`, or [`TraceError::NoReconcile`].
 pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result<Why, TraceError> {
-    let key = if query.ns.is_empty() {
-        query.name.clone()
-    } else {
-        format!("{}/{}", query.ns, query.name)
-    };
+    let key = crate::fmt::path(&query.ns, &query.name);
     let loops = Loops::new(file);
     let mut reconciles = Vec::new();
     for r in &loops.reconciles {
@@ -77,34 +74,32 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
             continue;
         }
         let ops = loops.ops(r.queue, r.key);
-        // The operations that filled the item: after the previous `got` of the key, up to this
-        // one (none without a `got`).
-        let window: Vec<&QueueOp> = match r.got {
-            Some(got) => {
-                let previous = ops
-                    .iter()
-                    .filter(|op| op.what == "got" && op.t < got.t)
-                    .map(|op| op.t)
-                    .max();
-                ops.iter()
-                    .copied()
-                    .filter(|op| op.t <= got.t && previous.is_none_or(|p| op.t >= p))
-                    .collect()
-            }
-            None => Vec::new(),
-        };
+        // The key's previous `got` before this one: the operations after it, up to this `got`,
+        // filled the item (none without a `got`).
+        let previous = r.got.and_then(|got| {
+            ops.iter()
+                .filter(|op| op.what == "got" && op.t < got.t)
+                .map(|op| op.t)
+                .max()
+        });
         // The item's traces as the `start`/`got` line lists them; a writer that did not list
-        // them still names each add's trace.
+        // them still names each add's trace (of the operations that filled the item).
         let mut traces: Vec<&String> = r.traces().iter().collect();
         if traces.is_empty() {
-            for op in &window {
-                if let Some(id) = op
-                    .trace
-                    .as_ref()
-                    .filter(|_| ADDS.contains(&op.what.as_str()))
-                {
-                    if !traces.contains(&id) {
-                        traces.push(id);
+            if let Some(got) = r.got {
+                let window = ops
+                    .iter()
+                    .copied()
+                    .filter(|op| op.t <= got.t && previous.is_none_or(|p| op.t >= p));
+                for op in window {
+                    if let Some(id) = op
+                        .trace
+                        .as_ref()
+                        .filter(|_| ADDS.contains(&op.what.as_str()))
+                    {
+                        if !traces.contains(&id) {
+                            traces.push(id);
+                        }
                     }
                 }
             }
@@ -116,17 +111,8 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
                 Cause {
                     trace: id.clone(),
                     event: origin.map(|h| {
-                        let rv = if h.rv.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" rv={}", h.rv)
-                        };
-                        let path = if h.ns.is_empty() {
-                            h.name.clone()
-                        } else {
-                            format!("{}/{}", h.ns, h.name)
-                        };
-                        (format!("{} {path} {}{rv}", h.kind, h.what), h.t)
+                        let path = crate::fmt::path(&h.ns, &h.name);
+                        (format!("{} {path} {}{}", h.kind, h.what, rv(&h.rv)), h.t)
                     }),
                     own_write: origin
                         .and_then(|h| loops.own_write(h))
@@ -150,16 +136,7 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
         // clock and the line's wall time differ slightly).
         let mut requeues = Vec::new();
         let slack = 1_000_000;
-        let (since, until) = match r.got {
-            Some(got) => (
-                ops.iter()
-                    .filter(|op| op.what == "got" && op.t < got.t)
-                    .map(|op| op.t)
-                    .max(),
-                Some(got.t),
-            ),
-            None => (None, None),
-        };
+        let (since, until) = (previous, r.got.map(|got| got.t));
         for op in ops.iter().copied() {
             let ready = op.t.saturating_add(op.delay.unwrap_or(0));
             let in_window = until.is_some_and(|u| ready <= u.saturating_add(slack))
@@ -193,14 +170,7 @@ pub fn why(file: &TraceFile, query: &ObjectQuery, queue: Option<&str>) -> Result
             writes: r
                 .writes
                 .iter()
-                .map(|w| {
-                    let rv = if w.rv.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" rv={}", w.rv)
-                    };
-                    format!("{} {} {}{rv}", w.verb, w.kind, w.path())
-                })
+                .map(|w| format!("{} {} {}{}", w.verb, w.kind, w.path(), rv(&w.rv)))
                 .collect(),
         });
     }
@@ -238,16 +208,8 @@ impl std::fmt::Display for Why {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut results: Vec<(String, usize)> = Vec::new();
         for r in &self.reconciles {
-            let word = r
-                .outcome
-                .split([':', ' '])
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            match results.iter_mut().find(|(w, _)| *w == word) {
-                Some((_, n)) => *n += 1,
-                None => results.push((word, 1)),
-            }
+            let word = r.outcome.split([':', ' ']).next().unwrap_or_default();
+            count(&mut results, word);
         }
         let results: Vec<String> = results.iter().map(|(w, n)| format!("{n} {w}")).collect();
         let own: usize = self

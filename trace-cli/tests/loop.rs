@@ -593,3 +593,41 @@ fn why_gives_each_delayed_re_add_to_the_reconcile_after_its_deadline() {
         .collect();
     assert_eq!(requeues, [vec![], vec!["rate_limited"]]);
 }
+
+#[test]
+fn a_reconcile_without_a_result_is_worded_alike_in_every_view() {
+    // Span `e` has an end line without a result; span `n` has no end line.
+    let text = concat!(
+        r#"{"type":"header","format":"kinformer-trace","v":1,"t":1}"#,
+        "\n",
+        r#"{"type":"reconcile","t":2,"span":"e","what":"start","queue":"q","key":"d/p"}"#,
+        "\n",
+        r#"{"type":"reconcile","t":3,"span":"e","what":"end","queue":"q","key":"d/p","dur":1}"#,
+        "\n",
+        r#"{"type":"reconcile","t":4,"span":"n","what":"start","queue":"q","key":"d/p"}"#,
+        "\n"
+    );
+    let file = TraceFile::parse(text.as_bytes()).expect("valid");
+    let loops = kinformer_trace::loops::Loops::new(&file);
+    let words: Vec<(&str, &str)> = loops
+        .reconciles
+        .iter()
+        .map(|r| (r.span, r.result_word()))
+        .collect();
+    assert_eq!(words, [("e", "(no result)"), ("n", "(no end line)")]);
+    let json = serde_json::to_value(kinformer_trace::chrome::chrome(&file)).expect("json");
+    let events = json["traceEvents"].as_array().expect("events");
+    let what = |span: &str| {
+        events
+            .iter()
+            .find(|e| e["cat"] == "reconcile" && e["ph"] == "X" && e["args"]["trace"] == span)
+            .map(|e| e["args"]["what"].clone())
+    };
+    assert_eq!(what("e"), Some(serde_json::json!("(no result)")));
+    assert_eq!(what("n"), Some(serde_json::json!("(no end line)")));
+    let stats = kinformer_trace::stats::stats(&file).to_string();
+    assert!(
+        stats.contains("(no result)") && stats.contains("(no end line)"),
+        "{stats}"
+    );
+}
