@@ -20,6 +20,19 @@ pub enum DeltaType {
     Replaced,
     /// A periodic resync re-delivers the cached object.
     Sync,
+    /// The object left the informer's shard (K2): it is removed from the store and no handler
+    /// is told, as when a client-go informer is replaced by one with a narrower selector. The
+    /// object still exists on the server; only this informer stops following it. No client-go
+    /// counterpart (client-go has no sharded informer).
+    LeftShard,
+}
+
+impl DeltaType {
+    /// True for the deltas after which the key is gone from the store: `Deleted` and
+    /// `LeftShard`.
+    pub fn removes(self) -> bool {
+        matches!(self, DeltaType::Deleted | DeltaType::LeftShard)
+    }
 }
 
 /// The object a delta carries: the object itself, or a tombstone for a deletion that the

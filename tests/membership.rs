@@ -13,14 +13,24 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::coordination::v1::Lease;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    pin::Pin,
+    sync::atomic::{AtomicBool, Ordering},
+    task::{Context, Poll},
+};
+
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kinformer::{
     membership::{HELD_ANNOTATION, MembershipConfig, owned_by, target_ring},
+    notification::Notification,
     shard::{ShardField, ShardSelector},
 };
-use kinformer_actors::{ShardMember, ShardMemberHandle, ShardOwnership};
+use kinformer_actors::{
+    ShardMember, ShardMemberHandle, ShardOwnership, SharedIndexInformer, handler_fn,
+};
 use kinformer_sim::Sim;
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt, api::ListParams};
 
 use common::eventually;
 
@@ -111,7 +121,11 @@ impl Sampler {
 }
 
 fn start(sim: &Sim, sampler: &Sampler, id: &str) -> Member {
-    let member = ShardMember::new(config(id), client(sim)).expect("valid config");
+    start_with(client(sim), sampler, id)
+}
+
+fn start_with(client: Client, sampler: &Sampler, id: &str) -> Member {
+    let member = ShardMember::new(config(id), client).expect("valid config");
     let ownership = member.ownership();
     let handle = member.start().expect("starts");
     sampler
@@ -298,5 +312,312 @@ async fn a_fourth_member_takes_its_part_in_bounded_steps() {
     sampler.assert_clean();
     for m in members {
         m.handle.expect("running").stop().await.expect("stops");
+    }
+}
+
+/// Every request URI a client sent (path and query).
+#[derive(Clone, Default)]
+struct Uris(Arc<Mutex<Vec<String>>>);
+
+impl<S> tower::Layer<S> for Uris {
+    type Service = Recording<S>;
+    fn layer(&self, inner: S) -> Recording<S> {
+        Recording(inner, self.clone())
+    }
+}
+
+/// A service that records each request's URI and passes it on.
+#[derive(Clone)]
+struct Recording<S>(S, Uris);
+
+impl<S: tower::Service<http::Request<B>>, B> tower::Service<http::Request<B>> for Recording<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+    fn call(&mut self, req: http::Request<B>) -> S::Future {
+        (self.1).0.lock().unwrap().push(req.uri().to_string());
+        self.0.call(req)
+    }
+}
+
+/// A client-side network cut: while set, every request fails at once (a replica whose path to
+/// the server is broken while others still reach it).
+#[derive(Clone, Default)]
+struct Cut(Arc<AtomicBool>);
+
+impl Cut {
+    fn set(&self, cut: bool) {
+        self.0.store(cut, Ordering::SeqCst);
+    }
+}
+
+impl<S> tower::Layer<S> for Cut {
+    type Service = CutService<S>;
+    fn layer(&self, inner: S) -> CutService<S> {
+        CutService(inner, self.clone())
+    }
+}
+
+#[derive(Clone)]
+struct CutService<S>(S, Cut);
+
+type BoxedResponse<R> = Pin<Box<dyn Future<Output = Result<R, tower::BoxError>> + Send>>;
+
+impl<S, B> tower::Service<http::Request<B>> for CutService<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Error: Into<tower::BoxError>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = BoxedResponse<S::Response>;
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), tower::BoxError>> {
+        self.0.poll_ready(cx).map_err(Into::into)
+    }
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if (self.1).0.load(Ordering::SeqCst) {
+            return Box::pin(async { Err("connection refused (test cut)".into()) });
+        }
+        let answer = self.0.call(req);
+        Box::pin(async move { answer.await.map_err(Into::into) })
+    }
+}
+
+/// The resourceVersion of Lease `ctrl-<id>`.
+async fn lease_rv(kube: &Client, id: &str) -> String {
+    Api::<Lease>::default_namespaced(kube.clone())
+        .get(&format!("ctrl-{id}"))
+        .await
+        .expect("the Lease")
+        .metadata
+        .resource_version
+        .unwrap_or_default()
+}
+
+/// Waits until `id`'s Lease has changed `n` times (its rounds: each renews after its LIST).
+async fn rounds(kube: &Client, id: &str, n: usize) {
+    let mut last = lease_rv(kube, id).await;
+    let mut seen = 0;
+    let deadline = Instant::now() + common::DEADLINE;
+    while seen < n {
+        assert!(
+            Instant::now() < deadline,
+            "{id} renewed {seen} of {n} times"
+        );
+        let rv = lease_rv(kube, id).await;
+        if rv != last {
+            seen += 1;
+            last = rv;
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The `shardSelector` of a pods request URI: `Some(None)` for a pods request without one.
+fn pods_shard(uri: &str) -> Option<Option<ShardSelector>> {
+    if !uri.contains("/pods") {
+        return None;
+    }
+    let query = uri.split_once('?').map_or("", |(_, q)| q);
+    Some(
+        form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == "shardSelector")
+            .map(|(_, v)| ShardSelector::parse(&v).expect("a valid shardSelector")),
+    )
+}
+
+/// One replica's Pod informer, following its member's `wanted` ranges as a sharded controller
+/// does (the deployment controller's `follow_ownership`), with every request it sends and every
+/// Delete its handler receives recorded.
+struct Follower {
+    informer: SharedIndexInformer<Pod>,
+    uris: Uris,
+    deletes: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn follower(sim: &Sim, ownership: ShardOwnership) -> Follower {
+    let uris = Uris::default();
+    let client = kube::client::ClientBuilder::try_from(sim.kube_config())
+        .expect("client builder")
+        .with_layer(&uris)
+        .build();
+    let mut config = common::fast_config();
+    config.reflector.shard_selector = Some(ownership.view().wanted.clone());
+    let informer = SharedIndexInformer::from_api(Api::<Pod>::all(client), config);
+    let deletes: Arc<Mutex<Vec<String>>> = Arc::default();
+    let d = Arc::clone(&deletes);
+    informer
+        .add_event_handler(handler_fn(move |n: &Notification<Pod>| {
+            if let Notification::Delete { obj } = n {
+                let o = obj.object();
+                d.lock().unwrap().push(format!(
+                    "{}/{}",
+                    o.namespace().unwrap_or_default(),
+                    o.name_any()
+                ));
+            }
+        }))
+        .await
+        .expect("handler");
+    common::start_synced(&informer).await;
+    let inf = informer.clone();
+    let task = tokio::spawn(async move {
+        let mut rx = ownership.subscribe();
+        loop {
+            let wanted = ownership.view().wanted.clone();
+            if inf.shard().as_ref() != Some(&wanted) {
+                inf.set_shard(Some(wanted)).expect("set_shard");
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    Follower {
+        informer,
+        uris,
+        deletes,
+        task,
+    }
+}
+
+/// The server's pods whose uid `s` selects (keys).
+async fn pods_in(client: &Client, s: &ShardSelector) -> BTreeSet<String> {
+    Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .filter(|p| s.matches_value(&p.uid().unwrap_or_default()))
+        .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
+        .collect()
+}
+
+/// Issue 31, found on a real Kubernetes 1.36: after an apiserver outage longer than twice the
+/// lease duration, a replica's ownership lapsed and came back, its informers listed and watched
+/// the **whole** hash space, then shrank back and told their handlers that every object of the
+/// other replicas' ranges was deleted. Here three members and their informers ride out a 5 s
+/// restart of the server (2 s Leases), the replicas cut off and back at different times:
+/// nobody's ranges move, no informer ever asks for more than its replica holds (nor for
+/// everything, with no `shardSelector`), and no handler hears of a deletion, since nothing was
+/// deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_neither_widens_what_informers_ask_for_nor_deletes_anything() {
+    let sim = common::sim().await;
+    let kube = client(&sim);
+    common::create_pods(&kube, "a", 24).await;
+    common::create_pods(&kube, "b", 24).await;
+    let sampler = Sampler::default();
+    let sampling = sampler.start();
+    let mut members = Vec::new();
+    let mut followers = Vec::new();
+    // b and c reach the server through a cut of their own.
+    let cut = Cut::default();
+    for id in ["a", "b", "c"] {
+        let m = if id == "a" {
+            start(&sim, &sampler, id)
+        } else {
+            let member_client = kube::client::ClientBuilder::try_from(sim.kube_config())
+                .expect("client builder")
+                .with_layer(&cut)
+                .build();
+            start_with(member_client, &sampler, id)
+        };
+        followers.push(follower(&sim, m.ownership.clone()).await);
+        members.push(m);
+    }
+    let refs: Vec<&Member> = members.iter().collect();
+    eventually("three members partition the space", || converged(&refs)).await;
+    let held: Vec<ShardSelector> = members
+        .iter()
+        .map(|m| m.ownership.view().held.clone())
+        .collect();
+    let mut want = BTreeMap::new();
+    for (i, h) in held.iter().enumerate() {
+        want.insert(i, pods_in(&kube, h).await);
+    }
+    let caches_hold_their_shards = |followers: &[Follower]| {
+        followers.iter().enumerate().all(|(i, f)| {
+            common::cache_pods(&f.informer)
+                .into_keys()
+                .collect::<BTreeSet<_>>()
+                == want[&i]
+        })
+    };
+    eventually("each informer caches its replica's shard", || {
+        caches_hold_their_shards(&followers)
+    })
+    .await;
+    for f in &followers {
+        f.uris.0.lock().unwrap().clear();
+    }
+
+    // b and c lose the server first, and a reads their last renews (two rounds of a's after the
+    // cut); then the server goes away for 5 s (2 s Leases); a gets it back first, and b and c
+    // only once a has renewed: a's first rounds find their Leases unchanged for over 5 s. (The
+    // real run: a 13 s outage, 4 s Leases, replicas back at different times.)
+    cut.set(true);
+    rounds(&kube, "a", 2).await;
+    sim.restart(Duration::from_secs(5)).await;
+    rounds(&kube, "a", 1).await;
+    cut.set(false);
+    eventually("the ring is back, every Lease renewed", || converged(&refs)).await;
+    eventually("each informer caches its replica's shard again", || {
+        caches_hold_their_shards(&followers)
+    })
+    .await;
+
+    for (i, (m, f)) in members.iter().zip(&followers).enumerate() {
+        assert_eq!(
+            m.ownership.view().held,
+            held[i],
+            "{}'s ranges moved: taken over after an outage it shared",
+            m.id
+        );
+        let requests: Vec<String> = f.uris.0.lock().unwrap().clone();
+        assert!(
+            requests.iter().any(|u| pods_shard(u).is_some()),
+            "{}'s informer sent nothing after the restart",
+            m.id
+        );
+        for uri in &requests {
+            let Some(shard) = pods_shard(uri) else {
+                continue;
+            };
+            let shard = shard.unwrap_or_else(|| panic!("{} asked for every pod: {uri}", m.id));
+            assert!(
+                shard.difference(&held[i]).expect("one field").is_empty(),
+                "{} asked for more than it holds ({}): {uri}",
+                m.id,
+                held[i]
+            );
+        }
+        let deletes = f.deletes.lock().unwrap().clone();
+        assert!(
+            deletes.is_empty(),
+            "{} told its handler of deletions: {deletes:?}",
+            m.id
+        );
+    }
+    sampling.abort();
+    sampler.assert_clean();
+    for f in followers {
+        f.task.abort();
+        f.informer.shutdown().await;
+    }
+    // Leave while the fake controllers still acknowledge the drains.
+    for m in members {
+        if let Some(h) = m.handle {
+            h.stop().await.expect("stops");
+        }
+        m.controller.abort();
     }
 }

@@ -257,6 +257,9 @@ pub struct FifoStats {
     pub deleted: u64,
     /// Of `deleted`, the `DeletedFinalStateUnknown` tombstones queued by replace (F4).
     pub tombstones: u64,
+    /// `LeftShard` deltas queued: objects that left a shard that shrank (K2), removed from the
+    /// store without a notification.
+    pub left_shard: u64,
     /// `Replaced` (or `Sync` when `emit_delta_type_replaced` is off) deltas queued by replace.
     pub replaced: u64,
     /// `Sync` deltas queued by resync (F7).
@@ -565,7 +568,9 @@ impl<K> DeltaFifo<K> {
         let mut tombstones: Vec<(ObjectKey, Arc<K>)> = Vec::new();
         if self.queue.key_count() > listed.len() {
             self.queue.for_each_newest(|key, newest| {
-                if !listed.contains(key) {
+                // An object that left the shard (K2) is no longer followed: its absence from
+                // a list of the new shard is no deletion.
+                if !listed.contains(key) && newest.delta_type != DeltaType::LeftShard {
                     tombstones.push((key.clone(), Arc::clone(newest.object.object())));
                 }
             });
@@ -632,18 +637,19 @@ impl<K> DeltaFifo<K> {
         Ok(summary)
     }
 
-    /// Queues a plain `Deleted` delta (trace [`TraceId::NONE`], no tombstone) for every queued
-    /// or known object that `keep` rejects; returns how many (K2: the objects that left a shard
-    /// that shrank). A queued key is judged, and deleted, by its newest queued object (skipped
-    /// when that is a delete already); a known key that is not queued by its known object (the
-    /// in-flight state when in flight, skipped when that is "deleted"). Keys in key order.
-    pub fn delete_unless(&mut self, keep: impl Fn(&K) -> bool) -> Result<usize, FifoError> {
+    /// Queues a `LeftShard` delta (trace [`TraceId::NONE`]) for every queued or known object
+    /// that `keep` rejects; returns how many (K2: the objects that left a shard that shrank;
+    /// they leave the store and no handler hears of it). A queued key is judged by its newest
+    /// queued object (skipped when that removes it already); a known key that is not queued by
+    /// its known object (the in-flight state when in flight, skipped when that is "gone").
+    /// Keys in key order.
+    pub fn leave_unless(&mut self, keep: impl Fn(&K) -> bool) -> Result<usize, FifoError> {
         if self.closed {
             return Err(FifoError::Closed);
         }
         let mut leaving: Vec<(ObjectKey, Arc<K>)> = Vec::new();
         self.queue.for_each_newest(|key, newest| {
-            if newest.delta_type != DeltaType::Deleted
+            if !newest.delta_type.removes()
                 && let DeltaObject::Object(o) = &newest.object
                 && !keep(o)
             {
@@ -675,11 +681,11 @@ impl<K> DeltaFifo<K> {
         leaving.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         leaving.dedup_by(|a, b| a.0 == b.0);
         let n = leaving.len();
-        self.stats.deleted += n as u64;
+        self.stats.left_shard += n as u64;
         for (key, obj) in leaving {
             self.queue_action(
                 key,
-                Delta::new(DeltaType::Deleted, obj, TraceId::NONE),
+                Delta::new(DeltaType::LeftShard, obj, TraceId::NONE),
                 false,
             );
         }
@@ -753,9 +759,7 @@ impl<K> DeltaFifo<K> {
         let replace_all = self.queue.pop_into(n, |slot| {
             initial += usize::from(slot.initial);
             let state = match slot.deltas.newest() {
-                Some(d) if d.delta_type != DeltaType::Deleted => {
-                    Some(Arc::clone(d.object.object()))
-                }
+                Some(d) if !d.delta_type.removes() => Some(Arc::clone(d.object.object())),
                 _ => None,
             };
             match in_flight.entry(slot.deltas.key.clone()) {

@@ -36,17 +36,23 @@ impl<K> Slot<K> {
 }
 
 /// F2 (client-go's `isDeletionDup`): when `last` and `delta` are both `Deleted`, collapse them
-/// into `last`, keeping the older unless it is a tombstone, and return `None`. Otherwise hand
-/// `delta` back.
+/// into `last`, keeping the older unless it is a tombstone, and return `None`. A `LeftShard`
+/// (K2) next to a `Deleted` collapses the same way, keeping whichever came first: an object
+/// deleted before it left the shard was deleted (handlers hear it once), and one that left
+/// before a delete arrived is no longer followed (handlers hear nothing, and the relist
+/// tombstone queued behind it for the missing key is not a deletion they should see).
+/// Otherwise hand `delta` back.
 fn collapse_deletes<K>(last: &mut Delta<K>, delta: Delta<K>) -> Option<Delta<K>> {
-    if last.delta_type == DeltaType::Deleted && delta.delta_type == DeltaType::Deleted {
-        if last.object.is_tombstone() {
-            *last = delta;
-        }
-        None
-    } else {
-        Some(delta)
+    if !(last.delta_type.removes() && delta.delta_type.removes()) {
+        return Some(delta);
     }
+    if last.delta_type == DeltaType::Deleted
+        && delta.delta_type == DeltaType::Deleted
+        && last.object.is_tombstone()
+    {
+        *last = delta;
+    }
+    None
 }
 
 /// F2 against a queued slot: collapses `delta` into the slot's newest delta when both are
@@ -562,8 +568,7 @@ impl<K> Queue<K> {
         let no_double_delete = |key: &ObjectKey, deltas: &[&Delta<K>]| {
             for pair in deltas.windows(2) {
                 assert!(
-                    !(pair[0].delta_type == DeltaType::Deleted
-                        && pair[1].delta_type == DeltaType::Deleted),
+                    !(pair[0].delta_type.removes() && pair[1].delta_type.removes()),
                     "F2: consecutive deletes for {key}"
                 );
             }

@@ -80,7 +80,7 @@ impl TestStore {
         let mut m = self.0.lock().unwrap();
         for delta in &d.deltas {
             match delta.delta_type {
-                DeltaType::Deleted => {
+                t if t.removes() => {
                     m.remove(&d.key);
                 }
                 _ => {
@@ -573,6 +573,50 @@ fn f4_replace_tombstones_missing_keys() {
         ]
     );
     assert_eq!(f.stats().tombstones, 2);
+}
+
+/// K2 (issue 31): what leaves a shard leaves as `LeftShard` (removed without a notification),
+/// judged by its newest queued state; a delete already queued is kept; a relist of the new shard
+/// tombstones nothing that left.
+#[test]
+fn k2_leave_unless_queues_left_shard_and_a_relist_tombstones_nothing_that_left() {
+    let store = TestStore::with(&[cm("a", 1), cm("b", 2), cm("gone", 3), cm("stay", 4)]);
+    let mut f = fifo_with(&store);
+    f.update(cm("a", 5), t(1)).unwrap();
+    f.delete(cm("gone", 3), t(2)).unwrap();
+    let keep = |o: &Cm| o.metadata.name.as_deref() == Some("stay");
+    assert_eq!(
+        f.leave_unless(keep).unwrap(),
+        2,
+        "a and b leave; gone is deleted already"
+    );
+    assert_eq!(f.stats().left_shard, 2);
+    // The new shard lists `stay` and a newcomer only.
+    let sum = f
+        .replace(vec![(cm("stay", 4), t(3)), (cm("new", 6), t(4))], "9")
+        .unwrap();
+    // One tombstone: gone's, which collapses into its queued delete (F2); none for a or b.
+    assert_eq!(sum.tombstoned, 1, "a relist tombstoned an object that left");
+    assert_eq!(
+        drain_into(&mut f, &store),
+        vec![
+            s(&["Updated a@5", "LeftShard a@5"]),
+            s(&["Deleted gone@3"]),
+            s(&["LeftShard b@2"]),
+            s(&["Replaced stay@4"]),
+            s(&["Replaced new@6"]),
+        ]
+    );
+    assert_eq!(
+        store.contents().into_keys().collect::<Vec<_>>(),
+        ["ns/new", "ns/stay"]
+    );
+    // A watch DELETE of an object that already left collapses into its LeftShard (F2).
+    store.insert(cm("c", 7));
+    f.leave_unless(|o: &Cm| o.metadata.name.as_deref() != Some("c"))
+        .unwrap();
+    f.delete(cm("c", 8), t(5)).unwrap();
+    assert_eq!(drain(&mut f), vec![s(&["LeftShard c@7"])]);
 }
 
 #[test]

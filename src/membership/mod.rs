@@ -33,7 +33,10 @@
 //!   `leaseDurationSeconds`), *Expired* (within twice that), *Uncertain* (older), *Dead* (its
 //!   `holderIdentity` is not its identity: released, or taken over). A replica that sees a member
 //!   Uncertain PUTs its Lease with `holderIdentity: ""` on the `resourceVersion` it read (a 409:
-//!   the member renewed, or another replica was first); success makes it Dead.
+//!   the member renewed, or another replica was first); success makes it Dead. Time we could
+//!   not see the server (from our first failed request to the next LIST that succeeds) does
+//!   not count towards a member's silence: after an apiserver outage the others are as old as
+//!   they were when it began, not Uncertain because the server was gone.
 //! - **H4 Validity.** `valid_until` is when the last successful PUT of our own Lease was
 //!   *sent*, plus `renew_deadline`. Nobody takes a Lease over before `2 × leaseDuration` after
 //!   observing its last change, which is later than that: a replica has stopped acting on its
@@ -45,7 +48,9 @@
 //! - **H6 Target ring.** [`target_ring`]: `virtual_nodes` tokens per Ready, not leaving member
 //!   (ourselves included while joined and not leaving) at [`token`] (`fnv1a64("{identity}#{i}")`,
 //!   finalized); each token
-//!   owns the arc from itself up to the next token, the last one wrapping around `2^64`.
+//!   owns the arc from itself up to the next token, the last one wrapping around `2^64`. The
+//!   informers cache (`wanted`) what is held, claimed, and the target's ranges no other live
+//!   member holds or claims: never a range another live member may act on.
 //! - **H7 Drain.** A held range the target gives to someone else is put into `draining`
 //!   (at most `max_in_flight` drains at a time; everything at once when leaving); it stays held
 //!   (not acted on anew) until the controller acknowledges it, then leaves `held` at once and
@@ -512,6 +517,12 @@ pub struct MembershipMachine {
     claims: Vec<Claim>,
     handover: Vec<(HashRange, String)>,
     target: ShardSelector,
+    /// Target ranges no other live member holds or claims (H6): about to move in, so the
+    /// informers may cache them; never a range another live member may still act on.
+    incoming: ShardSelector,
+    /// Since when our requests have been failing (None after a success): time the server could
+    /// not be seen does not age the other members (H3).
+    failing_since: Option<Instant>,
     last_write: Option<String>,
     /// Leaving: drain everything, then release (`Some(deadline)`).
     leaving: Option<Instant>,
@@ -541,6 +552,8 @@ impl MembershipMachine {
             claims: Vec::new(),
             handover: Vec::new(),
             target: ShardSelector::nothing(field),
+            incoming: ShardSelector::nothing(field),
+            failing_since: None,
             last_write: None,
             leaving: None,
             urgent: false,
@@ -594,11 +607,20 @@ impl MembershipMachine {
     }
 
     /// The ownership to publish.
+    ///
+    /// `wanted` is `held`, the ranges being claimed, and the target's ranges that no other live
+    /// member holds or claims: a range another member may still act on is never wanted, even
+    /// when that member is Expired or Uncertain (after an outage, every member looks silent),
+    /// so informers never list or watch wider than what this replica holds or is about to hold
+    /// (issue 31).
     pub fn view(&self) -> MemberView {
-        let wanted = self
+        let mut wanted = self
             .held
-            .union(&self.target)
+            .union(&self.incoming)
             .unwrap_or_else(|_| self.held.clone());
+        for c in &self.claims {
+            wanted = wanted.union(&c.range).unwrap_or(wanted);
+        }
         MemberView {
             held: self.held.clone(),
             wanted,
@@ -685,7 +707,11 @@ impl MembershipMachine {
         match result {
             Err(e) => self.failed(now, e),
             Ok(leases) => {
+                let outage = self.failing_since.take();
                 self.observe_all(now, leases);
+                if let Some(since) = outage {
+                    self.discount_outage(now, since);
+                }
                 self.decide(now);
                 self.next_in_plan(now);
             }
@@ -824,6 +850,7 @@ impl MembershipMachine {
     fn stop(&mut self) {
         self.step = Step::Stopped;
         self.joined = false;
+        self.incoming = self.nothing();
         self.held = self.nothing();
         self.drains.clear();
         self.claims.clear();
@@ -839,8 +866,21 @@ impl MembershipMachine {
         }
     }
 
+    /// H3: the time from our first failed request to the LIST that succeeded after it is time
+    /// we could not see the others renew; it does not count towards their silence. Without
+    /// this, the first replica back after an apiserver outage longer than twice the lease
+    /// duration would find every other member Uncertain and take them over, though they were
+    /// as cut off as it was.
+    fn discount_outage(&mut self, now: Instant, since: Instant) {
+        let blind = now.saturating_duration_since(since);
+        for m in self.members.values_mut() {
+            m.at = (m.at + blind).min(now);
+        }
+    }
+
     /// A request failed: report it, end the round, next round after the period.
     fn failed(&mut self, now: Instant, e: LeaseError) {
+        self.failing_since.get_or_insert(now);
         self.record_error(e.clone());
         self.events.push_back(MemberEvent::RequestFailed(e));
         self.plan.clear();
@@ -963,6 +1003,7 @@ impl MembershipMachine {
     fn lose(&mut self) {
         self.joined = false;
         self.renewed_at = None;
+        self.incoming = self.nothing();
         self.held = self.nothing();
         self.drains.clear();
         self.claims.clear();
@@ -1056,6 +1097,7 @@ impl MembershipMachine {
                 }
             }
             self.target = self.nothing();
+            self.incoming = self.nothing();
             return;
         }
         // The others, live (not Dead), and those in the target.
@@ -1085,6 +1127,13 @@ impl MembershipMachine {
         let others_flags = flags_by.iter().fold(self.nothing(), |acc, (_, h, c)| {
             acc.union(h).and_then(|a| a.union(c)).unwrap_or(acc)
         });
+        self.incoming = if self.leaving.is_none() {
+            self.target
+                .difference(&others_flags)
+                .unwrap_or_else(|_| self.nothing())
+        } else {
+            self.nothing()
+        };
 
         // H7: cancel drains given back, start new ones.
         if self.leaving.is_none() {

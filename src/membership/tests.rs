@@ -137,6 +137,8 @@ struct Node {
     acked: ShardSelector,
     prev_held: ShardSelector,
     events: Vec<MemberEvent>,
+    /// Its requests fail until then (its own path to the server is cut).
+    cut_off_until: Option<Instant>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -158,7 +160,18 @@ struct World {
     nodes: Vec<Node>,
     rng: StdRng,
     chaos: Chaos,
+    /// The API server is down until then: every request that reaches it fails.
+    down_until: Option<Instant>,
     violations: Vec<String>,
+}
+
+/// What a request gets while the API server is down.
+fn down_answer(req: &MemberRequest) -> Answer {
+    let e = LeaseError::Transport("connection refused".into());
+    match req {
+        MemberRequest::List => Answer::List(Err(e)),
+        _ => Answer::Write(Err(e)),
+    }
 }
 
 impl World {
@@ -179,6 +192,7 @@ impl World {
                 max_ack: Duration::ZERO,
                 calm_after: t0,
             },
+            down_until: None,
             violations: Vec::new(),
         }
     }
@@ -199,6 +213,7 @@ impl World {
             acked: ShardSelector::nothing(FIELD),
             prev_held: ShardSelector::nothing(FIELD),
             events: Vec::new(),
+            cut_off_until: None,
         });
         self.nodes.len() - 1
     }
@@ -242,6 +257,7 @@ impl World {
     fn step(&mut self) {
         self.now += self.tick;
         let now = self.now;
+        let down = self.down_until.is_some_and(|t| now < t);
         // The server side: requests land (those of crashed or paused processes too).
         for f in self
             .nodes
@@ -250,7 +266,11 @@ impl World {
             .chain(self.orphans.iter_mut())
         {
             if f.answer.is_none() && f.apply_at <= now {
-                f.answer = Some(self.store.apply(&f.req));
+                f.answer = Some(if down {
+                    down_answer(&f.req)
+                } else {
+                    self.store.apply(&f.req)
+                });
             }
         }
         self.orphans.retain(|f| f.answer.is_none());
@@ -322,15 +342,23 @@ impl World {
             let chaos = !self.calm();
             let fail = chaos && self.rng.random_bool(self.chaos.fail);
             let lost = chaos && self.rng.random_bool(self.chaos.lose);
-            let answer = fail.then(|| match req {
-                MemberRequest::List => Answer::List(Err(LeaseError::Api {
-                    code: 500,
-                    message: "injected".into(),
-                })),
-                _ => Answer::Write(Err(LeaseError::Api {
-                    code: 500,
-                    message: "injected".into(),
-                })),
+            let cut_off = self.nodes[i].cut_off_until.is_some_and(|t| now < t);
+            let answer = if cut_off {
+                Some(down_answer(&req))
+            } else {
+                None
+            };
+            let answer = answer.or_else(|| {
+                fail.then(|| match req {
+                    MemberRequest::List => Answer::List(Err(LeaseError::Api {
+                        code: 500,
+                        message: "injected".into(),
+                    })),
+                    _ => Answer::Write(Err(LeaseError::Api {
+                        code: 500,
+                        message: "injected".into(),
+                    })),
+                })
             });
             self.nodes[i].flight = Some(Flight {
                 req,
@@ -698,6 +726,103 @@ fn a_crashed_member_is_taken_over_after_twice_its_lease_duration() {
     assert!(c_until < crash + ms(6_000));
     let ab = w.node("a").m.held().union(w.node("b").m.held()).unwrap();
     assert!(covers(&ab, &c_held));
+}
+
+/// Issue 31: after an apiserver outage longer than twice the lease duration, every member's
+/// Lease looks unchanged for that long. Nobody may then want (cache, list, watch) another live
+/// member's ranges, and nobody takes anyone over: they were all as cut off as each other.
+#[test]
+fn an_apiserver_outage_neither_widens_wanted_nor_takes_anyone_over() {
+    let mut w = World::new(11);
+    for id in ["a", "b", "c"] {
+        w.add(id);
+    }
+    w.run_until(ms(30_000), "convergence", World::converged);
+    let held: Vec<(String, ShardSelector)> = w
+        .nodes
+        .iter()
+        .map(|n| (n.id.clone(), n.m.held().clone()))
+        .collect();
+    // 13 s down with 3 s Leases (the real run: 13 s with 4 s Leases). b and c lose the server
+    // 1 s before a does (a reads their last renews) and get it back 1.2 s after a: a's first
+    // rounds after the outage find their Leases unchanged for 14 s.
+    let back = w.now + ms(14_000);
+    for n in &mut w.nodes[1..] {
+        n.cut_off_until = Some(back + ms(1_200));
+    }
+    w.run_for(ms(1_000));
+    w.down_until = Some(back);
+    let end = w.now + ms(40_000);
+    let mut back_and_converged = false;
+    while w.now < end {
+        w.step();
+        for n in &w.nodes {
+            let wanted = n.m.view().wanted;
+            for (id, h) in &held {
+                assert!(
+                    id == &n.id || !overlaps(&wanted, h),
+                    "{} wants {} of {id}'s ranges at {:?}",
+                    n.id,
+                    wanted.intersection(h).unwrap(),
+                    w.now - w.t0
+                );
+            }
+        }
+        if w.down_until.is_some_and(|t| w.now > t) && w.converged() {
+            back_and_converged = true;
+        }
+    }
+    assert!(back_and_converged, "{}", w.diagnose());
+    w.assert_no_violations();
+    for n in &w.nodes {
+        assert_eq!(n.m.stats().takeovers, 0, "{} took a member over", n.id);
+        assert_eq!(n.m.stats().lost_leases, 0, "{} lost its Lease", n.id);
+        assert_eq!(
+            Some(n.m.held()),
+            held.iter().find(|(id, _)| *id == n.id).map(|(_, h)| h),
+            "{}'s ranges moved",
+            n.id
+        );
+    }
+}
+
+/// Issue 31: a member that stopped renewing (Expired, then Uncertain) still holds its ranges
+/// until it is taken over; until then nobody else wants them. Once it is Dead, they are wanted
+/// (the cache warms up) before they are claimed.
+#[test]
+fn a_silent_members_ranges_are_wanted_only_once_it_is_dead() {
+    let mut w = World::new(12);
+    for id in ["a", "b", "c"] {
+        w.add(id);
+    }
+    w.run_until(ms(30_000), "convergence", World::converged);
+    let c_held = w.node("c").m.held().clone();
+    w.nodes[2].crashed = true;
+    let mut wanted_before_held = false;
+    let end = w.now + ms(60_000);
+    while !w.converged() {
+        assert!(w.now < end, "no convergence: {}", w.diagnose());
+        w.step();
+        let c_dead = w.store.live_held().iter().all(|(id, _)| id.as_str() != "c");
+        for n in &w.nodes[..2] {
+            let v = n.m.view();
+            let of_c = v.wanted.intersection(&c_held).unwrap();
+            assert!(
+                c_dead || of_c.is_empty(),
+                "{} wants {of_c} of c's ranges while c's Lease is live, at {:?}",
+                n.id,
+                w.now - w.t0
+            );
+            if !of_c.difference(&v.held).unwrap().is_empty() {
+                wanted_before_held = true;
+            }
+        }
+    }
+    assert!(
+        wanted_before_held,
+        "c's ranges were never wanted before held"
+    );
+    w.assert_no_violations();
 }
 
 #[test]

@@ -505,6 +505,11 @@ impl<K: Resource> Processor<K> {
                                 )),
                             }
                         }
+                        // K2: the object left the shard; it still exists, so no handler is
+                        // told (as when client-go replaces an informer by a narrower one).
+                        DeltaType::LeftShard => {
+                            writes.remove_key(key.as_str());
+                        }
                         DeltaType::Deleted => {
                             writes.remove_key(key.as_str());
                             out.push((

@@ -235,6 +235,37 @@ fn p1_deleted_removes_and_notifies_the_object_or_the_tombstone() {
     assert_eq!(seen(&d, 1), ["delete(c)"]);
 }
 
+/// K2 (issue 31): an object that left the shard leaves the store and no listener is told.
+#[test]
+fn k2_left_shard_removes_without_a_notification() {
+    let (mut p, _) = started_with_one_listener();
+    p.handle_deltas(
+        vec![
+            deltas("a", vec![(DeltaType::Added, pod("a", Some("1")))]),
+            deltas("b", vec![(DeltaType::Added, pod("b", Some("1")))]),
+        ],
+        false,
+    );
+    let d = p.handle_deltas(
+        vec![deltas(
+            "a",
+            vec![
+                (DeltaType::Updated, pod("a", Some("2"))),
+                (DeltaType::LeftShard, pod("a", Some("2"))),
+            ],
+        )],
+        false,
+    );
+    assert_eq!(
+        seen(&d, 1),
+        ["update(a)"],
+        "the update before it is still told"
+    );
+    assert_eq!(p.store().len(), 1);
+    assert!(p.store().get_by_key("ns/a").is_none(), "a is still cached");
+    assert!(p.store().get_by_key("ns/b").is_some());
+}
+
 #[test]
 fn p1_a_batch_is_one_publish_with_every_delta_in_order() {
     let (mut p, _) = started_with_one_listener();

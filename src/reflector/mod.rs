@@ -55,8 +55,10 @@
 //!   event or a bookmark ([`stale_since`](ReflectorMachine::stale_since)).
 //! - **K1** A shard selector (KEP-5866) goes on every LIST page and every WATCH;
 //!   [`handle_shard_change`](ReflectorMachine::handle_shard_change) changes it on a running
-//!   machine: ranges that only shrink hand the FIFO a [`FifoCommand::ShardShrunk`] (plain deletes
-//!   of what left) and re-watch from the last RV without a LIST; ranges that grow relist the new
+//!   machine: ranges that only shrink hand the FIFO a [`FifoCommand::ShardShrunk`] (what left
+//!   leaves the cache; no handler hears of it: the objects still exist) and re-watch from the
+//!   last RV without a LIST; an empty shard sends nothing at all (it would be a request for
+//!   everything) and waits for the next change, synced with an empty cache; ranges that grow relist the new
 //!   selector from the last RV (entering objects become Adds, unchanged ones syncs).
 //! - **S1** A failure is reported as [`ReflectorEvent::Failed`] with the time of the retry; the
 //!   machine then waits in [`Phase::BackingOff`]. The actor layer ends the reflector actor there
@@ -407,8 +409,8 @@ pub enum FifoCommand<T> {
         /// The bookmark's resourceVersion.
         resource_version: String,
     },
-    /// The shard shrank (K2): delete (a plain `Deleted` of the last known state, no tombstone)
-    /// every queued or known object that `selector` does not match.
+    /// The shard shrank (K2): every queued or known object that `selector` does not match
+    /// leaves the cache (a `LeftShard` delta: no handler is told, the objects still exist).
     ShardShrunk {
         /// The new, narrower shard.
         selector: ShardSelector,
@@ -420,7 +422,7 @@ pub enum FifoCommand<T> {
 pub enum Phase {
     /// Listing (a LIST, or a watch-list's initial events).
     Listing,
-    /// Watching.
+    /// Watching (or parked on an empty shard, K1: nothing to watch, nothing missed).
     Watching,
     /// Waiting after a failure until the given time (R8).
     BackingOff {
@@ -555,6 +557,8 @@ enum State<T> {
     },
     /// A WATCH request is in flight.
     Opening { watch_list: bool },
+    /// The shard is empty (K1): nothing to list or watch until it changes.
+    Parked,
     /// A watch is streaming.
     Watching {
         opened: Instant,
@@ -598,6 +602,8 @@ pub struct ReflectorMachine<T> {
     /// A LIST completed and no watch has opened from its RV yet: the next open makes the cache
     /// known current (R10).
     listed_unconfirmed: bool,
+    /// A `Replace` was handed to the FIFO (a LIST, a watch-list, or an empty shard parked).
+    replaced_once: bool,
     /// The phase last reported.
     phase: Phase,
     outputs: VecDeque<FifoCommand<T>>,
@@ -639,6 +645,7 @@ impl<T: Versioned> ReflectorMachine<T> {
             after_outage: false,
             stale_since: None,
             listed_unconfirmed: false,
+            replaced_once: false,
             phase: Phase::Listing,
             outputs: VecDeque::new(),
             events: VecDeque::new(),
@@ -683,6 +690,13 @@ impl<T: Versioned> ReflectorMachine<T> {
         matches!(self.state, State::Watching { .. })
     }
 
+    /// True while the shard is empty (K1): no request is due until
+    /// [`handle_shard_change`](Self::handle_shard_change); [`poll_timeout`](Self::poll_timeout)
+    /// is `None`, and the driver waits for the shard to change.
+    pub fn is_parked(&self) -> bool {
+        matches!(self.state, State::Parked)
+    }
+
     /// True while a LIST (all its pages) is in progress.
     pub fn is_listing(&self) -> bool {
         matches!(
@@ -717,6 +731,10 @@ impl<T: Versioned> ReflectorMachine<T> {
     pub fn poll_request(&mut self, now: Instant) -> Option<Request> {
         match &self.state {
             State::Idle { not_before, .. } if not_before.is_some_and(|t| now < t) => None,
+            State::Idle { .. } if self.shard_is_empty() => {
+                self.park();
+                None
+            }
             State::Idle { next, .. } => {
                 let next = *next;
                 Some(match next {
@@ -1065,8 +1083,8 @@ impl<T: Versioned> ReflectorMachine<T> {
     /// The shard changes to `selector` (`None`: every object), K2.
     ///
     /// What left (old ranges not in the new ones) is handed to the FIFO as one
-    /// [`FifoCommand::ShardShrunk`], behind everything already output, so handlers get a plain
-    /// Delete of each leaving object's last known state. Then:
+    /// [`FifoCommand::ShardShrunk`], behind everything already output: they leave the cache and
+    /// no handler is told (they still exist on the server). Then:
     /// - ranges that only shrank: no LIST; an open (or opening) watch is abandoned and the next
     ///   request is a WATCH of the new selector from the last synced RV;
     /// - ranges that grew (or the hashed field changed): the next request is a LIST of the new
@@ -1075,7 +1093,9 @@ impl<T: Versioned> ReflectorMachine<T> {
     /// - a LIST (or a watch-list's initial events) in progress is abandoned and starts over
     ///   with the new selector.
     ///
-    /// A backoff in progress is kept (R8). The same selector again is a no-op.
+    /// An empty selector sends nothing: the machine parks ([`is_parked`](Self::is_parked))
+    /// until the next change. A backoff in progress is kept (R8). The same selector again is a
+    /// no-op.
     pub fn handle_shard_change(&mut self, _now: Instant, selector: Option<ShardSelector>) {
         if self.config.shard_selector == selector {
             return;
@@ -1147,6 +1167,30 @@ impl<T: Versioned> ReflectorMachine<T> {
         )
     }
 
+    fn shard_is_empty(&self) -> bool {
+        self.config
+            .shard_selector
+            .as_ref()
+            .is_some_and(ShardSelector::is_empty)
+    }
+
+    /// K1: an empty shard selects nothing, so nothing is asked of the server (a request without
+    /// ranges would be a request for everything). The first time, an empty `Replace` syncs the
+    /// informer; the RV stays where it was, so a later shard change lists from it.
+    fn park(&mut self) {
+        if !self.replaced_once {
+            self.replaced_once = true;
+            self.outputs.push_back(FifoCommand::Replace {
+                items: Vec::new(),
+                resource_version: self.last_sync_resource_version.clone(),
+            });
+        }
+        self.listed_unconfirmed = false;
+        self.known_current();
+        self.state = State::Parked;
+        self.set_phase(Phase::Watching);
+    }
+
     fn set_phase(&mut self, phase: Phase) {
         if self.phase != phase {
             self.phase = phase;
@@ -1215,6 +1259,7 @@ impl<T: Versioned> ReflectorMachine<T> {
     fn listed(&mut self, items: Vec<T>, resource_version: String) {
         self.list_once = false;
         self.listed_unconfirmed = true;
+        self.replaced_once = true;
         self.last_sync_resource_version = resource_version.clone();
         self.last_sync_unavailable = false;
         self.outputs.push_back(FifoCommand::Replace {
@@ -1240,6 +1285,7 @@ impl<T: Versioned> ReflectorMachine<T> {
         self.last_sync_unavailable = false;
         // R10: a watch-list's initial events ended on an open watch: the cache is current.
         self.known_current();
+        self.replaced_once = true;
         self.outputs.push_back(FifoCommand::Replace {
             items: i.items,
             resource_version: resource_version.clone(),

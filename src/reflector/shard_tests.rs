@@ -226,3 +226,64 @@ fn k2_a_change_keeps_a_backoff_and_the_same_selector_is_a_no_op() {
     assert_eq!(m.counters().shard_changes, changes);
     assert!(m.is_listing(), "a no-op does not restart the LIST");
 }
+
+/// Issue 31: an empty shard (a ring replica that owns nothing yet) asks nothing of the server:
+/// a request without ranges would be a request for everything. The informer syncs empty.
+#[test]
+fn k1_an_empty_shard_sends_no_request_and_syncs_empty() {
+    let t0 = Instant::now();
+    let mut m = sharded(ShardSelector::nothing(ShardField::Namespace));
+    assert!(
+        m.poll_request(t0).is_none(),
+        "an empty shard sent a request"
+    );
+    assert!(m.is_parked());
+    assert_eq!(m.poll_timeout(), None);
+    match m.poll_output() {
+        Some(FifoCommand::Replace {
+            items,
+            resource_version,
+        }) => {
+            assert!(items.is_empty());
+            assert_eq!(resource_version, "");
+        }
+        other => panic!("expected an empty Replace, got {other:?}"),
+    }
+    assert!(m.poll_output().is_none());
+    assert_eq!(m.counters().lists, 0);
+    // Still nothing later, and no second Replace.
+    assert!(m.poll_request(t0 + Duration::from_secs(60)).is_none());
+    assert!(m.poll_output().is_none());
+    // The first ranges: a LIST of exactly them.
+    let ns = ShardSelector::nth_of(ShardField::Namespace, 1, 4).expect("4 shards");
+    m.handle_shard_change(t0, Some(ns.clone()));
+    assert!(!m.is_parked());
+    let l = list(&mut m, t0);
+    assert_eq!(l.shard_selector, Some(ns));
+}
+
+/// Issue 31: shrinking to nothing drops what the informer held (no handler is told) and then
+/// asks nothing of the server; growing again lists from the last RV.
+#[test]
+fn k2_shrinking_to_nothing_parks_and_growing_relists_from_the_last_rv() {
+    let t0 = Instant::now();
+    let mut m = sharded(half(0));
+    synced(&mut m, t0);
+    m.handle_shard_change(t0, Some(ShardSelector::nothing(ShardField::Uid)));
+    match m.poll_output() {
+        Some(FifoCommand::ShardShrunk { selector }) => assert!(selector.is_empty()),
+        other => panic!("expected ShardShrunk, got {other:?}"),
+    }
+    assert!(!m.is_watching());
+    assert!(
+        m.poll_request(t0).is_none(),
+        "an empty shard sent a request"
+    );
+    assert!(m.is_parked());
+    assert!(m.poll_output().is_none(), "a second Replace after sync");
+    assert_eq!(m.stale_since(), None);
+    m.handle_shard_change(t0, Some(quarter(1)));
+    let l = list(&mut m, t0);
+    assert_eq!(l.shard_selector, Some(quarter(1)));
+    assert_eq!(l.resource_version.as_deref(), Some("10"));
+}

@@ -215,10 +215,11 @@ impl<K: InformerObject> Handler<ShardShrunk> for DeltaFifo<K> {
 
     fn handle(&mut self, msg: ShardShrunk, ctx: &mut Context<Self>) -> Self::Result {
         let selector = msg.selector;
-        // K2: what left the shard, by the same hash the server uses.
+        // K2: what left the shard, by the same hash the server uses; it leaves the store
+        // without a notification (the objects still exist).
         let n = match self
             .fifo
-            .delete_unless(|o| selector.matches(o.uid(), o.namespace()))
+            .leave_unless(|o| selector.matches(o.uid(), o.namespace()))
         {
             Ok(n) => n,
             Err(e) => return Box::pin(async move { Err(e) }),

@@ -234,6 +234,17 @@ async fn drive<K: InformerObject>(
                     }
                 }
             }
+            // K1: an empty shard asks nothing of the server; wait for the next shard. A handle
+            // gone (shutdown) leaves nothing to wait for but the actor's stop.
+            None if m.is_parked() => {
+                // Parking hands the FIFO an empty Replace the first time (the informer syncs).
+                if let Some(until) = flush(cx, m, &mut last_error).await? {
+                    return Ok(until);
+                }
+                if shard.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
             None => match m.poll_timeout() {
                 Some(at) => {
                     tokio::time::sleep_until(at.into()).await;

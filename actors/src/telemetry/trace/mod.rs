@@ -142,6 +142,7 @@ pub(crate) fn delta_name(t: DeltaType) -> &'static str {
         DeltaType::Deleted => "deleted",
         DeltaType::Replaced => "replaced",
         DeltaType::Sync => "sync",
+        DeltaType::LeftShard => "left_shard",
     }
 }
 
