@@ -5,8 +5,6 @@
 //!
 //! Slow actors are held at a gate the test opens: a deterministic "slow", never a sleep.
 
-mod common;
-
 use std::{
     sync::{
         Arc, Mutex,
@@ -15,8 +13,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::common::*;
 use actix::prelude::*;
-use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{ListenerConfig, Notify, OverflowPolicy, SharedIndexInformer, handler_fn};

@@ -2,8 +2,6 @@
 //! states are asserted, never wall-clock thresholds. The slow handlers' sleeps are their
 //! workload, not synchronisation.
 
-mod common;
-
 use std::{
     sync::{
         Arc,
@@ -12,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{ListenerConfig, OverflowPolicy, SharedIndexInformer, handler_fn};

@@ -10,15 +10,13 @@
 //! `<case>::lean` (see [`in_both_modes`]); the lean mode keeps objects as the server's bytes
 //! and checks only their metadata when it stores them, so the cases where it differs say how.
 
-mod common;
-
 use std::{
     collections::{BTreeMap, VecDeque},
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
     CacheMode, InformerConfig, LazyObject, LeanStats, ListenerConfig, Notification, OverflowPolicy,

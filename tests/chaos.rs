@@ -45,7 +45,7 @@
 //! every failure, Retry-After honoured), R7 (watch-list fallback), F*/P* (the FIFO and processor
 //! deliver every change), B3 (each overflow policy), S1 (the supervisor restarts the reflector).
 
-mod common;
+use crate::common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -54,7 +54,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::DEADLINE;
+use crate::common::DEADLINE;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::{DeltaObject, meta_namespace_key, notification::Notification};
 use kinformer_actors::{

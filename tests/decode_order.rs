@@ -6,11 +6,9 @@
 //! FIFO (F9) and an unbounded listener (B3) let the handler see every event, so its sequence of
 //! resourceVersions must be exactly the server's, globally and per key.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::{fifo::FifoMode, notification::Notification};
 use kinformer_actors::{

@@ -2,11 +2,9 @@
 //! with an atomic relist) keep the cache and every handler equal to the server through churn
 //! and a forced relist (410).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::fifo::FifoMode;
 use kinformer_actors::{InformerConfig, SharedIndexInformer};

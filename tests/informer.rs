@@ -1,8 +1,6 @@
 //! End-to-end tests of the actor pipeline over HTTP against the simulated API server.
 //! Each test names the docs/semantics.md ids it checks.
 
-mod common;
-
 use std::{
     sync::{
         Arc,
@@ -11,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::notification::Notification;
 use kinformer_actors::{

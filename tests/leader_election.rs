@@ -6,7 +6,7 @@
 //! Timings are short (lease 2 s, renew deadline 1.5 s, retry 0.25 s) so the file runs in
 //! seconds; the slack in timing assertions covers a loaded 2-core machine.
 
-mod common;
+use crate::common;
 
 use std::{
     sync::{Arc, Mutex},
@@ -29,7 +29,7 @@ use kube::{
     api::{PostParams, WatchEvent, WatchParams},
 };
 
-use common::eventually;
+use crate::common::eventually;
 
 const LEASE: &str = "ctrl-lease";
 const LEASE_DURATION: Duration = Duration::from_secs(2);

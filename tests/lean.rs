@@ -6,15 +6,13 @@
 //! managed fields; objects of the wrong kind are dropped (R5). What the lean mode does with
 //! malformed input is in `tests/bad_input.rs` (docs/bad-input.md).
 
-mod common;
-
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex},
 };
 
+use crate::common::*;
 use actix::{Actor, Context, Handler};
-use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
     CacheMode, InformerConfig, KeyMapper, LazyObject, LeanConfig, ListenerConfig, NAMESPACE_INDEX,

@@ -6,7 +6,7 @@
 //! Timings are short (lease 2 s, renew deadline 1.5 s, rounds 0.25 s) so the file runs in
 //! seconds; the slack covers a loaded 2-core machine.
 
-mod common;
+use crate::common;
 
 use std::{
     sync::{Arc, Mutex},
@@ -32,7 +32,7 @@ use kinformer_actors::{
 use kinformer_sim::Sim;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 
-use common::eventually;
+use crate::common::eventually;
 
 const FIELD: ShardField = ShardField::Uid;
 const LEASE_DURATION: Duration = Duration::from_secs(2);

@@ -3,8 +3,6 @@
 //! per-registration `has_synced`. "Never happens" assertions wait for a later positive event
 //! (another handler's resync, a later notification), never for a sleep.
 
-mod common;
-
 use std::{
     sync::{
         Arc, Mutex,
@@ -13,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{

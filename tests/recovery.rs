@@ -10,11 +10,9 @@
 //! back and is answered 410 (its watch cache starts at the current RV). Before R9 that 410
 //! waited the grown backoff (30 s); with R9 the relist goes out within the 1 s recovery jitter.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::backoff::BackoffConfig;
 use kinformer_actors::{InformerConfig, SharedIndexInformer, Telemetry, TelemetryOptions};

@@ -8,15 +8,13 @@
 //! (with a deadline) until the reflector made N requests, then checks that the time between
 //! them is at least the sum of the smallest backoff delays the config allows.
 
-mod common;
-
 use std::{
     collections::BTreeSet,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{

@@ -4,8 +4,6 @@
 //! runs on its own thread and is written to through its in-process API, so the scenario itself
 //! needs no runtime; waits poll with a deadline on a helper thread, never a tokio timer.
 
-mod common;
-
 use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
@@ -23,7 +21,7 @@ use kinformer_actors::{
 use kinformer_sim::{Sim, SimConfig, SimThread};
 use serde_json::json;
 
-use common::{DEADLINE, fast_config};
+use crate::common::{DEADLINE, fast_config};
 
 /// Pauses without a runtime's timer: a helper thread wakes the awaiting task.
 async fn pause(d: Duration) {

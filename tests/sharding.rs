@@ -6,8 +6,6 @@
 //! `metadata.shardInfo`). The partition test runs both ways: the assertions tagged "both ways"
 //! hold whoever filters, the others check who did.
 
-mod common;
-
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex},
@@ -15,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{

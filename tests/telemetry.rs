@@ -7,8 +7,6 @@
 //!
 //! The endpoint is fetched with a plain HTTP/1.1 GET over a `TcpStream` (`Connection: close`).
 
-mod common;
-
 use std::{
     collections::BTreeMap,
     path::PathBuf,
@@ -17,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{

@@ -1,11 +1,11 @@
 //! The sim through kube's typed and dynamic `Api`: CRUD, subresources, selectors, pagination,
 //! 409/410 paths, watch resume, bookmarks and watch-list.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::next;
+use crate::common::next;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};

@@ -2,9 +2,9 @@
 //! (`k8s.io/apimachinery/pkg/util/managedfields`, structured-merge-diff), and the answers of
 //! DELETE (`handlers/delete.go`, the generic store's `finalizeDelete`), over HTTP.
 
-mod common;
+use crate::common;
 
-use common::{RawResponse, raw};
+use crate::common::{RawResponse, raw};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_sim::Sim;
 use kube::api::{Api, DeleteParams};

@@ -1,9 +1,9 @@
 //! Bad requests get the right Status, and the server keeps serving.
 
-mod common;
+use crate::common;
 
+use crate::common::raw;
 use bytes::Bytes;
-use common::raw;
 use kinformer_sim::Sim;
 use serde_json::json;
 

@@ -1,11 +1,11 @@
 //! Every fault, observed both through kube and on the wire, and counted.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use crate::common::{Chunk, DEADLINE, next, next_event, raw, raw_watch};
 use bytes::Bytes;
-use common::{Chunk, DEADLINE, next, next_event, raw, raw_watch};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_sim::{Sim, SimConfig, Verb, wait_until};

@@ -6,7 +6,7 @@
 //!
 //! Without kubectl on PATH each test says so loudly; it fails only when `CI=true`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write as _};
 use std::process::{Command, Stdio};

@@ -3,11 +3,9 @@
 //! the grace period, the kubelet stand-in), finalizers holding deletion, the metadata each
 //! kind's status write takes, and strategic merge patch with kubectl's directives.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Chunk, next_event, raw, raw_watch};
+use crate::common::{Chunk, next_event, raw, raw_watch};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
 use kinformer_sim::{CustomResource, Scope, Sim, SimConfig};

@@ -3,13 +3,13 @@
 //! (wait, then 504 `ResourceVersionTooLarge`), and protobuf request bodies (kubectl's
 //! `create` generators), checked over raw HTTP, through `kube::Api` and with real kubectl.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, raw};
+use crate::common::{DEADLINE, raw};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_sim::{Sim, SimConfig, Verb};

@@ -1,10 +1,10 @@
 //! The sim on every kind of runtime, its shutdown, and churn.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{DEADLINE, next};
+use crate::common::{DEADLINE, next};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer_sim::{ChurnConfig, ChurnKind, Sim, SimConfig, wait_until};

@@ -4,14 +4,14 @@
 //! initial events carry only the shard's objects (bookmarks pass), a bad selector is a 500
 //! without a reason, and with the gate off the parameter is ignored.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::{Chunk, get_json, next_event, raw, raw_watch};
 use bytes::Bytes;
-use common::{Chunk, get_json, next_event, raw, raw_watch};
 use futures::Stream;
 use kinformer_sim::{Sim, SimConfig, Verb};
 use serde_json::{Value, json};

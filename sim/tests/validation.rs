@@ -4,9 +4,9 @@
 //! Checked over raw HTTP where the status code, headers or the exact Status matter, and through
 //! `kube::Api`.
 
-mod common;
+use crate::common;
 
-use common::{RawResponse, raw};
+use crate::common::{RawResponse, raw};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_sim::{CustomResource, Scope, Sim, SimConfig};

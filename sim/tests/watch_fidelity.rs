@@ -2,11 +2,11 @@
 //! initial-events-end bookmark of watches from "" and "0", bookmark timing, and lists at an
 //! old resourceVersion.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{Chunk, get_json, next, next_event, raw, raw_watch};
+use crate::common::{Chunk, get_json, next, next_event, raw, raw_watch};
 use futures::Stream;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kinformer_sim::{Sim, SimConfig};

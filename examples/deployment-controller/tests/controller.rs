@@ -4,9 +4,7 @@
 //!
 //! Every wait is on a condition with a deadline; nothing sleeps to synchronise.
 
-// The workspace's shared integration-test helpers (sim start, waits with deadlines).
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::{
     future::Future,
@@ -14,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use common::{DEADLINE, eventually, fast_config, watching};
+use crate::common::{DEADLINE, eventually, fast_config, watching};
 use deployment_controller::{
     controller::{ControllerOptions, DeploymentController},
     embedded::{

@@ -6,12 +6,11 @@
 //!
 //! Without kubectl on PATH the test says so loudly and returns; it fails only when `CI=true`.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
-use common::{DEADLINE, fast_config};
+use crate::common::{DEADLINE, fast_config};
 use deployment_controller::{
     controller::{ControllerOptions, DeploymentController},
     embedded::{

@@ -8,12 +8,11 @@
 //! Short timings (lease 2 s, renew deadline 1.5 s, retry 0.3 s); every wait is on a condition
 //! with a deadline.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, eventually, fast_config};
+use crate::common::{DEADLINE, eventually, fast_config};
 use deployment_controller::{
     controller::{ControllerOptions, DeploymentController},
     embedded::{

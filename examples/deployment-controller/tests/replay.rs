@@ -24,12 +24,11 @@
 //!
 //! Every wait is on a condition with a deadline; the only sleeps are the replay's recorded gaps.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use common::{DEADLINE, fast_config};
+use crate::common::{DEADLINE, fast_config};
 use deployment_controller::{
     controller::{ControllerOptions, DeploymentController},
     embedded::{

@@ -13,12 +13,11 @@
 //! Every wait is on a condition with a deadline (inside `scale::run`); nothing sleeps to
 //! synchronise.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::fast_config;
+use crate::common::fast_config;
 use deployment_controller::{
     embedded::{
         cluster::{ClusterOptions, ClusterSim},

@@ -5,8 +5,7 @@
 //!
 //! Every wait is on a condition with a deadline; nothing sleeps to synchronise.
 
-#[path = "../../../tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -14,7 +13,7 @@ use std::{
     time::Duration,
 };
 
-use common::{DEADLINE, fast_config};
+use crate::common::{DEADLINE, fast_config};
 use deployment_controller::{
     controller::{ControllerOptions, DeploymentController},
     embedded::{

@@ -1,0 +1,15 @@
+//! kinformer-sim's integration tests, one module per file, in one test binary (one link instead
+//! of one per file, issue 28).
+
+mod api;
+mod apply;
+mod bad_requests;
+mod common;
+mod faults;
+mod kubectl;
+mod object_fidelity;
+mod request_fidelity;
+mod runtime;
+mod sharding;
+mod validation;
+mod watch_fidelity;
