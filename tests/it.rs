@@ -6,6 +6,7 @@ mod actix_api;
 mod backpressure;
 mod bad_input;
 mod chaos;
+mod client_layers;
 mod common;
 mod decode_order;
 mod fifo_modes;

@@ -9,15 +9,9 @@
 use crate::common;
 
 use std::{
+    collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
-};
-
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    pin::Pin,
-    sync::atomic::{AtomicBool, Ordering},
-    task::{Context, Poll},
 };
 
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
@@ -32,7 +26,10 @@ use kinformer_actors::{
 use kinformer_sim::Sim;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 
-use crate::common::eventually;
+use crate::{
+    client_layers::{Cut, Uris, recording_client},
+    common::eventually,
+};
 
 const FIELD: ShardField = ShardField::Uid;
 const LEASE_DURATION: Duration = Duration::from_secs(2);
@@ -315,79 +312,6 @@ async fn a_fourth_member_takes_its_part_in_bounded_steps() {
     }
 }
 
-/// Every request URI a client sent (path and query).
-#[derive(Clone, Default)]
-struct Uris(Arc<Mutex<Vec<String>>>);
-
-impl<S> tower::Layer<S> for Uris {
-    type Service = Recording<S>;
-    fn layer(&self, inner: S) -> Recording<S> {
-        Recording(inner, self.clone())
-    }
-}
-
-/// A service that records each request's URI and passes it on.
-#[derive(Clone)]
-struct Recording<S>(S, Uris);
-
-impl<S: tower::Service<http::Request<B>>, B> tower::Service<http::Request<B>> for Recording<S> {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
-        (self.1).0.lock().unwrap().push(req.uri().to_string());
-        self.0.call(req)
-    }
-}
-
-/// A client-side network cut: while set, every request fails at once (a replica whose path to
-/// the server is broken while others still reach it).
-#[derive(Clone, Default)]
-struct Cut(Arc<AtomicBool>);
-
-impl Cut {
-    fn set(&self, cut: bool) {
-        self.0.store(cut, Ordering::SeqCst);
-    }
-}
-
-impl<S> tower::Layer<S> for Cut {
-    type Service = CutService<S>;
-    fn layer(&self, inner: S) -> CutService<S> {
-        CutService(inner, self.clone())
-    }
-}
-
-#[derive(Clone)]
-struct CutService<S>(S, Cut);
-
-type BoxedResponse<R> = Pin<Box<dyn Future<Output = Result<R, tower::BoxError>> + Send>>;
-
-impl<S, B> tower::Service<http::Request<B>> for CutService<S>
-where
-    S: tower::Service<http::Request<B>>,
-    S::Error: Into<tower::BoxError>,
-    S::Future: Send + 'static,
-    S::Response: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = tower::BoxError;
-    type Future = BoxedResponse<S::Response>;
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), tower::BoxError>> {
-        self.0.poll_ready(cx).map_err(Into::into)
-    }
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if (self.1).0.load(Ordering::SeqCst) {
-            return Box::pin(async { Err("connection refused (test cut)".into()) });
-        }
-        let answer = self.0.call(req);
-        Box::pin(async move { answer.await.map_err(Into::into) })
-    }
-}
-
 /// The resourceVersion of Lease `ctrl-<id>`.
 async fn lease_rv(kube: &Client, id: &str) -> String {
     Api::<Lease>::default_namespaced(kube.clone())
@@ -443,11 +367,7 @@ struct Follower {
 }
 
 async fn follower(sim: &Sim, ownership: ShardOwnership) -> Follower {
-    let uris = Uris::default();
-    let client = kube::client::ClientBuilder::try_from(sim.kube_config())
-        .expect("client builder")
-        .with_layer(&uris)
-        .build();
+    let (client, uris) = recording_client(sim);
     let mut config = common::fast_config();
     config.reflector.shard_selector = Some(ownership.view().wanted.clone());
     let informer = SharedIndexInformer::from_api(Api::<Pod>::all(client), config);

@@ -9,11 +9,10 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex},
-    task::{Context, Poll},
     time::{Duration, Instant},
 };
 
-use crate::common::*;
+use crate::{client_layers::recording_client, common::*};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::notification::Notification;
 use kinformer_actors::{
@@ -24,56 +23,6 @@ use kube::{
     Api, Client, ResourceExt,
     api::{ListParams, PostParams},
 };
-
-/// Every request URI the client sent (path and query).
-#[derive(Clone, Default)]
-struct Uris(Arc<Mutex<Vec<String>>>);
-
-impl Uris {
-    fn pods(&self, watch: bool) -> Vec<String> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|u| u.contains("/pods") && u.contains("watch=true") == watch)
-            .cloned()
-            .collect()
-    }
-}
-
-impl<S> tower::Layer<S> for Uris {
-    type Service = Recording<S>;
-    fn layer(&self, inner: S) -> Recording<S> {
-        Recording(inner, self.clone())
-    }
-}
-
-/// A service that records each request's URI and passes it on.
-#[derive(Clone)]
-struct Recording<S>(S, Uris);
-
-impl<S: tower::Service<http::Request<B>>, B> tower::Service<http::Request<B>> for Recording<S> {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-    fn call(&mut self, req: http::Request<B>) -> S::Future {
-        (self.1).0.lock().unwrap().push(req.uri().to_string());
-        self.0.call(req)
-    }
-}
-
-/// A client of `sim` that records every URI it sends.
-fn recording_client(sim: &kinformer_sim::Sim) -> (Client, Uris) {
-    let uris = Uris::default();
-    let client = kube::client::ClientBuilder::try_from(sim.kube_config())
-        .expect("client builder")
-        .with_layer(&uris)
-        .build();
-    (client, uris)
-}
 
 fn informer(client: Client, shard: Option<ShardSelector>) -> SharedIndexInformer<Pod> {
     let mut config = fast_config();
