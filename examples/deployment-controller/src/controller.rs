@@ -139,6 +139,11 @@ pub enum SyncError {
     /// The namespace is not this replica's any more (sharded): the write was not made.
     #[error("namespace {0} is not owned by this replica")]
     NotOwned(String),
+    /// The Deployment cache moved past the object the sync planned from (someone wrote it
+    /// meanwhile): its status write would be a 409, so it was not sent; the key is queued again
+    /// and the next sync plans from the newer object.
+    #[error("deployment {0} changed while the sync planned; replanning")]
+    Stale(String),
     /// The cache has not yet seen the previous owner's last write of a range that moved in.
     #[error("cache has not caught up with resourceVersion {0} of the previous owner")]
     CacheBehind(String),
@@ -179,6 +184,7 @@ struct Counters {
     requeues: AtomicU64,
     own_write_waits: AtomicU64,
     own_write_timeouts: AtomicU64,
+    stale_plans: AtomicU64,
 }
 
 /// A snapshot of the controller's counters.
@@ -220,6 +226,9 @@ pub struct Stats {
     pub own_write_waits: u64,
     /// Of those, the waits that ran out (the sync planned from the cache as it was).
     pub own_write_timeouts: u64,
+    /// Syncs whose status write was not sent because the Deployment cache already held a
+    /// newer Deployment than the one planned from (a sure 409); the key was queued again.
+    pub stale_plans: u64,
 }
 
 impl Stats {
@@ -248,6 +257,7 @@ impl Stats {
             queue_adds: a.queue_adds + b.queue_adds,
             own_write_waits: a.own_write_waits + b.own_write_waits,
             own_write_timeouts: a.own_write_timeouts + b.own_write_timeouts,
+            stale_plans: a.stale_plans + b.stale_plans,
         })
     }
 }
@@ -817,6 +827,7 @@ impl DeploymentController {
             queue_adds: m.adds,
             own_write_waits: l(&c.own_write_waits),
             own_write_timeouts: l(&c.own_write_timeouts),
+            stale_plans: l(&c.stale_plans),
         }
     }
 
@@ -958,6 +969,14 @@ async fn worker(inner: Arc<Inner>, id: u32) {
                 // The range moved away mid-sync: its new owner reconciles it.
                 tracing::debug!(deployment = %key, namespace = %ns, "not owned any more; write skipped");
                 inner.queue.forget(&key);
+            }
+            Err(SyncError::Stale(_)) => {
+                // Not a failure: the newer Deployment's event queues the key; add it in case
+                // that event was handled before this sync ended.
+                inner.counters.stale_plans.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(deployment = %key, "the Deployment changed while planning; replanning");
+                inner.queue.forget(&key);
+                inner.queue.add(key.clone());
             }
             Err(SyncError::Invalid(e)) => {
                 inner.counters.invalid.fetch_add(1, Ordering::Relaxed);
@@ -1461,6 +1480,21 @@ impl Inner {
                 .annotations
                 .get_or_insert_with(Default::default)
                 .insert(sync::REVISION_ANNOTATION.into(), r.clone());
+        }
+        // A write from an object older than the cache's is a sure 409 (someone wrote the
+        // Deployment since the sync read it): replan from the newer one instead. Upstream sends
+        // it and takes the conflict.
+        let cached = self
+            .deployments
+            .lister()
+            .lazy()
+            .get(ns, &name)
+            .and_then(|c| c.resource_version().map(str::to_owned));
+        if let (Some(cached), Some(ours)) = (cached, d.metadata.resource_version.as_deref())
+            && kinformer::resource_version::compare_resource_version(&cached, ours)
+                .is_ok_and(|o| o == std::cmp::Ordering::Greater)
+        {
+            return Err(SyncError::Stale(key.clone()));
         }
         let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
         self.check_owned(ns)?;

@@ -767,13 +767,14 @@ fn print_summary(
         s.rs_created, s.rs_scaled, s.rs_deleted, s.status_updates
     );
     println!(
-        "conflicts per status write: {}  (waits for the cache to hold our own write: {}, ran out: {})",
+        "conflicts per status write: {}  (waits for the cache to hold our own write: {}, ran out: {}; stale plans not written: {})",
         match s.conflict_rate() {
             Some(r) => format!("{:.1}% ({} / {})", r * 100.0, s.conflicts, s.status_updates),
             None => "- (no status write)".into(),
         },
         s.own_write_waits,
-        s.own_write_timeouts
+        s.own_write_timeouts,
+        s.stale_plans
     );
     if let Some(c) = cluster.map(ClusterSim::stats) {
         println!(
