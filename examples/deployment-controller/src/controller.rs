@@ -908,6 +908,17 @@ fn at_least(a: &str, b: &str) -> bool {
         .is_ok_and(|o| o != std::cmp::Ordering::Less)
 }
 
+/// The cached object's resourceVersion is newer than the one a sync planned from: a write from
+/// the planned object would be a 409. Unknown or incomparable versions are not (the write is
+/// sent and the server decides).
+fn cache_moved_past(cached: Option<&str>, planned: Option<&str>) -> bool {
+    match (cached, planned) {
+        (Some(c), Some(p)) => kinformer::resource_version::compare_resource_version(c, p)
+            .is_ok_and(|o| o == std::cmp::Ordering::Greater),
+        _ => false,
+    }
+}
+
 /// Drops the recorded own writes of the keys `which` selects that the cache now holds (at most
 /// `seen`); newer ones, written meanwhile by another sync, stay.
 fn forget_writes(
@@ -1490,10 +1501,7 @@ impl Inner {
             .lazy()
             .get(ns, &name)
             .and_then(|c| c.resource_version().map(str::to_owned));
-        if let (Some(cached), Some(ours)) = (cached, d.metadata.resource_version.as_deref())
-            && kinformer::resource_version::compare_resource_version(&cached, ours)
-                .is_ok_and(|o| o == std::cmp::Ordering::Greater)
-        {
+        if cache_moved_past(cached.as_deref(), d.metadata.resource_version.as_deref()) {
             return Err(SyncError::Stale(key.clone()));
         }
         let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
@@ -1723,6 +1731,22 @@ impl Inner {
 mod tests {
     use super::*;
     use kinformer::shard::{ShardField, ShardSelector};
+
+    #[test]
+    fn a_plan_is_stale_only_when_the_cache_holds_a_newer_object() {
+        let table = [
+            (Some("12"), Some("11"), true),
+            (Some("11"), Some("11"), false),
+            // Our own write returned 12; the cache has not seen it yet.
+            (Some("11"), Some("12"), false),
+            (None, Some("11"), false),
+            (Some("11"), None, false),
+            (Some("x"), Some("11"), false),
+        ];
+        for (i, (cached, planned, stale)) in table.into_iter().enumerate() {
+            assert_eq!(cache_moved_past(cached, planned), stale, "case {i}");
+        }
+    }
 
     #[test]
     fn informer_names_carry_ranges_only_when_the_replica_holds_some() {
