@@ -11,8 +11,12 @@
 //! Errors are retried with the queue's rate limiter (5 ms doubling, 10 qps overall), up to
 //! [`MAX_RETRIES`] times like client-go; success `forget`s the key. A 409 Conflict (the cache
 //! was stale: someone else wrote the object) is retried the same way: the next sync reads the
-//! lister again, which by then holds the newer object. A malformed Deployment is logged and
-//! skipped until it changes.
+//! lister again, which by then holds the newer object. Two things keep 409s rare (issue 31):
+//! a sync first waits, at most [`OWN_WRITE_WAIT`], until the caches hold the controller's own
+//! last writes to that Deployment and its namespace's ReplicaSets (K3), and a status write is
+//! not sent when the cache already holds a newer Deployment than the one planned from (the key
+//! is queued again: [`Stats::stale_plans`]). A malformed Deployment is logged and skipped until
+//! it changes.
 
 use std::{
     collections::{BTreeSet, HashMap},
