@@ -16,7 +16,7 @@
 //! - [`progress`]: status (`calculateStatus`), the `Available` and `Progressing` conditions
 //!   (`syncRolloutStatus`, `ProgressDeadlineExceeded`, `DeploymentPaused`), and when the next
 //!   pod passes `minReadySeconds`;
-//! - [`history`]: revisions, revision history, change causes, rollback (`kubectl rollout undo`);
+//! - [`history`](mod@history): revisions, revision history, change causes, rollback (`kubectl rollout undo`);
 //! - [`util`] (`deployment_util.go`): hash, `maxSurge` / `maxUnavailable`, annotations, orders.
 //!
 //! One sync, as `syncDeployment` does it: a Deployment being deleted only gets its status; the
