@@ -1,6 +1,6 @@
 //! The deployment controller, as kube-controller-manager's is built: one
 //! [`SharedInformerFactory`] with informers for Deployments, ReplicaSets and Pods (one watch
-//! each), key sinks that turn every event into the key of the Deployment it concerns (a
+//! each, restarted when it ends; a sharded replica's watch covers its ranges), key sinks that turn every event into the key of the Deployment it concerns (a
 //! ReplicaSet through its controller ownerReference, a Pod through its ReplicaSet, both looked
 //! up in the listers), a rate-limited [`AsyncWorkQueue`], and N workers that reconcile one Deployment
 //! key at a time: read the listers, claim the ReplicaSets (adopt matching orphans, release
@@ -11,11 +11,15 @@
 //! Errors are retried with the queue's rate limiter (5 ms doubling, 10 qps overall), up to
 //! [`MAX_RETRIES`] times like client-go; success `forget`s the key. A 409 Conflict (the cache
 //! was stale: someone else wrote the object) is retried the same way: the next sync reads the
-//! lister again, which by then holds the newer object. A malformed Deployment is logged and
-//! skipped until it changes.
+//! lister again, which by then holds the newer object. Two things keep 409s rare (issue 31):
+//! a sync first waits, at most [`OWN_WRITE_WAIT`], until the caches hold the controller's own
+//! last writes to that Deployment and its namespace's ReplicaSets (K3), and a status write is
+//! not sent when the cache already holds a newer Deployment than the one planned from (the key
+//! is queued again: [`Stats::stale_plans`]). A malformed Deployment is logged and skipped until
+//! it changes.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, HashMap},
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -55,6 +59,10 @@ pub const DEFAULT_SELECTOR: &str = "kinformer.example/managed=true";
 
 /// Retries of one key before it is dropped from the queue (client-go's `maxRetries`).
 pub const MAX_RETRIES: u32 = 15;
+
+/// How long a sync waits, at most, for the Deployment cache to hold the controller's own last
+/// write to that Deployment before it plans anyway (read-your-writes, K3).
+pub const OWN_WRITE_WAIT: Duration = Duration::from_secs(2);
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -135,6 +143,11 @@ pub enum SyncError {
     /// The namespace is not this replica's any more (sharded): the write was not made.
     #[error("namespace {0} is not owned by this replica")]
     NotOwned(String),
+    /// The Deployment cache moved past the object the sync planned from (someone wrote it
+    /// meanwhile): its status write would be a 409, so it was not sent; the key is queued again
+    /// and the next sync plans from the newer object.
+    #[error("deployment {0} changed while the sync planned; replanning")]
+    Stale(String),
     /// The cache has not yet seen the previous owner's last write of a range that moved in.
     #[error("cache has not caught up with resourceVersion {0} of the previous owner")]
     CacheBehind(String),
@@ -173,6 +186,9 @@ struct Counters {
     rs_released: AtomicU64,
     status_updates: AtomicU64,
     requeues: AtomicU64,
+    own_write_waits: AtomicU64,
+    own_write_timeouts: AtomicU64,
+    stale_plans: AtomicU64,
 }
 
 /// A snapshot of the controller's counters.
@@ -209,6 +225,45 @@ pub struct Stats {
     pub requeues: u64,
     /// Adds to the queue that were not deduplicated.
     pub queue_adds: u64,
+    /// Syncs that waited for the Deployment cache to catch up with the controller's own last
+    /// write to that Deployment ([`OWN_WRITE_WAIT`]).
+    pub own_write_waits: u64,
+    /// Of those, the waits that ran out (the sync planned from the cache as it was).
+    pub own_write_timeouts: u64,
+    /// Syncs whose status write was not sent because the Deployment cache already held a
+    /// newer Deployment than the one planned from (a sure 409); the key was queued again.
+    pub stale_plans: u64,
+}
+
+impl Stats {
+    /// 409 conflicts (and hash collisions) per Deployment status write: how often a sync
+    /// planned from a cache that was behind. None before the first status write.
+    pub fn conflict_rate(&self) -> Option<f64> {
+        (self.status_updates > 0).then(|| self.conflicts as f64 / self.status_updates as f64)
+    }
+
+    /// The counters of several replicas (a sharded controller) added up.
+    pub fn sum<'a>(all: impl IntoIterator<Item = &'a Stats>) -> Stats {
+        all.into_iter().fold(Stats::default(), |a, b| Stats {
+            syncs: a.syncs + b.syncs,
+            errors: a.errors + b.errors,
+            conflicts: a.conflicts + b.conflicts,
+            invalid: a.invalid + b.invalid,
+            dropped: a.dropped + b.dropped,
+            gone: a.gone + b.gone,
+            rs_created: a.rs_created + b.rs_created,
+            rs_scaled: a.rs_scaled + b.rs_scaled,
+            rs_deleted: a.rs_deleted + b.rs_deleted,
+            rs_adopted: a.rs_adopted + b.rs_adopted,
+            rs_released: a.rs_released + b.rs_released,
+            status_updates: a.status_updates + b.status_updates,
+            requeues: a.requeues + b.requeues,
+            queue_adds: a.queue_adds + b.queue_adds,
+            own_write_waits: a.own_write_waits + b.own_write_waits,
+            own_write_timeouts: a.own_write_timeouts + b.own_write_timeouts,
+            stale_plans: a.stale_plans + b.stale_plans,
+        })
+    }
 }
 
 /// The final state of one Deployment, for the exit summary.
@@ -251,6 +306,12 @@ struct Inner {
     shard_counters: ShardCounters,
     /// The task that follows ownership changes (sharded only).
     ownership_task: Mutex<Option<JoinHandle<()>>>,
+    /// Per Deployment key, the resourceVersion the controller's last write to that Deployment
+    /// returned, until the Deployment cache holds it (`await_own_write`).
+    own_writes: Mutex<HashMap<ObjectKey, String>>,
+    /// The same for its ReplicaSet writes, per ReplicaSet key, until the ReplicaSet cache holds
+    /// them.
+    own_rs_writes: Mutex<HashMap<ObjectKey, String>>,
 }
 
 /// The deployment controller. Cheap to clone; clones share everything.
@@ -427,15 +488,10 @@ impl DeploymentController {
         if let (Some(t), Some(sh)) = (&options.telemetry, &options.shard) {
             let manager = sharding::field_manager(&sh.id);
             let held = sh.ownership.view().held.clone();
-            let ranges = held
-                .ranges()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(" ");
-            t.register_informer_as(&format!("{manager}/deployments {ranges}"), &deployments);
-            t.register_informer_as(&format!("{manager}/replicasets {ranges}"), &replica_sets);
-            t.register_informer_as(&format!("{manager}/pods {ranges}"), &pods);
+            let name = |resource| informer_name(&manager, resource, &held);
+            t.register_informer_as(&name("deployments"), &deployments);
+            t.register_informer_as(&name("replicasets"), &replica_sets);
+            t.register_informer_as(&name("pods"), &pods);
         }
         // Nothing reads managedFields: do not keep them in memory (P2). A lean cache (I7) is
         // told to cut them out of the bytes instead: a typed transform would decode every object.
@@ -535,6 +591,8 @@ impl DeploymentController {
                 workers: Mutex::new(Vec::new()),
                 shard_counters: ShardCounters::default(),
                 ownership_task: Mutex::new(None),
+                own_writes: Mutex::new(HashMap::new()),
+                own_rs_writes: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -701,6 +759,13 @@ impl DeploymentController {
         i.deployments.health().lists + i.replica_sets.health().lists + i.pods.health().lists
     }
 
+    /// WATCH requests its informers have opened so far: one each at the start, and one more at
+    /// every restart of a watch (a relist, an expired watch, a shard change, K2).
+    pub fn watch_requests(&self) -> u64 {
+        let i = &self.inner;
+        i.deployments.health().watches + i.replica_sets.health().watches + i.pods.health().watches
+    }
+
     /// The informer factory (three informers).
     pub fn factory(&self) -> &SharedInformerFactory {
         &self.inner.factory
@@ -764,66 +829,127 @@ impl DeploymentController {
             status_updates: l(&c.status_updates),
             requeues: l(&c.requeues),
             queue_adds: m.adds,
+            own_write_waits: l(&c.own_write_waits),
+            own_write_timeouts: l(&c.own_write_timeouts),
+            stale_plans: l(&c.stale_plans),
         }
     }
 
-    /// Every managed Deployment's state, from the caches.
+    /// Every managed Deployment's state, from the caches ([`summarize`] of this controller's
+    /// listers: a sharded replica's hold its own ranges only).
     pub fn summary(&self) -> Vec<DeploymentSummary> {
-        let rss = self.inner.replica_sets.lister().list();
-        let mut out: Vec<DeploymentSummary> = self
-            .inner
-            .deployments
-            .lister()
-            .list()
-            .iter()
-            .map(|d| {
-                let uid = d.metadata.uid.clone().unwrap_or_default();
-                let mut owned: Vec<&Arc<ReplicaSet>> = rss
+        summarize(
+            &self.inner.deployments.lister(),
+            &self.inner.replica_sets.lister(),
+        )
+    }
+}
+
+/// The state of every Deployment in `deployments`, with its ReplicaSets from `replica_sets`,
+/// sorted by key: the exit summary's listing.
+pub fn summarize(
+    deployments: &Lister<Deployment>,
+    replica_sets: &Lister<ReplicaSet>,
+) -> Vec<DeploymentSummary> {
+    let rss = replica_sets.list();
+    let mut out: Vec<DeploymentSummary> = deployments
+        .list()
+        .iter()
+        .map(|d| {
+            let uid = d.metadata.uid.clone().unwrap_or_default();
+            let mut owned: Vec<&Arc<ReplicaSet>> = rss
+                .iter()
+                .filter(|rs| sync::is_controlled_by(&rs.metadata, &uid))
+                .collect();
+            owned.sort_by(|a, b| {
+                a.metadata
+                    .creation_timestamp
+                    .cmp(&b.metadata.creation_timestamp)
+                    .then_with(|| a.metadata.name.cmp(&b.metadata.name))
+            });
+            let s = d.status.clone().unwrap_or_default();
+            DeploymentSummary {
+                key: key_of(&**d),
+                replicas: sync::deployment_replicas(d),
+                updated: s.updated_replicas.unwrap_or(0),
+                ready: s.ready_replicas.unwrap_or(0),
+                available: s.available_replicas.unwrap_or(0),
+                generation: d.metadata.generation.unwrap_or(0),
+                observed_generation: s.observed_generation.unwrap_or(0),
+                complete: sync::rollout_complete(d),
+                image: d
+                    .spec
+                    .template
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.clone())
+                    .unwrap_or_default(),
+                replica_sets: owned
                     .iter()
-                    .filter(|rs| sync::is_controlled_by(&rs.metadata, &uid))
-                    .collect();
-                owned.sort_by(|a, b| {
-                    a.metadata
-                        .creation_timestamp
-                        .cmp(&b.metadata.creation_timestamp)
-                        .then_with(|| a.metadata.name.cmp(&b.metadata.name))
-                });
-                let s = d.status.clone().unwrap_or_default();
-                DeploymentSummary {
-                    key: key_of(&**d),
-                    replicas: sync::deployment_replicas(d),
-                    updated: s.updated_replicas.unwrap_or(0),
-                    ready: s.ready_replicas.unwrap_or(0),
-                    available: s.available_replicas.unwrap_or(0),
-                    generation: d.metadata.generation.unwrap_or(0),
-                    observed_generation: s.observed_generation.unwrap_or(0),
-                    complete: sync::rollout_complete(d),
-                    image: d
-                        .spec
-                        .template
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.containers.first())
-                        .and_then(|c| c.image.clone())
-                        .unwrap_or_default(),
-                    replica_sets: owned
-                        .iter()
-                        .map(|rs| {
-                            (
-                                rs.name_any(),
-                                sync::rs_replicas(rs),
-                                rs.status
-                                    .as_ref()
-                                    .and_then(|s| s.ready_replicas)
-                                    .unwrap_or(0),
-                            )
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        out
+                    .map(|rs| {
+                        (
+                            rs.name_any(),
+                            sync::rs_replicas(rs),
+                            rs.status
+                                .as_ref()
+                                .and_then(|s| s.ready_replicas)
+                                .unwrap_or(0),
+                        )
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out
+}
+
+/// `a` is at least `b` as resourceVersions (KEP-5647's comparison; false when either is not
+/// one).
+fn at_least(a: &str, b: &str) -> bool {
+    kinformer::resource_version::compare_resource_version(a, b)
+        .is_ok_and(|o| o != std::cmp::Ordering::Less)
+}
+
+/// The cached object's resourceVersion is newer than the one a sync planned from: a write from
+/// the planned object would be a 409. Unknown or incomparable versions are not (the write is
+/// sent and the server decides).
+fn cache_moved_past(cached: Option<&str>, planned: Option<&str>) -> bool {
+    match (cached, planned) {
+        (Some(c), Some(p)) => kinformer::resource_version::compare_resource_version(c, p)
+            .is_ok_and(|o| o == std::cmp::Ordering::Greater),
+        _ => false,
+    }
+}
+
+/// Drops the recorded own writes of the keys `which` selects that the cache now holds (at most
+/// `seen`); newer ones, written meanwhile by another sync, stay.
+fn forget_writes(
+    writes: &Mutex<HashMap<ObjectKey, String>>,
+    which: impl Fn(&ObjectKey) -> bool,
+    seen: &str,
+) {
+    writes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|k, rv| !(which(k) && at_least(seen, rv)));
+}
+
+/// The name a sharded replica's informer is registered under in the telemetry:
+/// `<field manager>/<resource>`, followed by the ranges the replica holds when it has them at
+/// construction (a fixed shard's, which never change). A replica of the ring holds nothing
+/// then, and its ranges move: its name carries none.
+pub fn informer_name(
+    manager: &str,
+    resource: &str,
+    held: &kinformer::shard::ShardSelector,
+) -> String {
+    let ranges: Vec<String> = held.ranges().iter().map(ToString::to_string).collect();
+    if ranges.is_empty() {
+        format!("{manager}/{resource}")
+    } else {
+        format!("{manager}/{resource} {}", ranges.join(" "))
     }
 }
 
@@ -858,6 +984,14 @@ async fn worker(inner: Arc<Inner>, id: u32) {
                 // The range moved away mid-sync: its new owner reconciles it.
                 tracing::debug!(deployment = %key, namespace = %ns, "not owned any more; write skipped");
                 inner.queue.forget(&key);
+            }
+            Err(SyncError::Stale(_)) => {
+                // Not a failure: the newer Deployment's event queues the key; add it in case
+                // that event was handled before this sync ended.
+                inner.counters.stale_plans.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(deployment = %key, "the Deployment changed while planning; replanning");
+                inner.queue.forget(&key);
+                inner.queue.add(key.clone());
             }
             Err(SyncError::Invalid(e)) => {
                 inner.counters.invalid.fetch_add(1, Ordering::Relaxed);
@@ -1097,6 +1231,18 @@ impl Inner {
             other => other,
         };
         trace::record_write(verb, kind, ns, name, rv.unwrap_or_default());
+        if let Some(rv) = rv {
+            let writes = match kind {
+                "Deployment" => Some(&self.own_writes),
+                "ReplicaSet" => Some(&self.own_rs_writes),
+                _ => None,
+            };
+            if let Some(w) = writes {
+                w.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(ObjectKey::new(Some(ns), name), rv.to_string());
+            }
+        }
         let Some(sh) = &self.options.shard else {
             return;
         };
@@ -1148,6 +1294,82 @@ impl Inner {
         Ok(())
     }
 
+    /// Before planning a sync of `key`: waits (at most [`OWN_WRITE_WAIT`]) until the
+    /// Deployment cache holds the controller's own last write to that Deployment, the
+    /// resourceVersion that write returned (`wait_for_resource_version`, K3). A sync planned
+    /// from a cache that has not seen it would write with an older resourceVersion and get a
+    /// 409. Upstream has no such wait (kube-controller-manager's `syncDeployment` relies on the
+    /// conflict and the requeue); this is read-your-writes in front of it. Past the bound the
+    /// sync plans from the cache as it is (a conflict, then a retry, as before).
+    async fn await_own_write(&self, key: &ObjectKey) {
+        let ns = key.split().0.unwrap_or_default();
+        let own = self
+            .own_writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned();
+        // The ReplicaSets: the newest of this controller's writes in the namespace (the
+        // ReplicaSet cache receives them in order, so that one covers the others).
+        let own_rs = self
+            .own_rs_writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(k, _)| k.split().0 == Some(ns))
+            .map(|(_, rv)| rv.clone())
+            .max_by(|a, b| {
+                kinformer::resource_version::compare_resource_version(a, b)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+        if own.is_none() && own_rs.is_none() {
+            return;
+        }
+        let deadline = Instant::now() + OWN_WRITE_WAIT;
+        if let Some(rv) = own {
+            let cached = self
+                .deployments
+                .lister()
+                .lazy()
+                .get(ns, key.name())
+                .and_then(|d| d.resource_version().map(str::to_owned));
+            let seen = cached.is_some_and(|c| at_least(&c, &rv));
+            if seen || self.wait_own(&self.deployments, key, &rv, deadline).await {
+                forget_writes(&self.own_writes, |k| k == key, &rv);
+            }
+        }
+        if let Some(rv) = own_rs
+            && self.wait_own(&self.replica_sets, key, &rv, deadline).await
+        {
+            forget_writes(&self.own_rs_writes, |k| k.split().0 == Some(ns), &rv);
+        }
+    }
+
+    /// One wait of [`await_own_write`](Self::await_own_write): true when `informer`'s cache
+    /// holds `rv`, false (counted, logged) when it did not by `deadline`.
+    async fn wait_own<K: kinformer_actors::InformerObject>(
+        &self,
+        informer: &SharedIndexInformer<K>,
+        key: &ObjectKey,
+        rv: &str,
+        deadline: Instant,
+    ) -> bool {
+        self.counters
+            .own_write_waits
+            .fetch_add(1, Ordering::Relaxed);
+        match informer.wait_for_resource_version(rv, deadline).await {
+            Ok(()) => true,
+            Err(e) => {
+                self.counters
+                    .own_write_timeouts
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(deployment = %key, resource_version = %rv, error = %e,
+                    "cache behind the controller's own last write; planning anyway");
+                false
+            }
+        }
+    }
+
     /// Reconciles one Deployment (client-go's `syncDeployment`). Returns the delay after
     /// which it asked to be reconciled again (`add_after`), if any.
     async fn sync(&self, key: &ObjectKey) -> Result<Option<Duration>, SyncError> {
@@ -1155,6 +1377,7 @@ impl Inner {
             return Err(SyncError::BadKey(key.to_string()));
         };
         self.await_handover(ns).await?;
+        self.await_own_write(key).await;
         let Some(d) = self.deployments.lister().get(ns, name) else {
             // Deleted: its ReplicaSets (and their pods) carry ownerReferences with
             // blockOwnerDeletion; the garbage collector removes them, not us.
@@ -1167,6 +1390,15 @@ impl Inner {
         let pods = self.pods.lister().namespaced(ns).list();
         let plan = sync::plan(&d, &rss, &pods, &Time(Timestamp::now()))?;
         tracing::debug!(deployment = %key, hash = %plan.hash, actions = plan.actions.len(), status = plan.status.is_some(), "planned");
+        // checkPausedConditions: the DeploymentPaused / DeploymentResumed condition is its own
+        // status write, before the rest of the sync; the later writes go on top of it.
+        let d = match plan.paused_condition {
+            Some(status) => match self.write_status(&d, Some(status), None).await? {
+                Some(written) => Arc::new(written),
+                None => return Ok(None),
+            },
+            None => d,
+        };
 
         let rs_api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), ns);
         for action in &plan.actions {
@@ -1240,13 +1472,14 @@ impl Inner {
     /// subresource, as upstream does (`SetDeploymentRevision` then `UpdateStatus`: a status
     /// write keeps metadata changes there and never bumps the generation). A server that drops
     /// metadata on status writes (the simulated API server) gets the annotation by a merge patch
-    /// of the Deployment's metadata instead.
+    /// of the Deployment's metadata instead. Returns the Deployment as last written (None: it is
+    /// gone).
     async fn write_status(
         &self,
         d: &Deployment,
         status: Option<k8s_openapi::api::apps::v1::DeploymentStatus>,
         revision: Option<String>,
-    ) -> Result<(), SyncError> {
+    ) -> Result<Option<Deployment>, SyncError> {
         let (ns, name) = (
             d.metadata.namespace.as_deref().unwrap_or_default(),
             d.name_any(),
@@ -1262,6 +1495,18 @@ impl Inner {
                 .annotations
                 .get_or_insert_with(Default::default)
                 .insert(sync::REVISION_ANNOTATION.into(), r.clone());
+        }
+        // A write from an object older than the cache's is a sure 409 (someone wrote the
+        // Deployment since the sync read it): replan from the newer one instead. Upstream sends
+        // it and takes the conflict.
+        let cached = self
+            .deployments
+            .lister()
+            .lazy()
+            .get(ns, &name)
+            .and_then(|c| c.resource_version().map(str::to_owned));
+        if cache_moved_past(cached.as_deref(), d.metadata.resource_version.as_deref()) {
+            return Err(SyncError::Stale(key.clone()));
         }
         let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
         self.check_owned(ns)?;
@@ -1286,14 +1531,14 @@ impl Inner {
             Err(e) if api_code(&e) == Some(409) => {
                 return Err(SyncError::Conflict(format!("deployments/{name}/status")));
             }
-            Err(e) if api_code(&e) == Some(404) => return Ok(()),
+            Err(e) if api_code(&e) == Some(404) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
         let Some(r) = revision else {
-            return Ok(());
+            return Ok(Some(written));
         };
         if sync::annotation(&written.metadata, sync::REVISION_ANNOTATION) == Some(r.as_str()) {
-            return Ok(());
+            return Ok(Some(written));
         }
         let patch = serde_json::json!({
             "metadata": {
@@ -1314,12 +1559,12 @@ impl Inner {
                     &name,
                     w.metadata.resource_version.as_deref(),
                 );
-                Ok(())
+                Ok(Some(w))
             }
             Err(e) if api_code(&e) == Some(409) => Err(SyncError::Conflict(format!(
                 "deployments/{name} (revision)"
             ))),
-            Err(e) if api_code(&e) == Some(404) => Ok(()),
+            Err(e) if api_code(&e) == Some(404) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
@@ -1483,5 +1728,44 @@ impl Inner {
             // Gone again (or the 409 was not about existence): retry.
             None => Err(SyncError::Conflict(format!("replicasets/{rs_name}: {err}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kinformer::shard::{ShardField, ShardSelector};
+
+    #[test]
+    fn a_plan_is_stale_only_when_the_cache_holds_a_newer_object() {
+        let table = [
+            (Some("12"), Some("11"), true),
+            (Some("11"), Some("11"), false),
+            // Our own write returned 12; the cache has not seen it yet.
+            (Some("11"), Some("12"), false),
+            (None, Some("11"), false),
+            (Some("11"), None, false),
+            (Some("x"), Some("11"), false),
+        ];
+        for (i, (cached, planned, stale)) in table.into_iter().enumerate() {
+            assert_eq!(cache_moved_past(cached, planned), stale, "case {i}");
+        }
+    }
+
+    #[test]
+    fn informer_names_carry_ranges_only_when_the_replica_holds_some() {
+        // A replica of the ring holds nothing when its informers are built.
+        let nothing = ShardSelector::nothing(ShardField::Namespace);
+        assert_eq!(
+            informer_name("deployment-controller-0", "deployments", &nothing),
+            "deployment-controller-0/deployments"
+        );
+        let fixed = ShardSelector::nth_of(ShardField::Namespace, 1, 3).expect("selector");
+        let name = informer_name("deployment-controller-1", "pods", &fixed);
+        assert!(
+            name.starts_with("deployment-controller-1/pods [0x"),
+            "{name}"
+        );
+        assert!(!name.ends_with(' '), "{name:?}");
     }
 }

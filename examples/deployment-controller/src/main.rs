@@ -34,7 +34,10 @@ use kinformer_sim::{Sim, SimConfig};
 use kube::Client;
 
 use deployment_controller::{
-    controller::{ControllerOptions, DEFAULT_SELECTOR, DeploymentController},
+    controller::{
+        ControllerOptions, DEFAULT_SELECTOR, DeploymentController, DeploymentSummary, Stats,
+        summarize,
+    },
     embedded::{
         cluster::{ClusterOptions, ClusterSim},
         demo,
@@ -520,7 +523,13 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     // observer's informers of every namespace.
     let observer = (embedded && args.sharded).then(|| {
         let f = kinformer_actors::SharedInformerFactory::new(client.clone());
-        let d = f.informer::<k8s_openapi::api::apps::v1::Deployment>();
+        // The Deployments the replicas manage, as their informers select them.
+        let d = f.informer_with::<k8s_openapi::api::apps::v1::Deployment>(
+            kinformer_actors::InformerOptions {
+                label_selector: Some(args.selector.clone()).filter(|s| !s.is_empty()),
+                ..kinformer_actors::InformerOptions::default()
+            },
+        );
         let rs = f.informer::<k8s_openapi::api::apps::v1::ReplicaSet>();
         (f, d.lister(), rs.lister())
     });
@@ -656,8 +665,17 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     if let Some((f, _, _)) = &observer {
         f.shutdown().await;
     }
+    // Sharded, the work is every replica's and no replica's cache holds every Deployment (its
+    // own ranges only, and only while it held them): the counters are added up and the
+    // Deployments listed from the observer, which watched every namespace to the end.
+    let all: Vec<&DeploymentController> = std::iter::once(&controller).chain(&replicas).collect();
+    let listing = match &observer {
+        Some((_, d, rs)) => summarize(d, rs),
+        None => controller.summary(),
+    };
     print_summary(
-        &controller,
+        &all,
+        &listing,
         cluster.as_ref(),
         &args,
         embedded,
@@ -707,19 +725,26 @@ fn leader_run_ended(r: Result<Result<leader::RunSummary, LeaderError>, tokio::ta
 }
 
 fn print_summary(
-    controller: &DeploymentController,
+    controllers: &[&DeploymentController],
+    deployments: &[DeploymentSummary],
     cluster: Option<&ClusterSim>,
     args: &Args,
     embedded: bool,
     elapsed: Duration,
 ) {
-    let s = controller.stats();
+    let stats: Vec<Stats> = controllers.iter().map(|c| c.stats()).collect();
+    let s = Stats::sum(&stats);
     println!();
     println!("== deployment-controller summary ==");
     println!(
-        "ran {:.1}s with {} workers against {}",
+        "ran {:.1}s with {} workers{} against {}",
         elapsed.as_secs_f64(),
         args.workers.max(1),
+        if controllers.len() > 1 {
+            format!(" in each of {} replicas", controllers.len())
+        } else {
+            String::new()
+        },
         if embedded {
             "the embedded simulated API server"
         } else {
@@ -730,16 +755,26 @@ fn print_summary(
         "reconciles {} (of deleted Deployments: {})  errors {}  409 conflicts retried {}  malformed skipped {}  dropped {}",
         s.syncs, s.gone, s.errors, s.conflicts, s.invalid, s.dropped
     );
+    let informers: usize = controllers.iter().map(|c| c.factory().len()).sum();
+    let watches: u64 = controllers.iter().map(|c| c.watch_requests()).sum();
+    let left: usize = controllers.iter().map(|c| c.queue().len()).sum();
     println!(
-        "queue: adds {}  rate-limited requeues {}  left {}  (informers: {}, one watch each)",
-        s.queue_adds,
-        s.requeues,
-        controller.queue().len(),
-        controller.factory().len()
+        "queue: adds {}  rate-limited requeues {}  left {}  (informers: {}, watches opened {})",
+        s.queue_adds, s.requeues, left, informers, watches
     );
     println!(
         "writes: ReplicaSets created {}  scaled {}  deleted {}  status updates {}",
         s.rs_created, s.rs_scaled, s.rs_deleted, s.status_updates
+    );
+    println!(
+        "conflicts per status write: {}  (waits for the cache to hold our own write: {}, ran out: {}; stale plans not written: {})",
+        match s.conflict_rate() {
+            Some(r) => format!("{:.1}% ({} / {})", r * 100.0, s.conflicts, s.status_updates),
+            None => "- (no status write)".into(),
+        },
+        s.own_write_waits,
+        s.own_write_timeouts,
+        s.stale_plans
     );
     if let Some(c) = cluster.map(ClusterSim::stats) {
         println!(
@@ -751,7 +786,6 @@ fn print_summary(
         Some(kib) => println!("peak RSS: {:.1} MiB (VmHWM {kib} kB)", kib as f64 / 1024.0),
         None => println!("peak RSS: unknown (no /proc/self/status)"),
     }
-    let deployments = controller.summary();
     if deployments.len() > 50 {
         println!(
             "deployments ({}; complete {}): not listed (more than 50)",

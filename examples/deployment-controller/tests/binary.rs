@@ -226,3 +226,48 @@ fn metrics_addr_serves_metrics_health_and_debug_view() {
     assert_eq!(status, 200);
     assert!(html.contains("<html"), "a page for browsers");
 }
+
+/// Issue 30 item 3: `--sharded` summarises every replica's work and lists the Deployments as
+/// they ended, not replica 0's cache. With three static shards the demo's namespace is not
+/// replica 0's, which made the summary read "reconciles 0 ... deployments (0)".
+#[test]
+fn sharded_summary_adds_up_the_replicas_and_lists_what_the_demo_left() {
+    let out = controller()
+        .args(["--sharded", "--shards", "static", "--replicas", "3"])
+        .stderr(Stdio::null())
+        .output()
+        .expect("run deployment-controller");
+    assert!(out.status.success(), "the demo failed: {}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout
+        .split("== deployment-controller summary ==")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no summary in {stdout}"));
+    let number_after = |label: &str| -> u64 {
+        let at = summary
+            .find(label)
+            .unwrap_or_else(|| panic!("no {label:?} in {summary}"));
+        summary[at + label.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no number after {label:?} in {summary}"))
+    };
+    assert!(number_after("reconciles ") > 0, "{summary}");
+    assert!(number_after("status updates ") > 0, "{summary}");
+    assert!(number_after("ReplicaSets created ") >= 6, "{summary}");
+    assert!(!summary.contains("one watch each"), "{summary}");
+    // The demo ends with web and api rolled out and worker deleted.
+    assert!(summary.contains("deployments (2):"), "{summary}");
+    for line in summary
+        .lines()
+        .filter(|l| l.trim_start().starts_with("demo/"))
+    {
+        assert!(
+            line.contains("complete"),
+            "not the end state of the demo: {line}"
+        );
+    }
+    assert!(summary.contains("demo/web") && summary.contains("demo/api"));
+    assert!(!summary.contains("demo/worker"), "{summary}");
+}

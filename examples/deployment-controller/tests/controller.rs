@@ -1334,3 +1334,127 @@ async fn demo_edits_retry_on_conflict_then_give_up() {
     assert_eq!(sim.requests().count("deployments", Verb::Update), 11);
     sim.shutdown().await;
 }
+
+/// Issue 31 item 2: `status.terminatingReplicas` is written as kube 1.36 writes it, the sum of
+/// the ReplicaSets' (pods being deleted, as the ReplicaSet controller counts them), and goes
+/// back to 0 once they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminating_replicas_follow_the_pods_being_deleted() {
+    let env = env().await;
+    // Scheduled pods (a nodeName): the sim's kubelet stand-in keeps a deleted one terminating
+    // for a while (`SimConfig::pod_termination`) instead of removing it at once.
+    let mut d = demo::deployment("web", 3, "nginx:1", None, true);
+    if let Some(spec) = d.spec.template.spec.as_mut() {
+        spec.node_name = Some("node-1".into());
+    }
+    env.create(&d).await;
+    env.wait_converged("web", 1).await;
+    let terminating = |d: &Deployment| d.status.as_ref().and_then(|s| s.terminating_replicas);
+    assert_eq!(terminating(&env.get("web").await), Some(0));
+
+    // Scale down: two pods terminate.
+    let g = demo::scale(&env.client, NS, "web", 1).await.expect("scale");
+    until("the Deployment counts terminating pods", || async {
+        terminating(&env.get("web").await).unwrap_or(0) > 0
+    })
+    .await;
+    env.wait_converged("web", g).await;
+    until("no terminating pods left", || async {
+        terminating(&env.get("web").await) == Some(0)
+    })
+    .await;
+    env.stop().await;
+}
+
+/// Issue 31 item 3: resuming writes `Progressing=Unknown, DeploymentResumed` on its own status
+/// write first, as upstream's `checkPausedConditions` does, before the rollout's conditions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_writes_the_deployment_resumed_condition() {
+    let env = env().await;
+    env.create_converged("web", 2, "nginx:1").await;
+    let g = env
+        .patch("web", serde_json::json!({"spec": {"paused": true}}))
+        .await;
+    env.observed("web", g).await;
+    until("Progressing says DeploymentPaused", || async {
+        progressing_reason(&env.get("web").await).as_deref() == Some(sync::reason::PAUSED)
+    })
+    .await;
+    let g = env.roll("web", "nginx:2", None).await;
+    env.observed("web", g).await;
+
+    // Every Progressing condition the server holds from here on, in order.
+    let informer =
+        SharedIndexInformer::<Deployment>::with_config(env.client.clone(), Some(NS), fast_config());
+    let seen: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let s = seen.clone();
+    informer
+        .add_event_handler(handler_fn(move |n: &Notification<Deployment>| {
+            let c = n
+                .object()
+                .status
+                .as_ref()
+                .and_then(|st| sync::condition(st, sync::reason::PROGRESSING).cloned());
+            if let Some(c) = c {
+                let entry = (c.status.unwrap_or_default(), c.reason.unwrap_or_default());
+                let mut s = s.lock().unwrap();
+                if s.last() != Some(&entry) {
+                    s.push(entry);
+                }
+            }
+        }))
+        .await
+        .expect("handler");
+    common::start_synced(&informer).await;
+
+    let g = env
+        .patch("web", serde_json::json!({"spec": {"paused": false}}))
+        .await;
+    env.wait_converged("web", g).await;
+    let seen = seen.lock().unwrap().clone();
+    let resumed = seen
+        .iter()
+        .position(|(_, r)| r == sync::reason::RESUMED)
+        .unwrap_or_else(|| panic!("no DeploymentResumed among {seen:?}"));
+    assert_eq!(seen[resumed].0, "Unknown", "{seen:?}");
+    assert!(
+        seen[resumed..]
+            .iter()
+            .any(|(_, r)| r == sync::reason::NEW_RS_AVAILABLE),
+        "the rollout's conditions follow it: {seen:?}"
+    );
+    informer.shutdown().await;
+    env.stop().await;
+}
+
+/// Issue 31 item 4: a sync plans only from a cache that holds the controller's own last write
+/// to the Deployment (`wait_for_resource_version`, K3). With every watch event late, planning
+/// from the cache as it is made most status writes after the first a 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_waits_for_its_own_last_write_before_planning() {
+    let env = env().await;
+    env.create_converged("web", 2, "nginx:1").await;
+    let before = env.controller.stats();
+    // Every watch event reaches the caches late.
+    env.sim
+        .faults()
+        .slow_watches(Some(Duration::from_millis(30)));
+    let g = demo::scale(&env.client, NS, "web", 6).await.expect("scale");
+    env.wait_converged("web", g).await;
+    let g = demo::scale(&env.client, NS, "web", 3).await.expect("scale");
+    env.wait_converged("web", g).await;
+    env.sim.faults().slow_watches(None);
+
+    let s = env.controller.stats();
+    let (conflicts, writes) = (
+        s.conflicts - before.conflicts,
+        s.status_updates - before.status_updates,
+    );
+    assert!(writes >= 4, "status writes {writes}");
+    assert!(
+        conflicts * 10 <= writes,
+        "{conflicts} conflicts on {writes} status writes ({s:?})"
+    );
+    assert!(s.own_write_waits > before.own_write_waits, "{s:?}");
+    env.stop().await;
+}

@@ -131,6 +131,14 @@ fn ready_condition(p: &Pod) -> Option<&PodCondition> {
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
 }
 
+/// A pod in phase `Succeeded` or `Failed` (`podutil.IsPodTerminal`).
+fn is_finished(p: &Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
 fn is_ready(p: &Pod) -> bool {
     ready_condition(p).is_some_and(|c| c.status == "True")
 }
@@ -332,16 +340,16 @@ impl Inner {
             return Ok(());
         }
         let uid = rs.metadata.uid.clone().unwrap_or_default();
-        let pods: Vec<Arc<Pod>> = self
+        let (pods, terminating): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = self
             .pods
             .lister()
             .namespaced(ns)
             .list()
             .into_iter()
-            .filter(|p| {
-                p.metadata.deletion_timestamp.is_none() && is_controlled_by(&p.metadata, &uid)
-            })
-            .collect();
+            .filter(|p| is_controlled_by(&p.metadata, &uid))
+            .partition(|p| p.metadata.deletion_timestamp.is_none());
+        // `controller.FilterTerminatingPods`: being deleted and not yet finished.
+        let terminating = terminating.iter().filter(|p| !is_finished(p)).count();
 
         // ReplicaSet controller: create or delete pods to match spec.replicas, unless the
         // pods of its last round are not all in the cache yet (client-go's expectations:
@@ -364,7 +372,7 @@ impl Inner {
                 .insert(key.clone(), expect);
         }
         result?;
-        self.kubelet_and_status(key, &rs, &pods, &rs_api, &pod_api)
+        self.kubelet_and_status(key, &rs, &pods, terminating, &rs_api, &pod_api)
             .await
     }
 
@@ -454,6 +462,7 @@ impl Inner {
         key: &ObjectKey,
         rs: &ReplicaSet,
         pods: &[Arc<Pod>],
+        terminating: usize,
         rs_api: &Api<ReplicaSet>,
         pod_api: &Api<Pod>,
     ) -> anyhow::Result<()> {
@@ -537,6 +546,9 @@ impl Inner {
             ready_replicas: Some(ready),
             available_replicas: Some(available),
             observed_generation: rs.metadata.generation,
+            // As kube's ReplicaSet controller writes it since 1.33
+            // (DeploymentReplicaSetTerminatingReplicas, on by default since 1.35).
+            terminating_replicas: Some(i32::try_from(terminating).unwrap_or(i32::MAX)),
             ..ReplicaSetStatus::default()
         };
         if rs.status.as_ref() != Some(&status) {

@@ -16,11 +16,12 @@
 //! - [`progress`]: status (`calculateStatus`), the `Available` and `Progressing` conditions
 //!   (`syncRolloutStatus`, `ProgressDeadlineExceeded`, `DeploymentPaused`), and when the next
 //!   pod passes `minReadySeconds`;
-//! - [`history`]: revisions, revision history, change causes, rollback (`kubectl rollout undo`);
+//! - [`history`](mod@history): revisions, revision history, change causes, rollback (`kubectl rollout undo`);
 //! - [`util`] (`deployment_util.go`): hash, `maxSurge` / `maxUnavailable`, annotations, orders.
 //!
 //! One sync, as `syncDeployment` does it: a Deployment being deleted only gets its status; the
-//! `DeploymentPaused` / `DeploymentResumed` condition is set; a paused Deployment, or one whose
+//! `DeploymentPaused` / `DeploymentResumed` condition is set, by a status write of its own
+//! before anything else ([`Plan::paused_condition`]); a paused Deployment, or one whose
 //! active ReplicaSets were last scaled for another `spec.replicas` (a scaling event), is only
 //! scaled (`sync`: no new ReplicaSet, no rollout step); any other runs one step of its strategy.
 //!
@@ -65,6 +66,8 @@ pub use progress::{condition, deployment_complete, reason, rollout_complete};
 pub use sync::{find_new_replica_set, new_replica_set};
 pub use util::*;
 
+#[cfg(test)]
+use progress::remove_condition;
 use progress::{
     calculate_status, check_paused_conditions, has_progress_deadline, min_ready_requeue,
     new_condition, set_condition, sync_rollout_status,
@@ -110,7 +113,12 @@ pub struct Plan {
     pub new_rs_name: String,
     /// API writes, in order; stop at the first failure.
     pub actions: Vec<Action>,
-    /// The status to write through the status subresource; None when it is already current.
+    /// `checkPausedConditions`' own status write, made before anything else (upstream's
+    /// `UpdateStatus` there): the `DeploymentPaused` or `DeploymentResumed` condition on the
+    /// status as it was. None when the condition is already right.
+    pub paused_condition: Option<DeploymentStatus>,
+    /// The status to write through the status subresource (after `paused_condition`, if any);
+    /// None when it is already current.
     pub status: Option<DeploymentStatus>,
     /// The Deployment's `deployment.kubernetes.io/revision` to write (its new ReplicaSet's),
     /// None when it already has it.
@@ -327,11 +335,17 @@ pub fn plan(
     let found_existing = p.new.is_some();
 
     let mut base = current.clone();
+    let mut paused_condition = None;
     let paused = d.spec.paused.unwrap_or(false);
     let path = if d.metadata.deletion_timestamp.is_some() {
         Path::StatusOnly
     } else {
+        // checkPausedConditions writes the condition at once, on its own: a resume is seen as
+        // `DeploymentResumed` before the rollout's conditions replace it.
         check_paused_conditions(d, &mut base, now);
+        if base != current {
+            paused_condition = Some(base.clone());
+        }
         if paused || p.is_scaling_event() {
             p.scale_deployment();
             if paused {
@@ -399,11 +413,15 @@ pub fn plan(
         .and_then(|w| annotation(&w.rs.metadata, REVISION_ANNOTATION))
         .filter(|r| annotation(&d.metadata, REVISION_ANNOTATION) != Some(*r))
         .map(str::to_owned);
+    // What the server holds once `paused_condition` is written.
+    let written = paused_condition.as_ref().unwrap_or(&current);
+    let status = (status != *written).then_some(status);
     Ok(Plan {
         hash,
         new_rs_name: name,
         actions: p.into_actions(),
-        status: (status != current).then_some(status),
+        paused_condition,
+        status,
         revision,
         requeue_after,
     })
@@ -974,5 +992,88 @@ pub(crate) mod tests {
             (c.status.as_deref(), c.reason.as_deref()),
             (Some("Unknown"), Some(reason::PAUSED))
         );
+    }
+
+    /// `calculateStatus` with `DeploymentReplicaSetTerminatingReplicas` (kube 1.35+): the count
+    /// is the ReplicaSets', whatever the Deployment's status said before.
+    #[test]
+    fn terminating_replicas_come_from_the_replica_sets_not_the_old_status() {
+        let mut d = deployment(3, "v1", None);
+        d.status = Some(DeploymentStatus {
+            terminating_replicas: Some(7),
+            ..Default::default()
+        });
+        let with = |terminating: Option<i32>| {
+            let mut rs = (*rs_of(&d, "v1", 3, 3, 3, 1)).clone();
+            let s = rs.status.as_mut().expect("status");
+            s.observed_generation = Some(1);
+            s.terminating_replicas = terminating;
+            Arc::new(rs)
+        };
+        let status = |rs| {
+            plan(&d, &[rs], &[], &now())
+                .expect("plan")
+                .status
+                .expect("status")
+        };
+        assert_eq!(status(with(Some(2))).terminating_replicas, Some(2));
+        assert_eq!(status(with(Some(0))).terminating_replicas, Some(0));
+        // The ReplicaSet controller synced it without a count: unknown, left out.
+        assert_eq!(status(with(None)).terminating_replicas, None);
+    }
+
+    /// `checkPausedConditions` on a resume: `Progressing=Unknown, DeploymentResumed` as its
+    /// own write, on the status as it was; the rollout's status comes after it.
+    #[test]
+    fn resuming_writes_deployment_resumed_on_its_own_first() {
+        let mut d = deployment(3, "v2", None);
+        let mut was = DeploymentStatus::default();
+        set_condition(
+            &mut was,
+            new_condition(
+                reason::PROGRESSING,
+                "Unknown",
+                reason::PAUSED,
+                "Deployment is paused".into(),
+                &now(),
+            ),
+        );
+        d.status = Some(was.clone());
+        d.spec.paused = Some(false);
+        let old = rs_of(&d, "v1", 3, 3, 3, 1);
+        let p = plan(&d, &[old], &[], &now()).expect("plan");
+
+        let first = p.paused_condition.clone().expect("its own status write");
+        let c = condition(&first, reason::PROGRESSING).expect("progressing");
+        assert_eq!(
+            (
+                c.status.as_deref(),
+                c.reason.as_deref(),
+                c.message.as_deref()
+            ),
+            (
+                Some("Unknown"),
+                Some(reason::RESUMED),
+                Some("Deployment is resumed")
+            )
+        );
+        // Nothing else changes in that write.
+        remove_condition(&mut was, reason::PROGRESSING);
+        let mut rest = first.clone();
+        remove_condition(&mut rest, reason::PROGRESSING);
+        assert_eq!(rest, was);
+
+        // Then the rollout: the new ReplicaSet, and its condition over the resumed one.
+        assert!(created(&p).is_some(), "{:?}", p.actions);
+        let s = p.status.expect("the rollout's status");
+        let c = condition(&s, reason::PROGRESSING).expect("progressing");
+        assert_eq!(c.status.as_deref(), Some("True"), "{c:?}");
+        assert_ne!(c.reason.as_deref(), Some(reason::RESUMED), "{c:?}");
+
+        // Once written, the next sync does not write it again.
+        d.status = Some(first);
+        let old = rs_of(&d, "v1", 3, 3, 3, 1);
+        let again = plan(&d, &[old], &[], &now()).expect("plan");
+        assert_eq!(again.paused_condition, None);
     }
 }

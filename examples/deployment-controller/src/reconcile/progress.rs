@@ -21,7 +21,7 @@ use super::{
     Work,
     util::{
         DEFAULT_PROGRESS_DEADLINE_SECONDS, Validated, deployment_replicas, max_unavailable,
-        rs_ready, rs_status_replicas,
+        rs_ready, rs_status_replicas, terminating_replica_count,
     },
 };
 
@@ -170,12 +170,14 @@ pub(crate) fn calculate_status(
         observed_generation: d.metadata.generation,
         replicas: Some(all.clone().map(|w| rs_status_replicas(&w.rs)).sum()),
         updated_replicas: Some(new.map_or(0, |w| rs_status_replicas(&w.rs))),
-        ready_replicas: Some(all.map(|w| rs_ready(&w.rs)).sum()),
+        ready_replicas: Some(all.clone().map(|w| rs_ready(&w.rs)).sum()),
         available_replicas: Some(available),
         unavailable_replicas: Some((total_spec - available).max(0)),
         collision_count: base.collision_count,
         conditions: base.conditions.clone(),
-        terminating_replicas: base.terminating_replicas,
+        // Written as kube 1.36 writes it (feature DeploymentReplicaSetTerminatingReplicas, on
+        // since 1.35): from the ReplicaSets, never carried over from the old status.
+        terminating_replicas: terminating_replica_count(all.clone().map(|w| &w.rs)),
     };
     if available >= v.replicas - max_unavailable(v.strategy, v.replicas) {
         let c = new_condition(

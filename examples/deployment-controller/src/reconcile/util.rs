@@ -83,6 +83,27 @@ pub fn rs_available(rs: &ReplicaSet) -> i32 {
         .unwrap_or(0)
 }
 
+/// `GetTerminatingReplicaCountForReplicaSets` (`deployment_util.go`, kube 1.33+): the sum of the
+/// ReplicaSets' `status.terminatingReplicas` (pods with a deletionTimestamp that have not yet
+/// finished, as the ReplicaSet controller counts them). A ReplicaSet its controller has never
+/// synced (`observedGeneration` 0, no count) is skipped; one it has synced without reporting a
+/// count makes the sum unknown: None, and the Deployment's `status.terminatingReplicas` is
+/// left out, as upstream leaves it nil.
+pub fn terminating_replica_count<'a>(rss: impl IntoIterator<Item = &'a ReplicaSet>) -> Option<i32> {
+    let mut total = 0_i32;
+    for rs in rss {
+        let status = rs.status.as_ref();
+        let count = status.and_then(|s| s.terminating_replicas);
+        let observed = status.and_then(|s| s.observed_generation).unwrap_or(0);
+        match count {
+            Some(n) => total = total.saturating_add(n),
+            None if observed == 0 => {}
+            None => return None,
+        }
+    }
+    Some(total)
+}
+
 /// Replicas of a Deployment's spec (defaults to 1).
 pub fn deployment_replicas(d: &Deployment) -> i32 {
     d.spec.replicas.unwrap_or(1)
@@ -503,5 +524,35 @@ mod tests {
         assert_eq!(max_replicas_annotation(&r), Some(4));
         assert!(!set_replicas_annotations(&mut r, 3, 4), "already set");
         assert!(set_replicas_annotations(&mut r, 3, 5), "max changed");
+    }
+
+    /// Upstream's `TestReplicaSetCounts` (the terminating column of `deployment_util_test.go`).
+    #[test]
+    fn terminating_replicas_sum_the_replica_sets_and_are_unknown_when_one_does_not_say() {
+        let with = |observed: i64, terminating: Option<i32>| {
+            let mut r = rs("x", 1, 0, None);
+            r.status = Some(k8s_openapi::api::apps::v1::ReplicaSetStatus {
+                observed_generation: Some(observed),
+                terminating_replicas: terminating,
+                ..Default::default()
+            });
+            r
+        };
+        let rs1 = with(1, Some(3));
+        let rs2 = with(0, Some(1)); // never synced, but it says: counted
+        let rs3 = with(0, None); // never synced: skipped
+        let rs4 = with(1, None); // synced without a count: unknown
+        let table: [(Vec<&ReplicaSet>, Option<i32>); 6] = [
+            (vec![&rs1], Some(3)),
+            (vec![&rs1, &rs2], Some(4)),
+            (vec![&rs3], Some(0)),
+            (vec![&rs1, &rs2, &rs3], Some(4)),
+            (vec![&rs4], None),
+            (vec![&rs1, &rs2, &rs3, &rs4], None),
+        ];
+        for (i, (rss, want)) in table.into_iter().enumerate() {
+            assert_eq!(terminating_replica_count(rss), want, "case {i}");
+        }
+        assert_eq!(terminating_replica_count([]), Some(0));
     }
 }
