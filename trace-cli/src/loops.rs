@@ -82,22 +82,36 @@ impl<'a> Reconcile<'a> {
         self.end.and_then(|e| e.result.as_deref())
     }
 
-    /// The result word: [`Reconcile::result`], else `(no result)` when there is an `end` line
+    /// The result word: [`Reconcile::result`], except `conflict` for an `error` that was a
+    /// 409 conflict (see [`is_conflict`]); else `(no result)` when there is an `end` line
     /// without one, else `(no end line)`. One wording for every view.
     pub fn result_word(&self) -> &'a str {
         match self.end {
+            Some(_) if self.is_conflict() => CONFLICT,
             Some(end) => end.result.as_deref().unwrap_or("(no result)"),
             None => "(no end line)",
         }
     }
 
-    /// The result for reading: `ok`, `error: message`, `requeue after 5.000s`, or
-    /// [`Reconcile::result_word`]'s `(no result)` / `(no end line)`.
+    /// True when the reconcile ended in an `error` that was a 409 conflict: a write that lost
+    /// an optimistic-concurrency race, which the controller retries and counts apart from its
+    /// errors ("409 conflicts retried" in deployment-controller's summary).
+    pub fn is_conflict(&self) -> bool {
+        self.end.is_some_and(|end| {
+            end.result.as_deref() == Some("error") && end.error.as_deref().is_some_and(is_conflict)
+        })
+    }
+
+    /// The result for reading: `ok`, `error: message`, `conflict (409, retried): message`,
+    /// `requeue after 5.000s`, or [`Reconcile::result_word`]'s `(no result)` / `(no end line)`.
     pub fn outcome(&self) -> String {
         let mut text = self.result_word().to_string();
         let Some(end) = self.end else {
             return text;
         };
+        if self.is_conflict() {
+            text.push_str(" (409, retried)");
+        }
         if let Some(error) = &end.error {
             text.push_str(": ");
             text.push_str(error);
@@ -108,6 +122,19 @@ impl<'a> Reconcile<'a> {
         }
         text
     }
+}
+
+/// The result word of a reconcile that lost a 409 race (an `error` line whose message
+/// [`is_conflict`]).
+pub const CONFLICT: &str = "conflict";
+
+/// Whether a reconcile's error message is a 409 conflict. The trace's `result` has no word for
+/// it (T6: `ok`, `error`, `requeue`), so the message decides: deployment-controller's
+/// `SyncError::Conflict` ("conflict writing …"), a conflict a writer worded itself
+/// ("conflict: the object has been modified"), or a kube API error with code 409.
+pub fn is_conflict(message: &str) -> bool {
+    let lower = message.trim_start().to_ascii_lowercase();
+    lower.starts_with("conflict") || lower.contains("code: 409")
 }
 
 /// The write a watch event was: its `write` line and the reconcile that made it.
@@ -640,5 +667,31 @@ pub(crate) fn rv(rv: &str) -> String {
         String::new()
     } else {
         format!(" rv={rv}")
+    }
+}
+
+#[cfg(test)]
+mod conflict_tests {
+    use super::is_conflict;
+
+    #[test]
+    fn a_409_is_a_conflict_and_other_failures_are_errors() {
+        for conflict in [
+            "conflict writing deployments/web/status",
+            "conflict: the object has been modified",
+            "ApiError: Operation cannot be fulfilled on deployments.apps \"web\": the object has \
+             been modified; please apply your changes to the latest version and try again: \
+             Conflict (ErrorResponse { status: \"Failure\", message: \"\", reason: \"Conflict\", \
+             code: 409 })",
+        ] {
+            assert!(is_conflict(conflict), "{conflict}");
+        }
+        for error in [
+            "ApiError: Internal error: InternalError (ErrorResponse { code: 500 })",
+            "bad key web",
+            "HyperError: connection refused",
+        ] {
+            assert!(!is_conflict(error), "{error}");
+        }
     }
 }

@@ -37,8 +37,12 @@ pub enum ReplayError {
     #[error(transparent)]
     Trace(#[from] TraceError),
     /// The trace was recorded without bodies: it holds no objects to play.
+    // Named by the flag a newcomer types, then the library knob: the message is read by
+    // whoever ran `deployment-controller --trace` without `--trace-bodies`.
     #[error(
-        "the trace was recorded without bodies (TraceSinkConfig::bodies = false): nothing to replay"
+        "the trace was recorded without bodies: nothing to replay; record it again with \
+         --trace-bodies (deployment-controller --trace FILE --trace-bodies; in a program, \
+         TraceSinkConfig::bodies = true)"
     )]
     NoBodies,
     /// The simulated API server failed (start, or a direct store call).
@@ -226,6 +230,15 @@ impl Recording {
         // Stable: lines of equal `t` keep their file order.
         recording.events.sort_by_key(|e| e.t);
         Ok(recording)
+    }
+
+    /// The kinds the recorded informers watched (each kind with a reflector line), sorted:
+    /// a fresh controller of the same program opens a watch for each.
+    pub fn kinds(&self) -> Vec<String> {
+        let mut kinds: Vec<String> = self.events.iter().map(|e| e.kind.clone()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        kinds
     }
 
     /// What to play under `options`: the seed, the events, and what was left out.

@@ -1,20 +1,22 @@
 //! `kinformer-trace replay FILE`: the simulated API server, seeded and played from a trace
 //! recorded with bodies (the library half is `kinformer_trace::replay`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use kinformer_sim::{Sim, SimConfig};
-use kinformer_trace::replay::{Applied, Pace, Player, Recording, ReplayOptions};
+use kinformer_trace::replay::{Applied, Pace, Player, Recording, ReplayOptions, ReplayPlan};
 
 /// The arguments of `replay`.
 #[derive(Args)]
 pub struct ReplayArgs {
-    /// The trace file, recorded with bodies (TraceSinkConfig::bodies).
+    /// The trace file, recorded with bodies (`deployment-controller --trace FILE
+    /// --trace-bodies`; in a program, TraceSinkConfig::bodies).
     file: PathBuf,
-    /// fast: one event after the other; recorded: the recorded gaps (see --speed).
+    /// fast: one event after the other; recorded: each event after the gap recorded between it
+    /// and the one before (see --speed). Either way, once the watches are open.
     #[arg(long, value_enum, default_value_t = PaceArg::Fast)]
     pace: PaceArg,
     /// With --pace recorded: play this many times faster (0.5: twice as slow).
@@ -32,8 +34,9 @@ pub struct ReplayArgs {
     /// The port to listen on (default: any free one).
     #[arg(long, default_value_t = 0)]
     port: u16,
-    /// Seed, then wait until this many watches are open (a controller has started) before
-    /// playing the events.
+    /// Seed, then wait until this many watches are open (the fresh controller has started and
+    /// synced) before playing the events. Default: one per kind the recorded informers watched;
+    /// 0 plays at once.
     #[arg(long, value_name = "N")]
     wait_for_watches: Option<u64>,
     /// Print each event as it is played.
@@ -89,16 +92,56 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         for failure in &seeded.failed {
             eprintln!("kinformer-trace: warning: seed: {failure}");
         }
-        if let Some(n) = args.wait_for_watches {
-            println!("waiting for {n} open watches");
-            while sim.requests().open_watches() < n {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+        // Events played before the fresh controller watches would reach it as its initial
+        // list, not as the recorded sequence: by default, wait for a watch per recorded kind.
+        let kinds = recording.kinds();
+        let watches = args
+            .wait_for_watches
+            .unwrap_or(u64::try_from(kinds.len()).unwrap_or(u64::MAX));
+        if watches > 0 {
+            println!("start the fresh controller against it, in another shell:");
+            println!("  {}", controller_command(sim.kubeconfig_path()));
+            match args.wait_for_watches {
+                Some(_) => println!("waiting for {watches} open watches"),
+                None => println!(
+                    "waiting for {watches} open watches (one per recorded kind: {}; --wait-for-watches N to change)",
+                    kinds.join(", ")
+                ),
+            }
+            // The sim counts open watches but has no notification for them: a poll, bounded
+            // only by the user's Ctrl-C (the controller may take its time to build and start).
+            let mut ticker = tokio::time::interval(Duration::from_millis(50));
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    signal = tokio::signal::ctrl_c() => {
+                        signal.context("waiting for Ctrl-C")?;
+                        println!("interrupted before playing");
+                        sim.shutdown().await;
+                        return anyhow::Ok(());
+                    }
+                }
+                if sim.requests().open_watches() >= watches {
+                    break;
+                }
             }
         }
         let pace = match args.pace {
             PaceArg::Fast => Pace::Fast,
             PaceArg::Recorded => Pace::Recorded { speed: args.speed },
         };
+        let span = recorded_span(&plan);
+        println!(
+            "playing {} events {}",
+            plan.events.len(),
+            match pace {
+                Pace::Fast => "one after the other (--pace fast)".to_string(),
+                Pace::Recorded { speed } => format!(
+                    "at the recorded gaps (--pace recorded, --speed {speed}): over {:.1?}",
+                    span.div_f64(if speed > 0.0 { speed } else { 1.0 })
+                ),
+            }
+        );
         let started = Instant::now();
         let verbose = args.verbose;
         let report = player
@@ -139,4 +182,24 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         sim.shutdown().await;
         anyhow::Ok(())
     })
+}
+
+/// The command that starts a fresh deployment controller (the program the README records)
+/// against the replaying sim: its kubeconfig, and no leader election (the replay has no other
+/// replica, and a Lease would only delay the start).
+fn controller_command(kubeconfig: &Path) -> String {
+    format!(
+        "KUBECONFIG={} cargo run --release -p deployment-controller -- --leader-elect=false",
+        kubeconfig.display()
+    )
+}
+
+/// The recorded time from the first event to play to the last.
+fn recorded_span(plan: &ReplayPlan) -> Duration {
+    match (plan.events.first(), plan.events.last()) {
+        (Some(first), Some(last)) => {
+            Duration::from_nanos(last.event.t.saturating_sub(first.event.t))
+        }
+        _ => Duration::ZERO,
+    }
 }

@@ -93,7 +93,8 @@ pub struct QueueStats {
     pub wait: Option<Percentiles>,
     /// Reconciles of keys from this queue.
     pub reconciles: usize,
-    /// How many reconciles ended with each result (`ok`, `error`, `requeue`; `(no end line)`).
+    /// How many reconciles ended with each result (`ok`, `error`, `conflict` for a 409 that is
+    /// retried, `requeue`; `(no end line)`).
     pub results: Vec<(String, usize)>,
     /// Reconcile durations (`end`'s `dur`, else end − start).
     pub dur: Option<Percentiles>,

@@ -39,7 +39,7 @@ pub struct WhyReconcile {
     pub t: u64,
     /// The worker, when named.
     pub worker: Option<String>,
-    /// `ok`, `error: …`, `requeue after …`, `(no end line)`.
+    /// `ok`, `error: …`, `conflict (409, retried): …`, `requeue after …`, `(no end line)`.
     pub outcome: String,
     /// How long it took, nanoseconds.
     pub dur: Option<u64>,

@@ -1,6 +1,7 @@
 //! `replay` on the hand-written `fixtures/replay.jsonl` (see fixtures/README.md): the plan (seed,
 //! own writes and Secrets left out, one event per version), the objects it leaves in a
-//! simulated API server, and the binary serving it to a client through its kubeconfig.
+//! simulated API server, the recorded pace, and the binary serving it to a client through its
+//! kubeconfig, waiting by default for the fresh controller's watches.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -126,6 +127,37 @@ async fn playing_leaves_the_recorded_inputs_in_the_sim() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recorded_pace_keeps_the_recorded_gaps_between_events() {
+    let sim = Sim::start(SimConfig::default()).await.expect("sim");
+    let plan = recording().plan(&ReplayOptions::default());
+    let player = Player::new(&sim).await.expect("player");
+    player.seed(&plan);
+    let first_t = plan.events.first().expect("events").event.t;
+    let started = tokio::time::Instant::now();
+    let mut offsets = Vec::new();
+    player
+        .play_with(&plan, Pace::Recorded { speed: 2.0 }, |event, _| {
+            offsets.push((event.t - first_t, started.elapsed()));
+        })
+        .await;
+    assert_eq!(offsets.len(), plan.events.len());
+    for (recorded, played) in &offsets {
+        // At --speed 2 each event is played no earlier than half its recorded offset.
+        let due = Duration::from_nanos(*recorded / 2);
+        assert!(
+            *played >= due,
+            "played at {played:?}, due at {due:?}: {offsets:?}"
+        );
+    }
+    let span = Duration::from_nanos(offsets.last().expect("played").0 / 2);
+    assert!(
+        span >= Duration::from_millis(100),
+        "the fixture's gaps are long enough to see"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn own_writes_are_played_when_asked() {
     let sim = Sim::start(SimConfig::default()).await.expect("sim");
     let plan = recording().plan(&ReplayOptions {
@@ -175,6 +207,8 @@ async fn the_binary_serves_the_replayed_objects_through_its_kubeconfig() {
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(["--pace", "recorded", "--speed", "10", "--verbose"])
+            // No controller here: play at once.
+            .args(["--wait-for-watches", "0"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -277,7 +311,7 @@ async fn the_binary_waits_for_watches_before_playing_and_exits_after_play() {
         line
     };
     let mut lines = Vec::new();
-    while next(&mut lines) != "waiting for 1 open watches" {}
+    while !next(&mut lines).starts_with("waiting for 1 open watches") {}
     // Nothing is played before a watch is open: the scale (rv 10) is not in the sim yet.
     let config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(&kubeconfig).expect("the kubeconfig reads"),
@@ -318,6 +352,118 @@ async fn the_binary_waits_for_watches_before_playing_and_exits_after_play() {
     assert!(status.success(), "{status}; {lines:#?}");
 }
 
+/// `kinformer-trace replay FILE --pace recorded --kubeconfig K`, as the README writes it: it
+/// prints the command that starts the fresh controller, waits for a watch per recorded kind
+/// (4 in the fixture: ConfigMap, Deployment, ReplicaSet, Secret) and only then plays, at the
+/// recorded gaps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_command_waits_for_the_fresh_controller_then_plays_at_the_recorded_pace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Running(
+        Command::new(env!("CARGO_BIN_EXE_kinformer-trace"))
+            .arg("replay")
+            .arg(fixture())
+            .args(["--pace", "recorded", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn kinformer-trace"),
+    );
+    let stdout = child.0.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |lines: &mut Vec<String>| {
+        let line = rx
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("no more output; got {lines:#?}"));
+        lines.push(line.clone());
+        line
+    };
+    let mut lines = Vec::new();
+    loop {
+        let line = next(&mut lines);
+        assert!(
+            !line.starts_with("played"),
+            "played before the fresh controller could connect: {lines:#?}"
+        );
+        if line.starts_with("waiting for ") {
+            break;
+        }
+    }
+    assert!(
+        lines.last().expect("a line").starts_with(
+            "waiting for 4 open watches (one per recorded kind: ConfigMap, Deployment, ReplicaSet, Secret"
+        ),
+        "{lines:#?}"
+    );
+    let command = format!(
+        "  KUBECONFIG={} cargo run --release -p deployment-controller -- --leader-elect=false",
+        kubeconfig.display()
+    );
+    assert!(lines.contains(&command), "{lines:#?}");
+
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("the kubeconfig reads"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a config");
+    let client = kube::Client::try_from(config).expect("client");
+    let maps: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client,
+        "demo",
+        &kube::api::ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        },
+    );
+    // Three watches are not enough: nothing played yet.
+    let mut watches = Vec::new();
+    for _ in 0..3 {
+        watches.push(
+            maps.watch(&kube::api::WatchParams::default(), "0")
+                .await
+                .expect("a watch"),
+        );
+    }
+    assert!(
+        maps.get_opt("settings").await.expect("get").is_none(),
+        "played before the fourth watch was open"
+    );
+    watches.push(
+        maps.watch(&kube::api::WatchParams::default(), "0")
+            .await
+            .expect("a watch"),
+    );
+    let opened = std::time::Instant::now();
+    while !next(&mut lines).starts_with("played 6 events") {}
+    // The fixture's played events span 300 ms (t 1.2 s to 1.5 s; the own writes before are
+    // left out).
+    assert!(
+        opened.elapsed() >= Duration::from_millis(300),
+        "played in {:?}, faster than recorded: {lines:#?}",
+        opened.elapsed()
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("playing 6 events at the recorded gaps")),
+        "{lines:#?}"
+    );
+    drop(watches);
+}
+
 #[test]
 fn a_trace_without_bodies_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -335,4 +481,7 @@ fn a_trace_without_bodies_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("recorded without bodies"), "{err}");
+    // The flag to record with, not the library's field set to false.
+    assert!(err.contains("--trace-bodies"), "{err}");
+    assert!(!err.contains("bodies = false"), "{err}");
 }

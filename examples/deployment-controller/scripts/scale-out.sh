@@ -59,7 +59,7 @@ echo "seeded $DEPLOYMENTS Deployments over $NAMESPACES namespaces (logs: $work)"
 
 # One unsharded controller.
 echo "unsharded controller: ${UNSHARDED_SECS}s"
-"$bin/deployment-controller" --leader-elect=false --run-for "${UNSHARDED_SECS}s" \
+"$bin/deployment-controller" --leader-elect=false --duration "${UNSHARDED_SECS}s" \
   >"$work/unsharded.log" 2>&1
 
 # Ring replicas, one process each: 3, kill one, start two more.

@@ -1069,8 +1069,12 @@ async fn follow_ownership(inner: Arc<Inner>, mut held: kinformer::shard::ShardSe
                 u64::try_from(report.took.as_nanos()).unwrap_or(u64::MAX),
                 Ordering::Relaxed,
             );
-            tracing::info!(replica = %sh.id, ranges = %report.acked, purged = report.purged,
+            // Ranges as a count and a fraction: the full selector (dozens of shardRange
+            // expressions on a ring) only at debug.
+            tracing::info!(replica = %sh.id, ranges = report.acked.ranges().len(),
+                fraction = %format_args!("{:.3}", report.acked.fraction()), purged = report.purged,
                 waited_for = report.waited_for, took_ms = report.took.as_millis() as u64, "drained");
+            tracing::debug!(replica = %sh.id, selector = %report.acked, "drained ranges");
         }
         let valid = view.valid_until.is_none_or(|t| Instant::now() < t);
         let entered = if lapsed && valid {
@@ -1095,7 +1099,9 @@ async fn follow_ownership(inner: Arc<Inner>, mut held: kinformer::shard::ShardSe
                 })
                 .map(|d| ObjectKey::new(d.metadata.namespace.as_deref(), &d.name_any()))
                 .collect();
-            tracing::info!(replica = %sh.id, ranges = %entered, deployments = keys.len(), "ranges moved in");
+            tracing::info!(replica = %sh.id, ranges = entered.ranges().len(),
+                fraction = %format_args!("{:.3}", entered.fraction()), deployments = keys.len(), "ranges moved in");
+            tracing::debug!(replica = %sh.id, selector = %entered, "ranges moved in");
             for k in keys {
                 inner.queue.add(k);
             }

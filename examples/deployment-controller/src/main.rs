@@ -71,10 +71,12 @@ struct Args {
     /// Use the embedded simulated API server even if a kubeconfig exists.
     #[arg(long)]
     embedded: bool,
-    /// Run this many seconds, then shut down and print the summary (default: until Ctrl-C; the
-    /// embedded demo ends by itself once its scenario is done).
-    #[arg(long, value_name = "SECS")]
-    duration: Option<u64>,
+    /// Run this long (seconds, or humantime: 90s, 2m), then shut down and print the summary
+    /// (with the peak RSS); Ctrl-C and SIGTERM end the run the same way. Default: until Ctrl-C;
+    /// the embedded demo ends by itself once its scenario is done.
+    // `--run-for` was a second flag for the same thing: kept as a hidden alias for scripts.
+    #[arg(long, alias = "run-for", value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Manage only Deployments matching this label selector ("" for all).
     #[arg(long, default_value = DEFAULT_SELECTOR)]
     selector: String,
@@ -172,16 +174,16 @@ struct Args {
     /// The ring: tokens per replica (more: a more even split, more ranges).
     #[arg(long, value_name = "N", default_value_t = 32)]
     ring_virtual_nodes: u32,
-    /// Run this long (humantime: 90s, 2m), then shut down and print the summary (with the peak
-    /// RSS); Ctrl-C and SIGTERM end the run the same way.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    run_for: Option<Duration>,
     /// Embedded only: play the scale-out scenario instead of the demo: 3 ring replicas, a few
     /// hundred Deployments over ~30 namespaces, one replica crashes, two more start (3 → 2 →
     /// 4); a report after each phase; exit status 1 if a phase does not converge or two
     /// replicas wrote in overlapping ownership windows.
     #[arg(long)]
     scale_scenario: bool,
+    /// With --scale-scenario: log at INFO on stderr too (default: warnings only; the tables
+    /// and a line per phase are on stdout). RUST_LOG overrides either.
+    #[arg(long, short)]
+    verbose: bool,
     /// With --scale-scenario or --seed-deployments: how many Deployments.
     #[arg(long, value_name = "N", default_value_t = 300)]
     scale_deployments: usize,
@@ -192,7 +194,7 @@ struct Args {
     /// Against a kubeconfig: create the `--scale-deployments` Deployments over
     /// `--scale-namespaces` namespaces, then run the cluster simulation (ReplicaSet
     /// controller, kubelet readiness, garbage collector) for a server that has none (the sim
-    /// binary) until Ctrl-C, SIGTERM or --run-for; no controller runs. For scripts/scale-out.sh.
+    /// binary) until Ctrl-C, SIGTERM or --duration; no controller runs. For scripts/scale-out.sh.
     #[arg(long)]
     seed_and_simulate: bool,
 }
@@ -232,9 +234,9 @@ impl Args {
         }
     }
 
-    /// How long to run: `--run-for`, else `--duration` seconds.
+    /// How long to run: `--duration` (or its alias `--run-for`).
     fn run_for(&self) -> Option<Duration> {
-        self.run_for.or(self.duration.map(Duration::from_secs))
+        self.duration
     }
 
     /// The leader election config, if leader election is on.
@@ -315,12 +317,21 @@ async fn maybe<F: Future>(f: Option<F>) -> F::Output {
 
 #[tokio::main]
 pub(crate) async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    // The scale scenario's output is its tables (stdout): its thousands of INFO lines only
+    // with -v (or RUST_LOG).
+    let default_filter = if args.scale_scenario && !args.verbose {
+        "warn"
+    } else {
+        "info"
+    };
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
         )
         .init();
-    let args = Args::parse();
     let started = Instant::now();
     if args.scale_scenario {
         return scale_scenario(&args).await;
@@ -361,14 +372,21 @@ pub(crate) async fn main() -> anyhow::Result<()> {
             sim.kubeconfig_path().display(),
             demo::NAMESPACE
         );
-        tracing::info!(url = sim.url(), kubeconfig = %sim.kubeconfig_path().display(),
-            "embedded mode: simulated API server; try: {kubectl} get deploy,rs,pods");
+        // The kubectl hint only while the server stays up: without --serve the demo ends in
+        // seconds, and with it the server (and a temporary kubeconfig).
         if args.serve {
+            tracing::info!(url = sim.url(), kubeconfig = %sim.kubeconfig_path().display(),
+                "embedded mode: simulated API server; try: {kubectl} get deploy,rs,pods");
             tracing::info!(
                 "serving until Ctrl-C{}; try: {kubectl} rollout history deployment/web ; {kubectl} set image deployment/web app=nginx:1.29 ; {kubectl} rollout undo deployment/web ; {kubectl} rollout status deployment/web",
                 args.duration
-                    .map(|s| format!(" or {s}s"))
+                    .map(|d| format!(" or {}", humantime::format_duration(d)))
                     .unwrap_or_default()
+            );
+        } else {
+            tracing::info!(
+                url = sim.url(),
+                "embedded mode: simulated API server, up until the demo scenario ends (--serve keeps it up for kubectl)"
             );
         }
         (sim.client(), Some(sim))
@@ -864,9 +882,13 @@ async fn scale_scenario(args: &Args) -> anyhow::Result<()> {
         options.ring.retry_period,
         options.ring.virtual_nodes
     );
-    let result = scale::run(sim.client(), scale::sim_rv(&sim), options, |p| {
-        println!("{p}")
-    })
+    let result = scale::run_with_progress(
+        sim.client(),
+        scale::sim_rv(&sim),
+        options,
+        |start| println!("{start}"),
+        |p| println!("{p}"),
+    )
     .await;
     cluster.shutdown().await;
     if let Ok(sim) = std::sync::Arc::try_unwrap(sim) {
@@ -881,7 +903,7 @@ async fn scale_scenario(args: &Args) -> anyhow::Result<()> {
 }
 
 /// `--seed-and-simulate`: against a kubeconfig, creates the scale scenario's Deployments, then
-/// runs the cluster simulation until Ctrl-C, SIGTERM or `--run-for`.
+/// runs the cluster simulation until Ctrl-C, SIGTERM or `--duration`.
 async fn seed_and_simulate(args: &Args) -> anyhow::Result<()> {
     use deployment_controller::embedded::scale;
     let client = Client::try_default()

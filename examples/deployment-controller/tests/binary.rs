@@ -1,7 +1,9 @@
 //! The `deployment-controller` binary as a user runs it (issue 10's "done when"): the embedded
 //! demo with `--trace FILE`, read back with the `kinformer-trace` library as
 //! `kinformer-trace follow demo/web FILE` reads it; and `--metrics-addr` serving `/metrics`,
-//! `/healthz`, `/readyz` and `/debug/informers` while the demo runs.
+//! `/healthz`, `/readyz` and `/debug/informers` while the demo runs; the default demo's output
+//! (the summary on stdout, the log on stderr, no kubectl hint for a server about to go) and its
+//! flags (`--duration`, with `--run-for` a hidden alias).
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -270,4 +272,112 @@ fn sharded_summary_adds_up_the_replicas_and_lists_what_the_demo_left() {
     }
     assert!(summary.contains("demo/web") && summary.contains("demo/api"));
     assert!(!summary.contains("demo/worker"), "{summary}");
+}
+
+/// The default demo, as the README's first command runs it: the summary is the only thing on
+/// stdout, the log is on stderr, and the log offers no kubectl command for a server (and a
+/// temporary kubeconfig) that is gone when the demo ends.
+#[test]
+fn the_default_demo_prints_its_summary_on_stdout_and_logs_on_stderr() {
+    let out = controller()
+        .stdin(Stdio::null())
+        .output()
+        .expect("run deployment-controller");
+    assert!(out.status.success(), "the demo failed: {}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("== deployment-controller summary =="),
+        "{stdout}"
+    );
+    let logs_on_stdout: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(" INFO ") || l.contains(" WARN "))
+        .collect();
+    assert!(
+        logs_on_stdout.is_empty(),
+        "log lines on stdout: {logs_on_stdout:#?}"
+    );
+    assert!(
+        stderr.contains(" INFO ") && stderr.contains("embedded mode"),
+        "the log is on stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("try: kubectl"),
+        "a kubectl hint for a server that is about to go: {stderr}"
+    );
+}
+
+/// One flag for how long to run: `--duration` (seconds or 90s, 2m); `--run-for` still parses
+/// (scripts) but is not offered.
+#[test]
+fn duration_is_the_one_run_length_flag_and_run_for_a_hidden_alias() {
+    let help = controller().arg("--help").output().expect("--help");
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--duration <DURATION>"), "{help}");
+    assert!(!help.contains("--run-for"), "{help}");
+    // Parsed before --help is acted on: an unknown flag would exit 2.
+    for args in [
+        ["--run-for", "2m", "--help"],
+        ["--duration", "90", "--help"],
+        ["--duration", "90s", "--help"],
+    ] {
+        let out = controller().args(args).output().expect("run");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `--scale-scenario` shows its progress and its tables, not its thousands of INFO lines: a
+/// line as each phase starts, a table as it ends, warnings only on stderr unless `-v`, and never
+/// a full ring selector (dozens of `shardRange(...)` on one line).
+#[test]
+fn the_scale_scenario_prints_a_line_per_phase_and_stays_quiet_unless_asked() {
+    let run = |verbose: bool| {
+        let mut c = controller();
+        // The scenario's own default decides the level, not the harness's RUST_LOG.
+        c.env_remove("RUST_LOG")
+            .args(["--scale-scenario", "--scale-deployments", "12"])
+            .args(["--scale-namespaces", "6"]);
+        if verbose {
+            c.arg("-v");
+        }
+        let out = c.output().expect("run the scale scenario");
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (stdout, stderr) = run(false);
+    for phase in ["phase 1/3: ", "phase 2/3: ", "phase 3/3: "] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(phase)),
+            "{phase}: {stdout}"
+        );
+    }
+    assert!(stdout.contains("ring settled after"), "{stdout}");
+    assert!(!stderr.contains(" INFO "), "INFO without -v: {stderr}");
+    assert!(!stdout.contains(" INFO "), "{stdout}");
+    let (stdout, stderr) = run(true);
+    assert!(stderr.contains(" INFO "), "-v logs at INFO: {stderr}");
+    assert!(stderr.contains("ranges moved in"), "{stderr}");
+    for out in [&stdout, &stderr] {
+        assert!(
+            !out.contains("shardRange("),
+            "a full selector: {}",
+            out.lines()
+                .find(|l| l.contains("shardRange("))
+                .unwrap_or_default()
+        );
+    }
 }

@@ -4,6 +4,9 @@
 //! a second `rollout status`, and the Deployment ends on the previous template, served by the
 //! old ReplicaSet scaled up under a new revision.
 //!
+//! A second test reads `kubectl get pods -o wide` as a newcomer does: each pod of a rolled-out
+//! Deployment READY 1/1, Running, with its own IP and a node that exists.
+//!
 //! Without kubectl on PATH the test says so loudly and returns; it fails only when `CI=true`.
 
 use crate::common;
@@ -192,6 +195,104 @@ async fn rollout_status_history_undo_against_the_embedded_setup() {
         .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
         .collect();
     assert_eq!(revisions, ["1", "3", "4"], "history after undo:\n{history}");
+
+    controller.shutdown().await;
+    cluster.shutdown().await;
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// Waits (up to `DEADLINE`) until `kubectl get pods -o wide` shows `n` pods, each READY 1/1 and
+/// Running; returns the rows as columns. Panics at the deadline with the last output.
+async fn running_pods(kubeconfig: &PathBuf, cache: &PathBuf, n: usize) -> Vec<Vec<String>> {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let out = kubectl(
+            kubeconfig,
+            cache,
+            &["get", "pods", "-o", "wide", "--no-headers"],
+        )
+        .await;
+        let rows: Vec<Vec<String>> = out
+            .lines()
+            .map(|l| l.split_whitespace().map(String::from).collect())
+            .collect();
+        // NAME READY STATUS RESTARTS AGE IP NODE
+        if rows.len() == n
+            && rows
+                .iter()
+                .all(|r| r.len() >= 7 && r[1] == "1/1" && r[2] == "Running")
+        {
+            return rows;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {n} pods READY 1/1 and Running before the deadline; last:\n{out}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_pods_shows_ready_pods_with_an_ip_and_a_node_each() {
+    if kubectl_missing() {
+        return;
+    }
+    let sim = common::sim().await;
+    let cluster = ClusterSim::start(
+        Client::try_from(sim.kube_config()).expect("client"),
+        ClusterOptions {
+            ready_after: Duration::from_millis(50),
+            informer: fast_config(),
+            ..ClusterOptions::default()
+        },
+    )
+    .await
+    .expect("cluster simulation");
+    let controller = DeploymentController::new(
+        sim.client(),
+        ControllerOptions {
+            workers: 2,
+            selector: None,
+            informer: fast_config(),
+            sync_timeout: DEADLINE,
+            ..ControllerOptions::default()
+        },
+    )
+    .await
+    .expect("controller");
+    controller.start().await.expect("controller starts");
+    let kubeconfig = sim.kubeconfig_path().to_path_buf();
+    let cache = std::env::temp_dir().join(format!("kubectl-pods-cache-{}", std::process::id()));
+
+    Api::<Deployment>::namespaced(sim.client(), NS)
+        .create(
+            &Default::default(),
+            &demo::deployment("web", 4, "app:1", None, false),
+        )
+        .await
+        .expect("create the Deployment");
+    kubectl(
+        &kubeconfig,
+        &cache,
+        &["rollout", "status", "deployment/web", "--timeout=60s"],
+    )
+    .await;
+    let rows = running_pods(&kubeconfig, &cache, 4).await;
+
+    let mut ips: Vec<&str> = rows.iter().map(|r| r[5].as_str()).collect();
+    assert!(
+        ips.iter().all(|ip| *ip != "<none>"),
+        "every pod has an IP: {rows:?}"
+    );
+    ips.sort_unstable();
+    ips.dedup();
+    assert_eq!(ips.len(), 4, "each pod its own IP: {rows:?}");
+    for node in rows.iter().map(|r| r[6].as_str()) {
+        assert_ne!(node, "<none>", "every pod is on a node: {rows:?}");
+        // The node exists (kubectl exits non-zero otherwise).
+        kubectl(&kubeconfig, &cache, &["get", "node", node]).await;
+    }
 
     controller.shutdown().await;
     cluster.shutdown().await;

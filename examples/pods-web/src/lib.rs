@@ -305,10 +305,26 @@ fn error(status: StatusCode, message: impl Into<String>) -> HttpResponse {
     })
 }
 
-async fn page() -> impl Responder {
+/// The page, with the summary as it is now (the total, and the counts as JSON for the script):
+/// it shows the current state at load, before (or without) the event stream's first event.
+async fn page(state: web::Data<State>) -> impl Responder {
+    let view = state.summary.send(GetSummary).await.ok();
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
-        .body(PAGE)
+        .body(render_page(view.as_ref()))
+}
+
+/// [`PAGE`] with its `{{TOTAL}}` and `{{INITIAL}}` filled: `?` and `null` without a summary.
+fn render_page(view: Option<&summary::SummaryView>) -> String {
+    let total = view.map_or_else(|| "?".to_string(), |v| v.pods.to_string());
+    // Inside a <script> element: no `<` may close it early (a phase or a namespace is text
+    // from the server), so it is escaped as JSON allows.
+    let initial = view
+        .and_then(|v| serde_json::to_string(v).ok())
+        .unwrap_or_else(|| "null".to_string())
+        .replace('<', "\\u003c");
+    PAGE.replace("{{TOTAL}}", &total)
+        .replace("{{INITIAL}}", &initial)
 }
 
 #[derive(Deserialize)]
@@ -488,4 +504,28 @@ async fn debug_informers(state: web::Data<State>) -> HttpResponse {
     HttpResponse::Ok().json(Body {
         informers: state.telemetry.informers(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_carries_the_summary_and_nothing_in_it_closes_the_script() {
+        let mut view = summary::SummaryView {
+            pods: 2,
+            ..summary::SummaryView::default()
+        };
+        view.by_phase.insert("</script><b>".into(), 2);
+        let page = render_page(Some(&view));
+        assert!(page.contains(r#"pods: <b id="total">2</b>"#));
+        assert_eq!(
+            page.matches("</script>").count(),
+            2,
+            "only the page's own script elements close"
+        );
+        let none = render_page(None);
+        assert!(none.contains(r#"pods: <b id="total">?</b>"#));
+        assert!(none.contains(r#"type="application/json">null</script>"#));
+    }
 }

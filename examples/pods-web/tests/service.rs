@@ -344,6 +344,15 @@ async fn routes_answer_from_the_cache_as_the_server_has_it() {
     assert_eq!(summary["pods"], 4, "{summary}");
     assert_eq!(summary["by_phase"], json!(phases));
     assert_eq!(summary["by_namespace"], expect(&[("blog", 1), ("shop", 3)]));
+    // The page carries the current state itself: it shows the counts at load, not
+    // "pods: ?" and empty tables until the event stream's first event.
+    let (status, page) = get(&http, &svc.url("/")).await;
+    assert_eq!(status, 200);
+    assert!(page.contains(r#"pods: <b id="total">4</b>"#), "{page}");
+    assert!(
+        page.contains(r#""by_namespace":{"blog":1,"shop":3}"#),
+        "the initial summary for the tables: {page}"
+    );
 
     // A change on the server reaches the cache, the counts and the summary.
     Api::<Pod>::namespaced(client.clone(), "shop")

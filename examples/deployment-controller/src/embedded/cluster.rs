@@ -1,7 +1,9 @@
 //! What a real cluster runs and the simulated API server does not (kinformer-sim runs no
 //! controllers): the ReplicaSet controller (pods to match `spec.replicas`, ReplicaSet status),
-//! the kubelet's readiness (a pod becomes Running and Ready after `ready_after`), and the garbage
-//! collector (ReplicaSets whose owning Deployment is gone, pods whose ReplicaSet is gone).
+//! the scheduler's and the kubelet's part (a pod is placed on one of a few fake Nodes, which the
+//! simulation creates, and becomes Running and Ready after `ready_after`, with its containers'
+//! statuses and an IP of its own, so `kubectl get pods -o wide` reads as on a cluster), and the
+//! garbage collector (ReplicaSets whose owning Deployment is gone, pods whose ReplicaSet is gone).
 //!
 //! ReplicaSet status follows the ReplicaSet controller's `podutil.IsPodAvailable`: a pod counts
 //! in `status.availableReplicas` only once it has been Ready (its `Ready` condition's
@@ -26,7 +28,10 @@ use anyhow::Context as _;
 use k8s_openapi::{
     api::{
         apps::v1::{Deployment, ReplicaSet, ReplicaSetStatus},
-        core::v1::{Pod, PodCondition, PodStatus},
+        core::v1::{
+            ContainerState, ContainerStateRunning, ContainerStatus, Node, NodeAddress,
+            NodeCondition, NodeStatus, Pod, PodCondition, PodIP, PodStatus,
+        },
     },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time},
     jiff::{self, Timestamp},
@@ -106,6 +111,64 @@ struct Inner {
     expectations: Mutex<HashMap<ObjectKey, Expectation>>,
     counters: Counters,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// Pods placed so far: the next pod's node is `NODES[placed % NODES.len()]`.
+    placed: AtomicU64,
+    /// Pods given an IP so far: the next pod's IP is [`pod_ip`] of it.
+    addressed: AtomicU64,
+}
+
+/// The fake Nodes pods are placed on (created at start when absent).
+const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+
+/// The `n`th pod IP handed out (from 0): 10.244.0.1, …, 10.244.0.254, 10.244.1.1, …; distinct
+/// for the first 65,024 pods, far beyond what a demo or a test creates.
+fn pod_ip(n: u64) -> String {
+    format!("10.244.{}.{}", (n / 254) % 256, n % 254 + 1)
+}
+
+/// Creates the fake Nodes, Ready, unless they exist. A server that refuses (a real cluster's
+/// RBAC) only costs `kubectl get node`: pods still name them.
+async fn create_nodes(client: &Client) {
+    let api: Api<Node> = Api::all(client.clone());
+    for (i, name) in NODES.iter().enumerate() {
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some((*name).into()),
+                labels: Some([("kubernetes.io/hostname".to_string(), (*name).to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        };
+        let created = match api.create(&PostParams::default(), &node).await {
+            Ok(created) => created,
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "cluster simulation: could not create a node");
+                continue;
+            }
+        };
+        // Status through its subresource, as the node's kubelet reports it.
+        let mut ready = created;
+        ready.status = Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: Some("KubeletReady".into()),
+                ..NodeCondition::default()
+            }]),
+            addresses: Some(vec![NodeAddress {
+                type_: "InternalIP".into(),
+                address: format!("192.168.0.{}", i + 1),
+            }]),
+            ..NodeStatus::default()
+        });
+        if let Err(e) = api
+            .replace_status(name, &PostParams::default(), &ready)
+            .await
+        {
+            tracing::warn!(node = %name, error = %e, "cluster simulation: could not mark a node Ready");
+        }
+    }
 }
 
 /// The running simulation.
@@ -227,6 +290,7 @@ impl ClusterSim {
             )
             .await?;
 
+        create_nodes(&client).await;
         factory.start()?;
         let synced = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
         anyhow::ensure!(
@@ -245,6 +309,8 @@ impl ClusterSim {
             expectations: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             workers: Mutex::new(Vec::new()),
+            placed: AtomicU64::new(0),
+            addressed: AtomicU64::new(0),
         });
         {
             let mut workers = inner.workers.lock().unwrap_or_else(|p| p.into_inner());
@@ -315,7 +381,72 @@ fn with_uid(uid: Option<String>) -> DeleteParams {
     }
 }
 
+/// A pod's delete by the simulation: grace 0. A scheduled pod deleted gracefully would wait for
+/// the sim's kubelet stand-in (up to `SimConfig::pod_termination`); the simulated kubelet
+/// stops its (imaginary) containers at once, so scale-downs take what they took before pods
+/// had a node.
+fn pod_delete(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(0),
+        ..with_uid(uid)
+    }
+}
+
 impl Inner {
+    /// The status the kubelet reports for a started pod: Running, each container running and
+    /// ready (kubectl's READY column counts `containerStatuses[].ready`), the conditions a
+    /// kubelet sets, an IP of its own and its node's.
+    fn running_status(&self, p: &Pod) -> PodStatus {
+        let t = Time(Timestamp::now());
+        let ip = pod_ip(self.addressed.fetch_add(1, Ordering::Relaxed));
+        let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let host_ip = NODES
+            .iter()
+            .position(|n| Some(*n) == node)
+            .map(|i| format!("192.168.0.{}", i + 1));
+        let containers = p.spec.as_ref().map_or(&[][..], |s| &s.containers[..]);
+        let condition = |type_: &str| PodCondition {
+            type_: type_.into(),
+            status: "True".into(),
+            last_transition_time: Some(t.clone()),
+            ..PodCondition::default()
+        };
+        PodStatus {
+            phase: Some("Running".into()),
+            start_time: Some(t.clone()),
+            host_ip,
+            pod_ip: Some(ip.clone()),
+            pod_ips: Some(vec![PodIP { ip }]),
+            conditions: Some(
+                ["PodScheduled", "Initialized", "ContainersReady", "Ready"]
+                    .into_iter()
+                    .map(condition)
+                    .collect(),
+            ),
+            container_statuses: Some(
+                containers
+                    .iter()
+                    .map(|c| ContainerStatus {
+                        name: c.name.clone(),
+                        image: c.image.clone().unwrap_or_default(),
+                        image_id: String::new(),
+                        ready: true,
+                        started: Some(true),
+                        restart_count: 0,
+                        state: Some(ContainerState {
+                            running: Some(ContainerStateRunning {
+                                started_at: Some(t.clone()),
+                            }),
+                            ..ContainerState::default()
+                        }),
+                        ..ContainerStatus::default()
+                    })
+                    .collect(),
+            ),
+            ..PodStatus::default()
+        }
+    }
+
     async fn sync(&self, key: &ObjectKey) -> anyhow::Result<()> {
         let (Some(ns), name) = key.split() else {
             return Ok(());
@@ -405,6 +536,11 @@ impl Inner {
         if pods.len() < want {
             let template = rs.spec.template.clone().unwrap_or_default();
             for _ in pods.len()..want {
+                // The scheduler's part: round-robin over the fake nodes.
+                let placed = self.placed.fetch_add(1, Ordering::Relaxed);
+                let node = NODES[usize::try_from(placed).unwrap_or(0) % NODES.len()];
+                let mut spec = template.spec.clone().unwrap_or_default();
+                spec.node_name = Some(node.into());
                 let pod = Pod {
                     metadata: ObjectMeta {
                         generate_name: Some(format!("{name}-")),
@@ -420,7 +556,7 @@ impl Inner {
                         }]),
                         ..ObjectMeta::default()
                     },
-                    spec: template.spec.clone(),
+                    spec: Some(spec),
                     status: None,
                 };
                 let created = pod_api
@@ -446,7 +582,7 @@ impl Inner {
             for p in victims.iter().take(pods.len() - want) {
                 if deleted_ok(
                     pod_api
-                        .delete(&p.name_any(), &with_uid(p.metadata.uid.clone()))
+                        .delete(&p.name_any(), &pod_delete(p.metadata.uid.clone()))
                         .await,
                 )? {
                     expect.deleted.push(p.name_any());
@@ -485,19 +621,7 @@ impl Inner {
                 continue;
             }
             let mut ready = (**p).clone();
-            let t = Time(Timestamp::now());
-            ready.status = Some(PodStatus {
-                phase: Some("Running".into()),
-                start_time: Some(t.clone()),
-                pod_ip: Some("10.244.0.1".into()),
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    last_transition_time: Some(t),
-                    ..PodCondition::default()
-                }]),
-                ..PodStatus::default()
-            });
+            ready.status = Some(self.running_status(p));
             match pod_api
                 .replace_status(&p.name_any(), &PostParams::default(), &ready)
                 .await
@@ -622,7 +746,7 @@ impl Inner {
             }
             if deleted_ok(
                 pod_api
-                    .delete(&p.name_any(), &with_uid(p.metadata.uid.clone()))
+                    .delete(&p.name_any(), &pod_delete(p.metadata.uid.clone()))
                     .await,
             )? {
                 self.counters.pods_collected.fetch_add(1, Ordering::Relaxed);

@@ -250,6 +250,19 @@ pub async fn run(
     client: Client,
     rv: RvSource,
     options: ScaleOptions,
+    on_phase: impl FnMut(&PhaseReport),
+) -> anyhow::Result<ScaleReport> {
+    run_with_progress(client, rv, options, |_| {}, on_phase).await
+}
+
+/// [`run`], with `on_start` told what each phase does as it begins (`phase 1/3: …`): a phase
+/// waits up to `options.deadline` for the ring and the Deployments, and a run without a line
+/// until its first report looks stuck.
+pub async fn run_with_progress(
+    client: Client,
+    rv: RvSource,
+    options: ScaleOptions,
+    mut on_start: impl FnMut(&str),
     mut on_phase: impl FnMut(&PhaseReport),
 ) -> anyhow::Result<ScaleReport> {
     let nss = namespaces(options.namespaces);
@@ -283,6 +296,11 @@ pub async fn run(
     let mut phases = Vec::new();
     let outcome = async {
         // Phase 1: the first replicas, then the Deployments.
+        on_start(&format!(
+            "phase 1/3: {} replicas join the ring, {} Deployments created over {} namespaces; \
+             waiting for the ring to settle and every Deployment to converge",
+            options.initial, options.deployments, options.namespaces
+        ));
         let change = Instant::now();
         for i in 0..options.initial {
             let mut r = RingReplica::new(
@@ -311,6 +329,10 @@ pub async fn run(
         phases.push(report);
 
         // Phase 2: the last one crashes while every Deployment rolls out.
+        on_start(&format!(
+            "phase 2/3: replica {} crashes while every Deployment rolls out app:2",
+            options.initial.saturating_sub(1)
+        ));
         let change = Instant::now();
         if let Some(victim) = replicas.last_mut() {
             victim.crash().await;
@@ -333,6 +355,10 @@ pub async fn run(
         phases.push(report);
 
         // Phase 3: more replicas join while every Deployment rolls out again.
+        on_start(&format!(
+            "phase 3/3: {} replicas join while every Deployment rolls out app:3",
+            options.added
+        ));
         let change = Instant::now();
         for i in options.initial..options.initial + options.added {
             let mut r = RingReplica::new(
