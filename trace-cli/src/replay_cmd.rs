@@ -189,7 +189,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
 /// replica, and a Lease would only delay the start).
 fn controller_command(kubeconfig: &Path) -> String {
     format!(
-        "KUBECONFIG={} cargo run --release -p deployment-controller -- --leader-elect=false",
+        "KUBECONFIG={} cargo run -p deployment-controller -- --leader-elect=false",
         kubeconfig.display()
     )
 }

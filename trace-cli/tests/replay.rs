@@ -405,7 +405,7 @@ async fn the_readme_command_waits_for_the_fresh_controller_then_plays_at_the_rec
         "{lines:#?}"
     );
     let command = format!(
-        "  KUBECONFIG={} cargo run --release -p deployment-controller -- --leader-elect=false",
+        "  KUBECONFIG={} cargo run -p deployment-controller -- --leader-elect=false",
         kubeconfig.display()
     );
     assert!(lines.contains(&command), "{lines:#?}");

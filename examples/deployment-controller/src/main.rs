@@ -2,10 +2,10 @@
 //! informers, listers and workqueue.
 //!
 //! ```text
-//! cargo run --release -p deployment-controller                 # embedded demo, exits by itself
-//! cargo run --release -p deployment-controller -- --workers 4 --duration 30
-//! cargo run --release -p deployment-controller -- --serve --write-kubeconfig /tmp/demo.kubeconfig
-//! KUBECONFIG=~/.kube/config cargo run --release -p deployment-controller -- --selector app.kubernetes.io/managed-by=kinformer
+//! cargo run -p deployment-controller                 # embedded demo, exits by itself
+//! cargo run -p deployment-controller -- --workers 4 --duration 30
+//! cargo run -p deployment-controller -- --serve --write-kubeconfig /tmp/demo.kubeconfig
+//! KUBECONFIG=~/.kube/config cargo run -p deployment-controller -- --selector app.kubernetes.io/managed-by=kinformer
 //! ```
 //!
 //! Without a kubeconfig (`KUBECONFIG` or `~/.kube/config`), or with `--embedded`, it starts
