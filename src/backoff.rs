@@ -29,6 +29,10 @@ pub struct BackoffConfig {
     /// 410 asks for waits a uniform `[0, recovery_jitter)` instead of the grown backoff, so a
     /// fleet of clients does not relist at once when the API server returns (1 s).
     pub recovery_jitter: Duration,
+    /// Bound of the wait after the server's return is announced (R11): a reflector backing off
+    /// after an outage makes its next request due within a uniform `[0, return_jitter)`, so the
+    /// informers of one client do not all ask in the same millisecond (250 ms).
+    pub return_jitter: Duration,
 }
 
 impl Default for BackoffConfig {
@@ -40,6 +44,7 @@ impl Default for BackoffConfig {
             factor: 2.0,
             jitter: 1.0,
             recovery_jitter: Duration::from_secs(1),
+            return_jitter: Duration::from_millis(250),
         }
     }
 }
@@ -106,7 +111,18 @@ impl Backoff {
         self.config.recovery_jitter.mul_f64(r)
     }
 
-    /// Forgets past failures (e.g. after a manual restart).
+    /// The wait after the server's return is announced (R11): `return_jitter * random`,
+    /// `random` a uniform sample in [0, 1) (clamped).
+    pub fn return_delay(&self, random: f64) -> Duration {
+        let r = if random.is_finite() {
+            random.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self.config.return_jitter.mul_f64(r)
+    }
+
+    /// Forgets past failures (e.g. after a manual restart, or the server's return, R11).
     pub fn reset(&mut self) {
         self.base = self.config.initial;
         self.last_failure = None;

@@ -49,6 +49,7 @@ pub mod reflector;
 pub mod resource_version;
 pub mod selector;
 pub mod series;
+pub mod server_health;
 pub mod shard;
 pub mod store;
 pub mod trace;

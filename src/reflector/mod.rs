@@ -102,6 +102,7 @@ use crate::{
     shard::ShardSelector,
 };
 
+mod server_back;
 #[cfg(test)]
 mod shard_tests;
 #[cfg(test)]
@@ -528,6 +529,10 @@ pub struct ReflectorCounters {
     pub shard_changes: u64,
     /// Shard changes that needed a relist because ranges grew (K2).
     pub shard_relists: u64,
+    /// Backoffs after an outage cut short because the server's return was announced (R11).
+    pub server_returns: u64,
+    /// Retries not sent because the client's shared probe had found the server down (R11).
+    pub probed_retries: u64,
 }
 
 /// What comes after the current wait.
