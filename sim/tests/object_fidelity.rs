@@ -663,8 +663,8 @@ async fn strategic_merge_patch_by_merge_keys_and_directives() {
     assert_eq!(cs.as_array().map(Vec::len), Some(2));
     assert_eq!(
         v["metadata"]["finalizers"],
-        json!(["a/b", "c/d"]),
-        "finalizers merge as a set"
+        json!(["c/d", "a/b"]),
+        "finalizers merge as a set, the new one first (`normalizeElementOrder`)"
     );
     // $patch: replace on a list and a malformed patch (no merge key): 400.
     let r = raw(

@@ -348,6 +348,48 @@ fn create_inner(
     }
 }
 
+/// The uid a PUT's object carries is a precondition (`rest.DefaultUpdatedObjectInfo`
+/// `Preconditions`), which etcd3's `GuaranteedUpdate` checks before anything else
+/// (`storage.Preconditions.Check`: `NewInvalidObjError`), and `InterpretUpdateError` answers as
+/// a 409 Conflict wrapping the `StorageError` text, with the etcd key.
+fn uid_precondition(
+    def: &ResourceDef,
+    name: &str,
+    sent: Option<&str>,
+    cur: &StoredObject,
+) -> Result<(), ApiError> {
+    let Some(uid) = sent.filter(|u| !u.is_empty() && *u != cur.uid) else {
+        return Ok(());
+    };
+    Err(ApiError::conflict(
+        &def.group,
+        &def.plural,
+        name,
+        &format!(
+            "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            etcd_key(def, &cur.namespace, name),
+            cur.uid
+        ),
+    ))
+}
+
+/// The etcd key kube-apiserver stores an object under (`/registry` and the resource's
+/// storage prefix: the resource, `<group>/<resource>` for custom kinds, `services/specs` and
+/// `minions` for services and nodes), then the namespace and name.
+fn etcd_key(def: &ResourceDef, ns: &str, name: &str) -> String {
+    let prefix = match (def.builtin, def.group.as_str(), def.plural.as_str()) {
+        (true, "", "services") => "services/specs".to_string(),
+        (true, "", "nodes") => "minions".to_string(),
+        (true, _, plural) => plural.to_string(),
+        (false, group, plural) => format!("{group}/{plural}"),
+    };
+    if ns.is_empty() {
+        format!("/registry/{prefix}/{name}")
+    } else {
+        format!("/registry/{prefix}/{ns}/{name}")
+    }
+}
+
 fn stale_check(
     def: &ResourceDef,
     name: &str,
@@ -441,6 +483,26 @@ fn status_write_metadata(
     meta
 }
 
+/// Puts the stored pod's `status.qosClass` into a status write that has none.
+fn keep_qos_class(old: &Value, status: Option<&mut Value>) {
+    let Some(qos) = old
+        .get("status")
+        .and_then(|s| s.get("qosClass"))
+        .and_then(Value::as_str)
+        .filter(|q| !q.is_empty())
+    else {
+        return;
+    };
+    if let Some(st) = status.and_then(Value::as_object_mut)
+        && st
+            .get("qosClass")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    {
+        st.insert("qosClass".into(), json!(qos));
+    }
+}
+
 /// Sets each of `keys` in `meta` as it is in the stored `old_meta` (absent there, absent here).
 fn keep_stored(meta: &mut Map<String, Value>, old_meta: &Map<String, Value>, keys: &[&str]) {
     for &k in keys {
@@ -506,7 +568,13 @@ fn merge_update(
             let mut out = old.clone();
             if let Some(obj) = out.as_object_mut() {
                 if part == Part::Status {
-                    match take("status") {
+                    let mut status = take("status");
+                    if def.builtin && def.group.is_empty() && def.kind == "Pod" {
+                        // `podStatusStrategy.PrepareForUpdate`: the QoS class is immutable,
+                        // "backfill it ... because the old kubelet dropped this field".
+                        keep_qos_class(old, status.as_mut());
+                    }
+                    match status {
                         Some(s) => obj.insert("status".into(), s),
                         None => obj.remove("status"),
                     };
@@ -741,6 +809,7 @@ pub(crate) fn update(
             let new = apply_scale(def, name, &old, &body, cur)?;
             return merge_update(def, &old, new, Part::Scale, manage, &mut emptied);
         }
+        uid_precondition(def, name, meta_str(&body, "uid"), cur)?;
         stale_check(def, name, meta_str(&body, "resourceVersion"), cur)?;
         merge_update(def, &old, body, part, manage, &mut emptied)
     })?;
