@@ -48,6 +48,20 @@ pub struct SimConfig {
     /// `metadata.shardInfo`). On by default; off plays a server without the gate, which ignores
     /// the parameter. [`crate::Faults::sharded_list_and_watch`] flips it at runtime.
     pub sharded_list_and_watch: bool,
+    /// The namespace controller stand-in: a deleted namespace is marked `Terminating` by the
+    /// server, then emptied (every namespaced object in it deleted), its `kubernetes` finalizer
+    /// removed and the namespace deleted by the sim, as kube-controller-manager's namespace
+    /// controller does. On by default; `false` leaves deleted namespaces `Terminating` (as a
+    /// cluster whose controller manager is down).
+    pub namespace_controller: bool,
+    /// The garbage collector stand-in, with kube-apiserver's `--enable-garbage-collector`:
+    /// dependents (`ownerReferences`) of a deleted owner are deleted, and deletes with
+    /// `propagationPolicy` `Foreground`/`Orphan` keep the owner with the `foregroundDeletion`/
+    /// `orphan` finalizer until its dependents are gone or orphaned. Off by default (then
+    /// nothing acts on owner references and `propagationPolicy` changes nothing, as with
+    /// `--enable-garbage-collector=false`): tests that play the collector themselves expect
+    /// the dependents to stay.
+    pub garbage_collector: bool,
 }
 
 impl Default for SimConfig {
@@ -65,6 +79,8 @@ impl Default for SimConfig {
             resource_version_wait: Duration::from_secs(3),
             pod_termination: Some(Duration::from_millis(500)),
             sharded_list_and_watch: true,
+            namespace_controller: true,
+            garbage_collector: false,
         }
     }
 }

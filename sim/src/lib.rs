@@ -212,6 +212,13 @@ impl Sim {
         if let Some(cap) = cfg.pod_termination {
             harness::kubelet::start(&store, cap);
         }
+        if cfg.namespace_controller {
+            harness::namespaces::start(&store, cfg.pod_termination.is_some());
+        }
+        store.set_garbage_collection(cfg.garbage_collector);
+        if cfg.garbage_collector {
+            harness::gc::start(&store);
+        }
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             ops::ensure_namespace(&store, ns, true)?;
         }

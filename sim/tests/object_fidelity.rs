@@ -533,9 +533,12 @@ async fn finalizers_hold_deletion() {
         json!(["example.com/hold"]),
         "{o}"
     );
+    // The answer is the patched object, at the resourceVersion it was patched from
+    // (`deleteWithoutFinalizers` returns the request's object).
+    assert!(answer["metadata"].get("finalizers").is_none(), "{answer}");
     assert_eq!(
         answer["metadata"]["resourceVersion"],
-        o["metadata"]["resourceVersion"]
+        again["metadata"]["resourceVersion"]
     );
     assert_ne!(
         o["metadata"]["resourceVersion"],
@@ -658,8 +661,8 @@ async fn strategic_merge_patch_by_merge_keys_and_directives() {
     assert_eq!(cs.as_array().map(Vec::len), Some(2));
     assert_eq!(
         v["metadata"]["finalizers"],
-        json!(["a/b", "c/d"]),
-        "finalizers merge as a set"
+        json!(["c/d", "a/b"]),
+        "finalizers merge as a set, the new one first (`normalizeElementOrder`)"
     );
     // $patch: replace on a list and a malformed patch (no merge key): 400.
     let r = raw(
@@ -703,8 +706,9 @@ async fn strategic_merge_patch_by_merge_keys_and_directives() {
 }
 
 #[tokio::test]
-async fn namespace_deletion_removes_even_scheduled_pods_at_once() {
-    // No kubelet stand-in: only the cascade's grace-0 delete can remove the pod.
+async fn namespace_deletion_removes_even_scheduled_pods_without_a_kubelet() {
+    // No kubelet stand-in: the namespace controller stand-in deletes pods with grace 0 then
+    // (else the namespace would stay Terminating for ever).
     let sim = sim_with(None).await;
     post(
         &sim,
@@ -720,13 +724,22 @@ async fn namespace_deletion_removes_even_scheduled_pods_at_once() {
         ),
     )
     .await;
-    let (code, _) = delete(&sim, "/api/v1/namespaces/team", None).await;
-    assert_eq!(code, 200);
-    assert!(sim.get_object("pods", Some("team"), "p").unwrap().is_none());
+    let (code, ns) = delete(&sim, "/api/v1/namespaces/team", None).await;
+    assert_eq!(
+        (code, ns["status"]["phase"].as_str()),
+        (200, Some("Terminating"))
+    );
     let (t, o) = event(&mut w).await;
     assert_eq!((t.as_str(), grace(&o)), ("MODIFIED", Some(0)));
     let (t, _) = event(&mut w).await;
     assert_eq!(t, "DELETED");
+    kinformer_sim::wait_until(common::DEADLINE, || {
+        sim.get_object("namespaces", None, "team")
+            .unwrap()
+            .is_none()
+    })
+    .await
+    .expect("the namespace is removed");
     sim.shutdown().await;
 }
 

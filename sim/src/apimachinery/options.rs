@@ -58,9 +58,9 @@ pub(crate) struct DeleteOptions {
     pub dry_run: Vec<String>,
     /// `gracePeriodSeconds` (for pods: see `crate::registry::strategy::pod_grace_period`).
     pub grace_period_seconds: Option<i64>,
-    /// `propagationPolicy` (validated; no garbage collector acts on it).
+    /// `propagationPolicy` (acted on only with the garbage collector stand-in).
     pub propagation_policy: Option<String>,
-    /// `orphanDependents` (validated only).
+    /// `orphanDependents` (as `propagationPolicy`).
     pub orphan_dependents: Option<bool>,
 }
 

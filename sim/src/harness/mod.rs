@@ -2,8 +2,10 @@
 //! injector tests hold (`faults::Faults`, arming the server's injection points), the `/sim/`
 //! control endpoint mounted on the server (`control`), seeded churn (`churn`), the demo
 //! objects (`demo`), the kubelet stand-in that finishes graceful pod deletion (`kubelet`:
-//! it watches pods and deletes them through the registry) and the kubeconfig file
-//! (`kubeconfig`).
+//! it watches pods and deletes them through the registry), the namespace controller stand-in
+//! that empties and removes terminating namespaces (`namespaces`), the garbage collector
+//! stand-in for ownerReferences and the `foregroundDeletion`/`orphan` finalizers (`gc`) and
+//! the kubeconfig file (`kubeconfig`).
 //!
 //! The top layer: it may import `crate::server`, `crate::registry`, `crate::storage` and
 //! `crate::apimachinery`; nothing imports it but the crate root (`lib.rs`), which assembles a
@@ -13,5 +15,7 @@ pub(crate) mod churn;
 pub(crate) mod control;
 pub(crate) mod demo;
 pub(crate) mod faults;
+pub(crate) mod gc;
 pub(crate) mod kubeconfig;
 pub(crate) mod kubelet;
+pub(crate) mod namespaces;

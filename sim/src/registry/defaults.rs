@@ -28,6 +28,9 @@ pub(crate) fn apply(def: &ResourceDef, obj: &mut Value) {
                 pod(spec);
                 pod_spec(spec);
             }
+            if let Some(status) = o.get_mut("status").and_then(Value::as_object_mut) {
+                pod_ips(status);
+            }
         }
         ("apps", "Deployment") => {
             if let Some(spec) = child(o, "spec") {
@@ -63,6 +66,36 @@ pub(crate) fn apply(def: &ResourceDef, obj: &mut Value) {
             }
         }
         _ => {}
+    }
+}
+
+/// The v1 to internal conversion of a pod's status (`pkg/apis/core/v1/conversion.go`
+/// `Convert_v1_PodStatus_To_core_PodStatus`) and back: a `podIP` (`hostIP`) without `podIPs`
+/// (`hostIPs`) becomes their one item, and the lists' first item fills an empty single field,
+/// so every stored pod carries both.
+fn pod_ips(status: &mut Map<String, Value>) {
+    for (one, many) in [("podIP", "podIPs"), ("hostIP", "hostIPs")] {
+        let single = status
+            .get(one)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let first = status
+            .get(many)
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(|x| x.get("ip"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        match (single, first) {
+            (Some(ip), None) => {
+                status.insert(many.into(), json!([{ "ip": ip }]));
+            }
+            (None, Some(ip)) => {
+                status.insert(one.into(), json!(ip));
+            }
+            _ => {}
+        }
     }
 }
 

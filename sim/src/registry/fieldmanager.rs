@@ -475,13 +475,20 @@ pub(crate) fn apply(
     manager: &str,
     force: bool,
 ) -> Result<Applied, ApiError> {
-    // `structuredMergeManager.Apply`.
-    if let Some(v) = config.get("apiVersion").and_then(Value::as_str)
-        && v != req.api_version
-    {
+    // `versionCheckManager.Apply`, the outermost manager of `NewDefaultFieldManager`: the
+    // applied object's group, version and kind must be the endpoint's, a missing `apiVersion`
+    // or `kind` included (so `structuredMergeManager`'s "Incorrect version specified in apply
+    // patch" is never reached from a request).
+    let sent = |k: &str| config.get(k).and_then(Value::as_str).unwrap_or("");
+    if sent("apiVersion") != req.api_version || sent("kind") != req.schema.kind {
+        // `schema.ParseGroupVersion` and `GroupVersionKind.String`.
+        let (group, version) = match sent("apiVersion").split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", sent("apiVersion")),
+        };
         return Err(ApiError::bad_request(format!(
-            "Incorrect version specified in apply patch. Specified patch version: {v}, expected: {}",
-            req.api_version
+            "invalid object type: {group}/{version}, Kind={}",
+            sent("kind")
         )));
     }
     if managed_fields(config).is_some_and(|v| !v.is_null()) {

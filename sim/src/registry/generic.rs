@@ -131,6 +131,48 @@ pub(crate) fn shard_selector(gate: bool, raw: &str) -> Result<Option<ShardSelect
         .map_err(|e| ApiError::not_a_status(format!("invalid shard selector: {e}")))
 }
 
+/// The `NamespaceLifecycle` admission plugin's refusal of a create in a terminating namespace
+/// (`plugin/pkg/admission/namespace/lifecycle/admission.go` `Admit`): `admission.NewForbidden`
+/// (`pods "x" is forbidden: ...`, the name as the request carries it) with the
+/// `NamespaceTerminating` cause on `metadata.namespace`.
+fn refuse_terminating(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let Some(nsdef) = store.registry.namespaces().cloned() else {
+        return Ok(());
+    };
+    match store.get(&nsdef, &(String::new(), ns.to_string())) {
+        Some(n) if n.deleting => {
+            let resource = if def.group.is_empty() {
+                def.plural.clone()
+            } else {
+                format!("{}.{}", def.plural, def.group)
+            };
+            Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{resource} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            )
+            .with_details(json!({
+                "name": name,
+                "group": def.group,
+                "kind": def.plural,
+                "causes": [{
+                    "reason": "NamespaceTerminating",
+                    "message": format!("namespace {ns} is being terminated"),
+                    "field": "metadata.namespace",
+                }],
+            })))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn ensure_namespace(store: &Store, ns: &str, auto_create: bool) -> Result<(), ApiError> {
     let Some(nsdef) = store.registry.namespaces().cloned() else {
         return Ok(());
@@ -210,6 +252,12 @@ fn create_inner(
     check_namespace(def, ns, &mut body)?;
     defaults::apply(def, &mut body);
     if def.namespaced {
+        refuse_terminating(
+            store,
+            def,
+            ns.unwrap_or(""),
+            meta_str(&body, "name").unwrap_or(""),
+        )?;
         ensure_namespace(store, ns.unwrap_or(""), auto_namespaces)?;
     }
     let now = now_rfc3339();
@@ -220,6 +268,7 @@ fn create_inner(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    let mut generated = false;
     if name.is_empty() {
         let gen_name = meta
             .get("generateName")
@@ -229,6 +278,7 @@ fn create_inner(
             // `rest.BeforeCreate`: the name is generated before the validation.
             name = format!("{gen_name}{}", random_suffix());
             meta.insert("name".into(), json!(name));
+            generated = true;
         }
     }
     drop_empty_collections(meta);
@@ -263,6 +313,12 @@ fn create_inner(
         }
     }
     defaults::on_create(def, &mut body);
+    if generated {
+        // `rest.BeforeCreate` canonicalizes after generating the name: the namespace strategy's
+        // `Canonicalize` (`pkg/registry/core/namespace/strategy.go`) sets the
+        // `kubernetes.io/metadata.name` label that defaulting could not set without a name.
+        defaults::apply(def, &mut body);
+    }
     // `rest.BeforeCreate`: the strategy's `Validate` (not for harness seeding).
     if !keep_status {
         validation::validate_create(def, &body)?;
@@ -289,6 +345,48 @@ fn create_inner(
     })? {
         Outcome::Created(o) | Outcome::Updated(o) => Ok(o),
         _ => Err(ApiError::internal("create did not store the object")),
+    }
+}
+
+/// The uid a PUT's object carries is a precondition (`rest.DefaultUpdatedObjectInfo`
+/// `Preconditions`), which etcd3's `GuaranteedUpdate` checks before anything else
+/// (`storage.Preconditions.Check`: `NewInvalidObjError`), and `InterpretUpdateError` answers as
+/// a 409 Conflict wrapping the `StorageError` text, with the etcd key.
+fn uid_precondition(
+    def: &ResourceDef,
+    name: &str,
+    sent: Option<&str>,
+    cur: &StoredObject,
+) -> Result<(), ApiError> {
+    let Some(uid) = sent.filter(|u| !u.is_empty() && *u != cur.uid) else {
+        return Ok(());
+    };
+    Err(ApiError::conflict(
+        &def.group,
+        &def.plural,
+        name,
+        &format!(
+            "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            etcd_key(def, &cur.namespace, name),
+            cur.uid
+        ),
+    ))
+}
+
+/// The etcd key kube-apiserver stores an object under (`/registry` and the resource's
+/// storage prefix: the resource, `<group>/<resource>` for custom kinds, `services/specs` and
+/// `minions` for services and nodes), then the namespace and name.
+fn etcd_key(def: &ResourceDef, ns: &str, name: &str) -> String {
+    let prefix = match (def.builtin, def.group.as_str(), def.plural.as_str()) {
+        (true, "", "services") => "services/specs".to_string(),
+        (true, "", "nodes") => "minions".to_string(),
+        (true, _, plural) => plural.to_string(),
+        (false, group, plural) => format!("{group}/{plural}"),
+    };
+    if ns.is_empty() {
+        format!("/registry/{prefix}/{name}")
+    } else {
+        format!("/registry/{prefix}/{ns}/{name}")
     }
 }
 
@@ -385,6 +483,26 @@ fn status_write_metadata(
     meta
 }
 
+/// Puts the stored pod's `status.qosClass` into a status write that has none.
+fn keep_qos_class(old: &Value, status: Option<&mut Value>) {
+    let Some(qos) = old
+        .get("status")
+        .and_then(|s| s.get("qosClass"))
+        .and_then(Value::as_str)
+        .filter(|q| !q.is_empty())
+    else {
+        return;
+    };
+    if let Some(st) = status.and_then(Value::as_object_mut)
+        && st
+            .get("qosClass")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    {
+        st.insert("qosClass".into(), json!(qos));
+    }
+}
+
 /// Sets each of `keys` in `meta` as it is in the stored `old_meta` (absent there, absent here).
 fn keep_stored(meta: &mut Map<String, Value>, old_meta: &Map<String, Value>, keys: &[&str]) {
     for &k in keys {
@@ -402,6 +520,7 @@ fn merge_update(
     mut new: Value,
     part: Part,
     manage: Manage<'_>,
+    emptied: &mut Option<Value>,
 ) -> Result<Write, ApiError> {
     // The request's managed fields, for the field manager to judge (an empty list resets them).
     let request_managed = meta_mut(&mut new).and_then(|m| m.remove("managedFields"));
@@ -449,7 +568,13 @@ fn merge_update(
             let mut out = old.clone();
             if let Some(obj) = out.as_object_mut() {
                 if part == Part::Status {
-                    match take("status") {
+                    let mut status = take("status");
+                    if def.builtin && def.group.is_empty() && def.kind == "Pod" {
+                        // `podStatusStrategy.PrepareForUpdate`: the QoS class is immutable,
+                        // "backfill it ... because the old kubelet dropped this field".
+                        keep_qos_class(old, status.as_mut());
+                    }
+                    match status {
                         Some(s) => obj.insert("status".into(), s),
                         None => obj.remove("status"),
                     };
@@ -511,10 +636,32 @@ fn merge_update(
         // event carries that last stored state, finalizers included, at the deletion's
         // resourceVersion (`store.go` `Update` returns `errEmptiedFinalizers` before writing;
         // `staging/src/k8s.io/apiserver/pkg/storage/etcd3/watcher.go` `transform` sends the
-        // previous value for a delete).
+        // previous value for a delete). The request is answered with the object it made
+        // (`deleteWithoutFinalizers`: "clients are expecting an updated object if a PUT
+        // succeeded ... so return the object in the request instead"), at the stored RV.
+        *emptied = Some(new);
         return Ok(Write::Delete);
     }
     Ok(Write::Put(new))
+}
+
+/// The object an update or patch answers with: the written one, or for a write that emptied
+/// the finalizers of a terminating object (and so deleted it) the object it made.
+fn answer_of(
+    def: &ResourceDef,
+    outcome: Outcome,
+    emptied: Option<Value>,
+) -> Result<Arc<StoredObject>, ApiError> {
+    match (outcome, emptied) {
+        (Outcome::Deleted(stored), Some(made)) => {
+            // The request's object carries the RV it was prepared at (the stored one).
+            let rv = meta_str(&made, "resourceVersion")
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(stored.rv);
+            Ok(Arc::new(StoredObject::from_value(def, &made, rv)?))
+        }
+        (outcome, _) => result_of(outcome),
+    }
 }
 
 fn result_of(outcome: Outcome) -> Result<Arc<StoredObject>, ApiError> {
@@ -654,17 +801,19 @@ pub(crate) fn update(
     }
     check_name(name, &mut body)?;
     let key = key_of(def, ns, name);
+    let mut emptied = None;
     let outcome = store.write(def, &key, dry_run, |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         let old = cur.to_value(def)?;
         if part == Part::Scale {
             let new = apply_scale(def, name, &old, &body, cur)?;
-            return merge_update(def, &old, new, Part::Scale, manage);
+            return merge_update(def, &old, new, Part::Scale, manage, &mut emptied);
         }
+        uid_precondition(def, name, meta_str(&body, "uid"), cur)?;
         stale_check(def, name, meta_str(&body, "resourceVersion"), cur)?;
-        merge_update(def, &old, body, part, manage)
+        merge_update(def, &old, body, part, manage, &mut emptied)
     })?;
-    result_of(outcome)
+    answer_of(def, outcome, emptied)
 }
 
 /// Patches an object or one of its subresources, recording the write for `manager` (an apply's
@@ -811,6 +960,7 @@ pub(crate) fn patch_checked(
             }
         }
     };
+    let mut emptied = None;
     let outcome = store.write(def, &key, dry_run, |cur| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         let old = cur.to_value(def)?;
@@ -828,7 +978,7 @@ pub(crate) fn patch_checked(
                 )?);
             }
             let new = apply_scale(def, name, &old, &scale, cur)?;
-            return merge_update(def, &old, new, Part::Scale, manage);
+            return merge_update(def, &old, new, Part::Scale, manage, &mut emptied);
         }
         let new = match (kind, manager) {
             (PatchKind::Apply, Some(m)) => {
@@ -888,9 +1038,9 @@ pub(crate) fn patch_checked(
             ));
         }
         kind_check(def, &mut new)?;
-        merge_update(def, &old, new, part, manage)
+        merge_update(def, &old, new, part, manage, &mut emptied)
     })?;
-    result_of(outcome).map(|o| (o, false, warnings))
+    answer_of(def, outcome, emptied).map(|o| (o, false, warnings))
 }
 
 /// Deletes an object as kube-apiserver's generic store does (see `strategy::plan_delete`):
@@ -905,38 +1055,144 @@ pub(crate) fn delete(
     opts: &DeleteOptions,
 ) -> Result<Outcome, ApiError> {
     let key = key_of(def, ns, name);
-    if def.plural == "namespaces"
-        && def.group.is_empty()
-        && !opts.is_dry_run()
-        && store.get(def, &key).is_some()
-    {
-        delete_namespace_contents(store, name);
+    if is_namespaces(def) {
+        // `pkg/registry/core/namespace/storage/storage.go` `REST.Delete`: the first delete only
+        // starts the termination; the namespace controller empties it, removes the
+        // `kubernetes` finalizer and deletes it again, which then goes the generic way.
+        let outcome = store.write(def, &key, opts.is_dry_run(), |cur| {
+            let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            check_delete_preconditions(def, name, opts, cur)?;
+            let v = cur.to_value(def)?;
+            if cur.deleting {
+                // Terminating already: judged below.
+                return Ok(Write::Noop);
+            }
+            Ok(Write::Put(start_termination(store, v, opts)))
+        })?;
+        // "prior to final deletion, we must ensure that finalizers is empty": until then a
+        // delete is answered with the namespace as it is.
+        let finalized = match &outcome {
+            Outcome::Unchanged(Some(o)) => {
+                o.deleting && namespace_finalizers(&o.to_value(def)?).is_empty()
+            }
+            _ => false,
+        };
+        if !finalized {
+            return Ok(outcome);
+        }
     }
-    // The uid when a grace-0 mark is to be followed by the removal.
-    let mut then_delete: Option<String> = None;
-    let outcome = store.write(def, &key, opts.is_dry_run(), |cur| {
-        let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
-        // `rest.BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`)
-        // checks the preconditions before the storage does, with its own messages and a
-        // GroupResource whose resource is the kind (`Operation cannot be fulfilled on Pod "p"`).
-        if let Some(uid) = &opts.uid
-            && *uid != cur.uid
-        {
-            return Err(ApiError::conflict(&def.group, &def.kind, name, &format!(
+    generic_delete(store, def, &key, name, opts)
+}
+
+/// Whether `def` is the core namespaces resource.
+fn is_namespaces(def: &ResourceDef) -> bool {
+    def.builtin && def.group.is_empty() && def.plural == "namespaces"
+}
+
+/// A namespace's `spec.finalizers`.
+fn namespace_finalizers(v: &Value) -> Vec<String> {
+    v.get("spec")
+        .and_then(|s| s.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The namespace's first delete (`storage.go` `REST.Delete`, its `GuaranteedUpdate`):
+/// `deletionTimestamp` now, `status.phase: Terminating`, and the garbage collector's
+/// finalizers as the options ask (`shouldHaveOrphanFinalizer`,
+/// `shouldHaveDeleteDependentsFinalizer`). No grace period is written, and the generation
+/// (namespaces keep none) does not move.
+fn start_termination(store: &Store, mut v: Value, opts: &DeleteOptions) -> Value {
+    if let Some(meta) = meta_mut(&mut v) {
+        meta.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+    }
+    if let Some(obj) = v.as_object_mut() {
+        let status = obj.entry("status").or_insert_with(|| json!({}));
+        if let Some(st) = status.as_object_mut() {
+            st.insert("phase".into(), json!("Terminating"));
+        }
+    }
+    if store.garbage_collection() {
+        strategy::set_gc_finalizers(
+            &mut v,
+            opts.propagation_policy.as_deref(),
+            opts.orphan_dependents,
+        );
+    }
+    v
+}
+
+/// `rest.BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`) checks the
+/// preconditions before the storage does, with its own messages and a GroupResource whose
+/// resource is the kind (`Operation cannot be fulfilled on Pod "p"`).
+fn check_delete_preconditions(
+    def: &ResourceDef,
+    name: &str,
+    opts: &DeleteOptions,
+    cur: &StoredObject,
+) -> Result<(), ApiError> {
+    if let Some(uid) = &opts.uid
+        && *uid != cur.uid
+    {
+        return Err(ApiError::conflict(
+            &def.group,
+            &def.kind,
+            name,
+            &format!(
                 "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
                 cur.uid
-            )));
-        }
-        if let Some(rv) = &opts.resource_version
-            && *rv != cur.rv.to_string()
-        {
-            return Err(ApiError::conflict(&def.group, &def.kind, name, &format!(
+            ),
+        ));
+    }
+    if let Some(rv) = &opts.resource_version
+        && *rv != cur.rv.to_string()
+    {
+        return Err(ApiError::conflict(
+            &def.group,
+            &def.kind,
+            name,
+            &format!(
                 "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                 cur.rv
-            )));
-        }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The generic store's `Delete`.
+fn generic_delete(
+    store: &Store,
+    def: &ResourceDef,
+    key: &Key,
+    name: &str,
+    opts: &DeleteOptions,
+) -> Result<Outcome, ApiError> {
+    // The uid when a grace-0 mark is to be followed by the removal.
+    let mut then_delete: Option<String> = None;
+    let gc = store.garbage_collection();
+    let outcome = store.write(def, key, opts.is_dry_run(), |cur| {
+        let cur = cur.ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+        check_delete_preconditions(def, name, opts, cur)?;
         let v = cur.to_value(def)?;
-        match strategy::plan_delete(def, &v, opts.grace_period_seconds, now_unix()) {
+        // `updateForGracefulDeletionAndFinalizers`: the garbage collector's finalizers are set
+        // as the options ask before the object is marked (a pod whose graceful deletion is
+        // under way is left alone: `plan_delete` answers `Pending` for it).
+        let mut planned = v.clone();
+        if gc {
+            strategy::set_gc_finalizers(
+                &mut planned,
+                opts.propagation_policy.as_deref(),
+                opts.orphan_dependents,
+            );
+        }
+        match strategy::plan_delete(def, &planned, opts.grace_period_seconds, now_unix()) {
             DeletePlan::Delete => Ok(Write::Delete),
             DeletePlan::Pending => Ok(Write::Noop),
             DeletePlan::Mark {
@@ -949,10 +1205,7 @@ pub(crate) fn delete(
                 }
                 if let Some(meta) = meta_mut(&mut object) {
                     // The store sets the new resourceVersion; compare without it.
-                    meta.insert(
-                        "resourceVersion".into(),
-                        json!(cur.rv.to_string()),
-                    );
+                    meta.insert("resourceVersion".into(), json!(cur.rv.to_string()));
                 }
                 if object == v && !delete_now {
                     Ok(Write::Noop)
@@ -972,7 +1225,7 @@ pub(crate) fn delete(
         // The second write of a graceful deletion with period 0: the DELETED event. Another
         // writer may have deleted it in between (the real store ignores NotFound here).
         let marked = outcome.clone();
-        let second = store.write(def, &key, false, |cur| match cur {
+        let second = store.write(def, key, false, |cur| match cur {
             Some(c) if c.uid == uid && !c.has_finalizers => Ok(Write::Delete),
             _ => Ok(Write::Noop),
         })?;
@@ -984,27 +1237,41 @@ pub(crate) fn delete(
     Ok(outcome)
 }
 
-/// Deletes every namespaced object in `ns` (the namespace controller's job, done at once: pods
-/// with grace period 0, so that none outlives its namespace; finalizers still hold objects).
-fn delete_namespace_contents(store: &Store, ns: &str) {
-    let opts = DeleteOptions {
-        grace_period_seconds: Some(0),
-        ..DeleteOptions::default()
-    };
-    let defs: Vec<_> = store
+/// Removes `finalizer` from a terminating namespace's `spec.finalizers`, as the namespace
+/// controller's `finalizeNamespace` does through the `finalize` subresource
+/// (`pkg/registry/core/namespace/strategy.go` `namespaceFinalizeStrategy`: only
+/// `spec.finalizers` changes), if the namespace is still the one with `uid`.
+pub(crate) fn finalize_namespace(
+    store: &Store,
+    name: &str,
+    uid: &str,
+    finalizer: &str,
+) -> Result<Outcome, ApiError> {
+    let def = store
         .registry
-        .all()
-        .iter()
-        .filter(|d| d.namespaced)
+        .namespaces()
         .cloned()
-        .collect();
-    for def in defs {
-        let (map, _) = store.snapshot(&def, false);
-        let keys: Vec<Key> = map.keys().filter(|(n, _)| n == ns).cloned().collect();
-        for (n, name) in keys {
-            let _ = delete(store, &def, Some(&n), &name, &opts);
+        .ok_or_else(|| ApiError::internal("no namespaces resource"))?;
+    let key: Key = (String::new(), name.to_string());
+    store.write(&def, &key, false, |cur| {
+        let cur = cur.ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
+        if cur.uid != uid {
+            return Ok(Write::Noop);
         }
-    }
+        let mut v = cur.to_value(&def)?;
+        let left: Vec<String> = namespace_finalizers(&v)
+            .into_iter()
+            .filter(|f| f != finalizer)
+            .collect();
+        if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+            if left.is_empty() {
+                spec.remove("finalizers");
+            } else {
+                spec.insert("finalizers".into(), json!(left));
+            }
+        }
+        Ok(Write::Put(v))
+    })
 }
 
 /// The store key of `name` in `ns` for this resource.

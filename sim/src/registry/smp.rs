@@ -95,6 +95,18 @@ fn merge_map(
             }
         }
     }
+    // `mergePatchIntoOriginal` orders a list with `$setElementOrder` against the list as it
+    // was before this patch.
+    let before: Map<String, Value> = patch
+        .keys()
+        .filter_map(|k| k.strip_prefix(SET_ORDER))
+        .map(|f| {
+            (
+                f.to_string(),
+                orig.get(f).cloned().unwrap_or(Value::Array(Vec::new())),
+            )
+        })
+        .collect();
     for (k, pv) in patch {
         if k.starts_with('$') {
             continue;
@@ -116,8 +128,13 @@ fn merge_map(
             path.push(field.to_string());
             let strategy = list_strategy(kind, path);
             path.pop();
+            let server: &[Value] = before
+                .get(field)
+                .and_then(Value::as_array)
+                .map_or(&[], Vec::as_slice);
             if let Some(Value::Array(list)) = orig.get_mut(field) {
-                reorder(list, order, strategy);
+                let merged = std::mem::take(list);
+                *list = normalize_order(merged, order, server, strategy);
             }
         }
     }
@@ -190,6 +207,25 @@ fn merge_list(
             .collect();
         return Ok(());
     }
+    // `mergeSlice` orders what it merged against the list as it was (without the entries a
+    // `$patch: delete` element removed) and the patch's own elements.
+    let server: Vec<Value> = match strategy {
+        ListStrategy::MergeByKey(key) => orig
+            .iter()
+            .filter(|o| {
+                !patch.iter().any(|p| {
+                    p.get(PATCH).is_some_and(|d| d == "delete") && p.get(key) == o.get(key)
+                })
+            })
+            .cloned()
+            .collect(),
+        _ => orig.clone(),
+    };
+    let patch_order: Vec<Value> = patch
+        .iter()
+        .filter(|p| p.get(PATCH).is_none())
+        .cloned()
+        .collect();
     match strategy {
         ListStrategy::Replace => {}
         ListStrategy::MergePrimitives => {
@@ -235,25 +271,58 @@ fn merge_list(
             }
         }
     }
+    let merged = std::mem::take(orig);
+    *orig = normalize_order(merged, &patch_order, &server, strategy);
     Ok(())
 }
 
-/// Orders `list` as `$setElementOrder` says: the listed elements in its order, then any others
-/// (present on the server only) in their current relative order.
-fn reorder(list: &mut Vec<Value>, order: &[Value], strategy: ListStrategy) {
-    let rank = |el: &Value| -> Option<usize> {
-        order.iter().position(|o| match strategy {
-            ListStrategy::MergeByKey(key) => o.get(key).is_some() && o.get(key) == el.get(key),
-            _ => o == el,
-        })
-    };
-    let mut items: Vec<(Option<usize>, usize, Value)> = list
-        .drain(..)
-        .enumerate()
-        .map(|(i, v)| (rank(&v), i, v))
-        .collect();
-    items.sort_by_key(|(r, i, _)| (r.is_none(), r.unwrap_or(0), *i));
-    list.extend(items.into_iter().map(|(_, _, v)| v));
+/// Where `el` is in `list`: by merge key for lists of objects, by value for primitives
+/// (`index`).
+fn index_in(list: &[Value], el: &Value, strategy: ListStrategy) -> Option<usize> {
+    list.iter().position(|o| match strategy {
+        ListStrategy::MergeByKey(key) => o.get(key).is_some() && o.get(key) == el.get(key),
+        _ => o == el,
+    })
+}
+
+/// Orders a merged list as `normalizeElementOrder` does: its elements named in `order` (the
+/// patch, or its `$setElementOrder`) sorted by that order, the server-only ones by their place
+/// in `server` (the list before the patch), and the two merged by `mergeSortedSlice`: a
+/// server-only element goes first only while it precedes the next patch element in `server`,
+/// so an element new to the list lands before the server-only ones that follow it (a new
+/// finalizer or condition patched into `[a, b]` gives `[new, a, b]`).
+fn normalize_order(
+    merged: Vec<Value>,
+    order: &[Value],
+    server: &[Value],
+    strategy: ListStrategy,
+) -> Vec<Value> {
+    let (mut patched, mut server_only): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|el| index_in(order, el, strategy).is_some());
+    // Every element is found in the list it is sorted by, so a stable sort by index is
+    // `sort.SliceStable` with `normalizeSliceOrder`'s comparator.
+    patched.sort_by_key(|el| index_in(order, el, strategy));
+    server_only.sort_by_key(|el| index_in(server, el, strategy));
+    let (mut left, mut right) = (
+        server_only.into_iter().peekable(),
+        patched.into_iter().peekable(),
+    );
+    let mut out = Vec::new();
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => matches!(
+                (index_in(server, l, strategy), index_in(server, r, strategy)),
+                (Some(li), Some(ri)) if li < ri
+            ),
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        out.extend(next);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -293,6 +362,55 @@ mod tests {
     }
 
     #[test]
+    fn new_list_elements_go_where_normalize_element_order_puts_them() {
+        // A new finalizer lands before the server-only ones (`mergeSortedSlice` takes the
+        // patch element when the server-only one is not known to precede it).
+        let out = smp(
+            "ConfigMap",
+            json!({"metadata": {"finalizers": ["a/x", "b/x"]}}),
+            json!({"metadata": {"finalizers": ["c/x"]}}),
+        );
+        assert_eq!(out["metadata"]["finalizers"], json!(["c/x", "a/x", "b/x"]));
+        // An element already there keeps its place; the new one follows it in the patch.
+        let out = smp(
+            "ConfigMap",
+            json!({"metadata": {"finalizers": ["a/x", "b/x"]}}),
+            json!({"metadata": {"finalizers": ["b/x", "c/x"]}}),
+        );
+        assert_eq!(out["metadata"]["finalizers"], json!(["a/x", "b/x", "c/x"]));
+        // Conditions merge by type: the changed one in place, a new one first.
+        let out = smp(
+            "Pod",
+            json!({"status": {"conditions": [{"type": "Ready", "status": "False"},
+                                             {"type": "Initialized", "status": "True"}]}}),
+            json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"},
+                                             {"type": "Ready", "status": "True"}]}}),
+        );
+        let types: Vec<&str> = out["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["PodScheduled", "Ready", "Initialized"]);
+        assert_eq!(out["status"]["conditions"][1]["status"], "True");
+        // `$setElementOrder` decides the patch elements' order.
+        let out = smp(
+            "Pod",
+            json!({"status": {"conditions": [{"type": "A"}, {"type": "B"}]}}),
+            json!({"status": {"$setElementOrder/conditions": [{"type": "B"}, {"type": "C"}, {"type": "A"}],
+                              "conditions": [{"type": "C"}]}}),
+        );
+        let types: Vec<&str> = out["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["B", "C", "A"]);
+    }
+
+    #[test]
     fn ports_env_finalizers_and_replace() {
         let svc = json!({"spec": {"ports": [{"port": 80, "name": "http"}]}});
         let out = smp(
@@ -307,7 +425,8 @@ mod tests {
             cm,
             json!({"metadata": {"finalizers": ["b", "a"]}, "data": {"x": null}}),
         );
-        assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
+        // `normalizeElementOrder`: the patch's elements in the patch's order.
+        assert_eq!(out["metadata"]["finalizers"], json!(["b", "a"]));
         assert_eq!(out["data"], json!({"y": "2"}));
         let out = smp(
             "ConfigMap",

@@ -353,6 +353,80 @@ pub(crate) fn plan_delete(
     }
 }
 
+/// The garbage collector's finalizer for orphaning dependents (`metav1.FinalizerOrphanDependents`).
+pub(crate) const ORPHAN: &str = "orphan";
+/// The garbage collector's finalizer for foreground deletion (`metav1.FinalizerDeleteDependents`).
+pub(crate) const FOREGROUND: &str = "foregroundDeletion";
+
+/// Sets the garbage collector's finalizers a delete asks for, as
+/// `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`
+/// `deletionFinalizersForGarbageCollection` does (with `shouldOrphanDependents` and
+/// `shouldDeleteDependents`): `orphanDependents` first, then `propagationPolicy`, then the
+/// finalizer already there; every kind the sim serves defaults to deleting dependents in the
+/// background (apps/v1 included: only the old beta groups orphan), so with none of these no
+/// finalizer is added. Both are removed first and added back at the end, in that order.
+/// Returns whether the set of finalizers changed (the object is left alone otherwise).
+pub(crate) fn set_gc_finalizers(
+    obj: &mut Value,
+    propagation: Option<&str>,
+    orphan_dependents: Option<bool>,
+) -> bool {
+    let current: Vec<String> = obj
+        .get("metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let existing = || {
+        current.iter().find_map(|f| match f.as_str() {
+            ORPHAN => Some(true),
+            FOREGROUND => Some(false),
+            _ => None,
+        })
+    };
+    let orphan = match (orphan_dependents, propagation) {
+        (Some(o), _) => o,
+        (None, Some("Orphan")) => true,
+        (None, Some("Background" | "Foreground")) => false,
+        _ => existing() == Some(true),
+    };
+    let foreground = match (orphan_dependents, propagation) {
+        (Some(_), _) => false,
+        (None, Some("Foreground")) => true,
+        (None, Some("Background" | "Orphan")) => false,
+        _ => existing() == Some(false),
+    };
+    let mut next: Vec<String> = current
+        .iter()
+        .filter(|f| *f != ORPHAN && *f != FOREGROUND)
+        .cloned()
+        .collect();
+    if orphan {
+        next.push(ORPHAN.into());
+    }
+    if foreground {
+        next.push(FOREGROUND.into());
+    }
+    let as_set = |v: &[String]| v.iter().cloned().collect::<std::collections::BTreeSet<_>>();
+    if as_set(&current) == as_set(&next) {
+        return false;
+    }
+    if let Some(meta) = meta_mut(obj) {
+        // `omitempty`: an emptied list is not written.
+        if next.is_empty() {
+            meta.remove("finalizers");
+        } else {
+            meta.insert("finalizers".into(), json!(next));
+        }
+    }
+    true
+}
+
 /// Whether an update that leaves `new` without finalizers deletes the object
 /// (`staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`
 /// `shouldDeleteDuringUpdate`): only when the stored object is marked for deletion with no

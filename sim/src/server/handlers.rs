@@ -11,7 +11,8 @@ use hyper::body::Incoming;
 
 use super::counters::Verb;
 use super::list::{self, ListMeta, render_list_full};
-use super::negotiation::{Repr, body_value, negotiate, read_body};
+use super::negotiation::{PROTOBUF, Repr, body_value, negotiate, read_body};
+use super::protobuf;
 use super::request_info::{Target, verb_of};
 use super::response::{self as resp, Body};
 use super::shared::Shared;
@@ -64,17 +65,19 @@ pub(crate) async fn resource(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let manager = manager_or_user_agent(query, user_agent);
+    // Protobuf answers only for the kinds whose objects the encoder covers, never for Scale.
+    let protobuf_ok = part != Part::Scale && protobuf::encodes(&def.api_version, &def.kind);
     match verb {
         Verb::List => {
-            let repr = negotiate(headers, query)?;
+            let repr = negotiate(headers, query, protobuf_ok)?;
             list::list(shared, &t, query, repr).await
         }
         Verb::Watch => {
-            let repr = negotiate(headers, query)?;
+            let repr = negotiate(headers, query, protobuf_ok)?;
             watch::serve_watch(shared, &t, query, repr).await
         }
         Verb::Get => {
-            let repr = negotiate(headers, query)?;
+            let repr = negotiate(headers, query, protobuf_ok)?;
             if let Some(rv) = query.non_empty("resourceVersion")
                 && rv != "0"
             {
@@ -248,6 +251,14 @@ fn render_one(
 ) -> Result<Response<Body>, ApiError> {
     Ok(match repr {
         Repr::Object => resp::json_bytes(code, obj.full_bytes(def)),
+        Repr::Protobuf => {
+            let v = obj.to_value(def)?;
+            match protobuf::encode_object(&def.api_version, &def.kind, &v) {
+                Ok(b) => resp::full(code, PROTOBUF, bytes::Bytes::from(b)),
+                // An object the schema does not cover: JSON, the client's next choice.
+                Err(_) => resp::json_bytes(code, obj.full_bytes(def)),
+            }
+        }
         Repr::Metadata => resp::json(code, &table::partial_metadata(&obj.to_value(def)?)),
         Repr::Table(inc) => resp::json(
             code,

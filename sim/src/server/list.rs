@@ -170,6 +170,45 @@ pub(crate) async fn list(
             },
             strip,
         )),
+        Repr::Protobuf => {
+            let lm = ListMeta {
+                rv: list_rv,
+                continue_token,
+                remaining,
+                shard_info,
+            };
+            let values: Vec<Value> = items
+                .iter()
+                .map(|o| {
+                    o.to_value(def).map(|mut v| {
+                        if strip {
+                            strip_rv(&mut v);
+                        }
+                        v
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let mut meta = json!({"resourceVersion": lm.rv.to_string()});
+            if let Some(m) = meta.as_object_mut() {
+                if let Some(c) = &lm.continue_token {
+                    m.insert("continue".into(), json!(c));
+                }
+                if let Some(r) = lm.remaining {
+                    m.insert("remainingItemCount".into(), json!(r));
+                }
+            }
+            // `metadata.shardInfo` (ListMeta field 5) is not in the sim's schema; a list
+            // carrying one, or an object the schema does not cover, is answered as JSON.
+            let encoded = if lm.shard_info.is_some() {
+                None
+            } else {
+                super::protobuf::encode_list(&def.api_version, &def.kind, &meta, &values).ok()
+            };
+            Ok(match encoded {
+                Some(b) => resp::full(200, super::negotiation::PROTOBUF, Bytes::from(b)),
+                None => render_list_full(def, std::mem::take(&mut items), lm, strip),
+            })
+        }
         Repr::Metadata => {
             let items: Vec<Value> = items
                 .iter()

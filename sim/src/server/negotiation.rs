@@ -28,7 +28,13 @@ pub(crate) enum Repr {
     Metadata,
     /// A `meta.k8s.io/v1` Table, with `includeObject`.
     Table(IncludeObject),
+    /// The full object as kube's protobuf (`application/vnd.kubernetes.protobuf`), for the
+    /// kinds `protobuf::encodes` covers.
+    Protobuf,
 }
+
+/// The media type of protobuf responses.
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 /// Reads a request body, refusing one larger than the server takes (413).
 pub(crate) async fn read_body(
@@ -152,25 +158,53 @@ fn unsupported_body(protobuf: bool, why: Option<&str>) -> ApiError {
     ApiError::new(415, "UnsupportedMediaType", msg)
 }
 
-/// The representation `Accept` asks for (`as=Table`, `as=PartialObjectMetadata`, plain JSON);
-/// 406 when no JSON option is acceptable.
-pub(crate) fn negotiate(headers: &HeaderMap, query: &Query) -> Result<Repr, ApiError> {
+/// The representation `Accept` asks for (`as=Table`, `as=PartialObjectMetadata`, plain JSON,
+/// or protobuf when `protobuf_ok`, i.e. the kind is encoded); 406 when nothing is acceptable.
+/// As `negotiation.NegotiateOutputMediaType` (`staging/src/k8s.io/apiserver/pkg/endpoints/
+/// handlers/negotiation/negotiate.go`, over `goautoneg.ParseAccept`): the ranges are tried by
+/// descending `q` (a missing `q` is 1; `q=0` is never acceptable), in the client's order
+/// among equals, and the first one the server can produce wins.
+pub(crate) fn negotiate(
+    headers: &HeaderMap,
+    query: &Query,
+    protobuf_ok: bool,
+) -> Result<Repr, ApiError> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return Ok(Repr::Object);
     };
     if accept.trim().is_empty() {
         return Ok(Repr::Object);
     }
-    for range in accept.split(',') {
-        let mut parts = range.split(';').map(str::trim);
-        let base = parts.next().unwrap_or("");
-        if !matches!(base, "application/json" | "*/*" | "application/*") {
+    let mut ranges: Vec<(f64, &str, BTreeMap<&str, &str>)> = accept
+        .split(',')
+        .map(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let base = parts.next().unwrap_or("");
+            let params: BTreeMap<&str, &str> = parts
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.trim(), v.trim()))
+                .collect();
+            let q = params
+                .get("q")
+                .and_then(|q| q.parse::<f64>().ok())
+                .unwrap_or(1.0);
+            (q, base, params)
+        })
+        .filter(|(q, _, _)| *q > 0.0)
+        .collect();
+    // A stable sort keeps the client's order among equal weights.
+    ranges.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
+    for (_, base, params) in &ranges {
+        if *base == PROTOBUF {
+            // Tables and metadata as protobuf are not produced here: the next range decides.
+            if protobuf_ok && !params.contains_key("as") {
+                return Ok(Repr::Protobuf);
+            }
             continue;
         }
-        let params: BTreeMap<&str, &str> = parts
-            .filter_map(|p| p.split_once('='))
-            .map(|(k, v)| (k.trim(), v.trim()))
-            .collect();
+        if !matches!(*base, "application/json" | "*/*" | "application/*") {
+            continue;
+        }
         match params.get("as").copied() {
             None => return Ok(Repr::Object),
             Some("Table") => {

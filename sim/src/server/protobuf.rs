@@ -887,6 +887,290 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, DecodeFailure> {
     Ok(Value::Object(obj))
 }
 
+// Responses (`application/vnd.kubernetes.protobuf`): the same schema, the other way
+// (`Serializer.Encode`: the `k8s\0` prefix and a `runtime.Unknown` whose `raw` is the
+// object's message). Fields are written in field-number order, as gogo-protobuf's generated
+// `Marshal` writes them; a field absent from the JSON is not written (Go writes the zero value
+// of a non-pointer field, which decodes to the same object).
+
+static LIST_META: Msg = Msg {
+    name: "ListMeta",
+    fields: &[
+        F(1, "selfLink", T::Str, One),
+        F(2, "resourceVersion", T::Str, One),
+        F(3, "continue", T::Str, One),
+        F(4, "remainingItemCount", T::I64, Ptr),
+    ],
+};
+static STATUS_CAUSE: Msg = Msg {
+    name: "StatusCause",
+    fields: &[
+        F(1, "reason", T::Str, One),
+        F(2, "message", T::Str, One),
+        F(3, "field", T::Str, One),
+    ],
+};
+static STATUS_DETAILS: Msg = Msg {
+    name: "StatusDetails",
+    fields: &[
+        F(1, "name", T::Str, One),
+        F(2, "group", T::Str, One),
+        F(3, "kind", T::Str, One),
+        F(4, "causes", T::Msg(&STATUS_CAUSE), Many),
+        F(5, "retryAfterSeconds", T::I32, One),
+        F(6, "uid", T::Str, One),
+    ],
+};
+static STATUS: Msg = Msg {
+    name: "Status",
+    fields: &[
+        F(1, "metadata", T::Msg(&LIST_META), One),
+        F(2, "status", T::Str, One),
+        F(3, "message", T::Str, One),
+        F(4, "reason", T::Str, One),
+        F(5, "details", T::Msg(&STATUS_DETAILS), Ptr),
+        F(6, "code", T::I32, One),
+    ],
+};
+
+/// Why an object is answered as JSON rather than protobuf.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EncodeError {
+    /// No protobuf schema for the kind here (custom kinds have none on kube-apiserver either).
+    #[error("no protobuf encoding of {0}")]
+    Kind(String),
+    /// A field with a value this schema does not encode.
+    #[error("field {0} is not encoded to protobuf by kinformer-sim")]
+    Field(String),
+}
+
+fn put_key(out: &mut Vec<u8>, n: u32, wt: WireType) {
+    prost::encoding::encode_key(n, wt, out);
+}
+
+fn put_len(out: &mut Vec<u8>, n: u32, b: &[u8]) {
+    put_key(out, n, WireType::LengthDelimited);
+    prost::encoding::encode_varint(b.len() as u64, out);
+    out.extend_from_slice(b);
+}
+
+fn put_varint(out: &mut Vec<u8>, n: u32, v: u64) {
+    put_key(out, n, WireType::Varint);
+    prost::encoding::encode_varint(v, out);
+}
+
+fn bad(msg: &Msg, f: &F) -> EncodeError {
+    EncodeError::Field(format!("{}.{}", msg.name, f.1))
+}
+
+/// One value of field `f` (an element, for a repeated field).
+fn encode_one(out: &mut Vec<u8>, msg: &Msg, f: &F, v: &Value) -> Result<(), EncodeError> {
+    let n = f.0;
+    match f.2 {
+        T::Str => put_len(out, n, v.as_str().ok_or_else(|| bad(msg, f))?.as_bytes()),
+        T::Bool => put_varint(out, n, u64::from(v.as_bool().ok_or_else(|| bad(msg, f))?)),
+        // Go's `encodeVarint(uint64(v))`: a negative int32 is sign-extended to 10 bytes.
+        T::I32 | T::I64 => {
+            put_varint(out, n, v.as_i64().ok_or_else(|| bad(msg, f))? as u64);
+        }
+        T::Msg(m) => {
+            let o = v.as_object().ok_or_else(|| bad(msg, f))?;
+            put_len(out, n, &encode_message(o, m)?);
+        }
+        T::Time => {
+            let Some(s) = v.as_str() else {
+                // A zero `metav1.Time` (`null`) is an empty message.
+                put_len(out, n, &[]);
+                return Ok(());
+            };
+            let secs = crate::apimachinery::util::parse_rfc3339(s).ok_or_else(|| bad(msg, f))?;
+            let mut t = Vec::new();
+            put_varint(&mut t, 1, secs as u64);
+            put_varint(&mut t, 2, 0);
+            put_len(out, n, &t);
+        }
+        T::IntOrString => {
+            let mut t = Vec::new();
+            match v {
+                Value::Number(x) => {
+                    put_varint(&mut t, 1, 0);
+                    put_varint(&mut t, 2, x.as_i64().ok_or_else(|| bad(msg, f))? as u64);
+                    put_len(&mut t, 3, b"");
+                }
+                Value::String(x) => {
+                    put_varint(&mut t, 1, 1);
+                    put_varint(&mut t, 2, 0);
+                    put_len(&mut t, 3, x.as_bytes());
+                }
+                _ => return Err(bad(msg, f)),
+            }
+            put_len(out, n, &t);
+        }
+        T::MapStr | T::MapBytes | T::MapQuantity => {
+            // gogo-protobuf writes map entries sorted by key (serde_json's map is sorted).
+            for (k, x) in v.as_object().ok_or_else(|| bad(msg, f))? {
+                let mut e = Vec::new();
+                put_len(&mut e, 1, k.as_bytes());
+                let s = x.as_str().ok_or_else(|| bad(msg, f))?;
+                match f.2 {
+                    T::MapBytes => {
+                        let b = base64::engine::general_purpose::STANDARD
+                            .decode(s)
+                            .map_err(|_| bad(msg, f))?;
+                        put_len(&mut e, 2, &b);
+                    }
+                    T::MapQuantity => {
+                        let mut q = Vec::new();
+                        put_len(&mut q, 1, s.as_bytes());
+                        put_len(&mut e, 2, &q);
+                    }
+                    _ => put_len(&mut e, 2, s.as_bytes()),
+                }
+                put_len(out, n, &e);
+            }
+        }
+        T::FieldsV1 => {
+            let raw = serde_json::to_vec(v).map_err(|_| bad(msg, f))?;
+            let mut t = Vec::new();
+            put_len(&mut t, 1, &raw);
+            put_len(out, n, &t);
+        }
+        T::Opaque => return Err(bad(msg, f)),
+    }
+    Ok(())
+}
+
+/// A message from its JSON object; every key must be a field of the schema.
+fn encode_message(o: &Map<String, Value>, msg: &Msg) -> Result<Vec<u8>, EncodeError> {
+    if let Some(k) = o
+        .keys()
+        .find(|k| !msg.fields.iter().any(|f| f.1 == k.as_str()))
+    {
+        return Err(EncodeError::Field(format!("{}.{k}", msg.name)));
+    }
+    let mut out = Vec::new();
+    for f in msg.fields {
+        let Some(v) = o.get(f.1) else { continue };
+        if v.is_null() && !matches!(f.2, T::Time) {
+            continue;
+        }
+        match (f.3, v) {
+            (Many, Value::Array(items)) => {
+                for item in items {
+                    encode_one(&mut out, msg, f, item)?;
+                }
+            }
+            (Many, _) => return Err(bad(msg, f)),
+            // An empty value of an opaque field carries nothing.
+            _ if matches!(f.2, T::Opaque) && is_empty_json(v) => {}
+            _ if matches!(f.2, T::Time) && v.is_null() => {}
+            _ => encode_one(&mut out, msg, f, v)?,
+        }
+    }
+    Ok(out)
+}
+
+fn is_empty_json(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// The `k8s\0` + `runtime.Unknown` envelope around an encoded message.
+fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let mut tm = Vec::new();
+    put_len(&mut tm, 1, api_version.as_bytes());
+    put_len(&mut tm, 2, kind.as_bytes());
+    let mut out = PREFIX.to_vec();
+    put_len(&mut out, 1, &tm);
+    put_len(&mut out, 2, raw);
+    put_len(&mut out, 3, b"");
+    put_len(&mut out, 4, b"");
+    out
+}
+
+/// The message of `obj` (of kind `kind`, apiVersion `api_version`) without its type fields.
+fn object_message(api_version: &str, kind: &str, obj: &Value) -> Result<Vec<u8>, EncodeError> {
+    let msg = match (api_version, kind) {
+        ("v1", "Status") => &STATUS,
+        _ => schema_of(api_version, kind)
+            .ok_or_else(|| EncodeError::Kind(format!("{api_version}/{kind}")))?,
+    };
+    let mut o = obj.as_object().cloned().unwrap_or_default();
+    o.remove("apiVersion");
+    o.remove("kind");
+    encode_message(&o, msg)
+}
+
+/// Whether objects of (apiVersion, kind) are answered as protobuf when the client prefers it:
+/// the kinds whose every field the schema above encodes. kube-apiserver serves protobuf for
+/// every built-in kind (not for custom kinds, whose serializer is JSON only); the sim's schema
+/// leaves parts of pods, deployments and replica sets opaque (conditions, container statuses,
+/// probes...), so those, like custom kinds, are answered as JSON, the client's next choice.
+pub(crate) fn encodes(api_version: &str, kind: &str) -> bool {
+    matches!(
+        (api_version, kind),
+        (
+            "v1",
+            "ConfigMap" | "Secret" | "Namespace" | "ServiceAccount"
+        )
+    )
+}
+
+/// One object as kube's protobuf serializer writes it.
+pub(crate) fn encode_object(
+    api_version: &str,
+    kind: &str,
+    obj: &Value,
+) -> Result<Vec<u8>, EncodeError> {
+    Ok(envelope(
+        api_version,
+        kind,
+        &object_message(api_version, kind, obj)?,
+    ))
+}
+
+/// A list (`<Kind>List`: `metadata` 1, `items` 2) of objects of `kind`.
+pub(crate) fn encode_list(
+    api_version: &str,
+    kind: &str,
+    list_meta: &Value,
+    items: &[Value],
+) -> Result<Vec<u8>, EncodeError> {
+    let mut raw = Vec::new();
+    let meta = list_meta.as_object().cloned().unwrap_or_default();
+    put_len(&mut raw, 1, &encode_message(&meta, &LIST_META)?);
+    for item in items {
+        put_len(&mut raw, 2, &object_message(api_version, kind, item)?);
+    }
+    Ok(envelope(api_version, &format!("{kind}List"), &raw))
+}
+
+/// One watch frame (`application/vnd.kubernetes.protobuf;stream=watch`): a 4-byte big-endian
+/// length, then a `metav1.WatchEvent` (`type` 1, `object` 2: a `runtime.RawExtension` whose
+/// `raw` is the object as `encode_object` writes it), written without an envelope
+/// (`protobuf.NewRawSerializer` and `LengthDelimitedFramer`).
+pub(crate) fn encode_watch_frame(
+    etype: &str,
+    api_version: &str,
+    kind: &str,
+    obj: &Value,
+) -> Result<Vec<u8>, EncodeError> {
+    let object = encode_object(api_version, kind, obj)?;
+    let mut ext = Vec::new();
+    put_len(&mut ext, 1, &object);
+    let mut ev = Vec::new();
+    put_len(&mut ev, 1, etype.as_bytes());
+    put_len(&mut ev, 2, &ext);
+    let len = u32::try_from(ev.len()).map_err(|_| EncodeError::Field("event too large".into()))?;
+    let mut out = len.to_be_bytes().to_vec();
+    out.extend_from_slice(&ev);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -965,6 +1249,36 @@ mod tests {
         let d = ld(2, &vi(1, 0));
         let v = decode(&envelope("apps/v1", "Deployment", &d)).unwrap();
         assert_eq!(v["spec"], json!({"replicas": 0}));
+    }
+
+    #[test]
+    fn what_is_encoded_decodes_to_the_same_object() {
+        let cm = json!({"kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {"name": "c", "namespace": "default", "uid": "u-1",
+                "resourceVersion": "42", "creationTimestamp": "2025-01-02T03:04:05Z",
+                "labels": {"a": "1", "b": "2"}, "finalizers": ["x/y"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
+                    "uid": "u-0", "controller": true, "blockOwnerDeletion": false}],
+                "managedFields": [{"manager": "m", "operation": "Update", "apiVersion": "v1",
+                    "time": "2025-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:data": {".": {}, "f:k": {}}}}]},
+            "data": {"k": "v"}, "binaryData": {"b": "AAE="}, "immutable": false});
+        let b = encode_object("v1", "ConfigMap", &cm).unwrap();
+        assert_eq!(decode(&b).unwrap(), cm);
+        let dep = json!({"kind": "Deployment", "apiVersion": "apps/v1",
+            "metadata": {"name": "d", "generation": 3},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}},
+                "strategy": {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
+                "template": {"metadata": {"labels": {"app": "d"}},
+                    "spec": {"containers": [{"name": "c", "image": "i",
+                        "resources": {"limits": {"cpu": "100m"}}}]}}}});
+        let b = encode_object("apps/v1", "Deployment", &dep).unwrap();
+        assert_eq!(decode(&b).unwrap(), dep);
+        // Opaque parts are not encoded.
+        let pod = json!({"metadata": {"name": "p"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert!(encode_object("v1", "Pod", &pod).is_err());
     }
 
     #[test]

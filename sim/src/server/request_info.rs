@@ -20,6 +20,10 @@ pub(crate) struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub sub: Option<String>,
+    /// Addressed through the legacy `/watch/` prefix (`/api/v1/watch/namespaces/ns/pods`):
+    /// a GET there is a watch (`RequestInfoFactory` sets the verb from the prefix, which
+    /// kube-apiserver still serves, deprecated).
+    pub legacy_watch: bool,
 }
 
 impl Target {
@@ -76,6 +80,10 @@ pub(crate) fn parse_path(shared: &Shared, path: &str) -> Route {
 }
 
 fn resource_route(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> Route {
+    let (legacy_watch, rest) = match rest {
+        ["watch", tail @ ..] => (true, tail),
+        _ => (false, rest),
+    };
     let reg = &shared.store.registry;
     let sub_ok = |def: &ResourceDef, sub: Option<&str>| match sub {
         None => true,
@@ -90,7 +98,7 @@ fn resource_route(shared: &Shared, group: &str, version: &str, rest: &[&str]) ->
             [n, s] => (Some(*n), Some(*s)),
             _ => return Route::Unknown,
         };
-        if !sub_ok(def, sub) {
+        if !sub_ok(def, sub) || (legacy_watch && sub.is_some()) {
             return Route::Unknown;
         }
         Route::Resource(Target {
@@ -98,6 +106,7 @@ fn resource_route(shared: &Shared, group: &str, version: &str, rest: &[&str]) ->
             namespace: ns.map(str::to_string),
             name: name.map(str::to_string),
             sub: sub.map(str::to_string),
+            legacy_watch,
         })
     };
     if let ["namespaces", ns, plural, tail @ ..] = rest
@@ -125,6 +134,13 @@ fn resource_route(shared: &Shared, group: &str, version: &str, rest: &[&str]) ->
 /// The verb of a request on `t`, as RBAC names it; 405 for a method the path does not take.
 pub(crate) fn verb_of(method: &Method, t: &Target, query: &Query) -> Result<Verb, ApiError> {
     let collection = t.name.is_none();
+    if t.legacy_watch {
+        // Only GET is served under `/watch/` (the installer registers the watch verbs only).
+        return match method.as_str() {
+            "GET" => Ok(Verb::Watch),
+            _ => Err(ApiError::method_not_allowed()),
+        };
+    }
     Ok(match (method.as_str(), collection) {
         ("GET", true) if query.get("watch").is_some_and(parse_bool) => Verb::Watch,
         ("GET", true) => Verb::List,
@@ -135,7 +151,10 @@ pub(crate) fn verb_of(method: &Method, t: &Target, query: &Query) -> Result<Verb
         ("POST", true) if t.def.namespaced == t.namespace.is_some() => Verb::Create,
         ("PUT", false) => Verb::Update,
         ("PATCH", false) => Verb::Patch,
-        ("DELETE", false) => Verb::Delete,
+        // A subresource takes only the verbs its REST storage implements: `status` and
+        // `scale` are getters, updaters and patchers (`pod/storage.go` `StatusREST`), so a
+        // DELETE finds no route (`installer.go` registers none): 405.
+        ("DELETE", false) if t.sub.is_none() => Verb::Delete,
         ("DELETE", true) if t.def.namespaced == t.namespace.is_some() => Verb::DeleteCollection,
         _ => return Err(ApiError::method_not_allowed()),
     })

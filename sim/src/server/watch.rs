@@ -147,7 +147,7 @@ pub(crate) fn stream(
                 let err =
                     ApiError::expired(format!("too old resource version: {rv} ({})", e.oldest));
                 return futures::future::Either::Left(futures::stream::iter([Ok(error_line(
-                    &err,
+                    &err, p.repr,
                 ))]));
             }
         },
@@ -181,9 +181,15 @@ pub(crate) fn stream(
     }))
 }
 
-/// `{"type":"ERROR","object":<Status>}`.
-pub(crate) fn error_line(e: &ApiError) -> Bytes {
-    let v = json!({"type": "ERROR", "object": e.to_status()});
+/// `{"type":"ERROR","object":<Status>}`, or its protobuf frame for a protobuf watch.
+pub(crate) fn error_line(e: &ApiError, repr: Repr) -> Bytes {
+    let status = e.to_status();
+    if repr == Repr::Protobuf
+        && let Ok(b) = super::protobuf::encode_watch_frame("ERROR", "v1", "Status", &status)
+    {
+        return Bytes::from(b);
+    }
+    let v = json!({"type": "ERROR", "object": status});
     let mut s = v.to_string();
     s.push('\n');
     Bytes::from(s)
@@ -230,6 +236,16 @@ impl WatchStream {
                 json!({"k8s.io/initial-events-end": "true"}),
             );
         }
+        if self.p.repr == Repr::Protobuf
+            && let Ok(b) = super::protobuf::encode_watch_frame(
+                "BOOKMARK",
+                &api_version,
+                &kind,
+                &json!({"metadata": meta}),
+            )
+        {
+            return Bytes::from(b);
+        }
         let v = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}});
         let mut s = v.to_string();
         s.push('\n');
@@ -254,6 +270,22 @@ impl WatchStream {
                 out.put_slice(b"\",\"object\":");
                 obj.write_without_rv(&self.p.def, false, out);
                 out.put_slice(b"}\n");
+            }
+            Repr::Protobuf => {
+                let Ok(mut v) = obj.to_value(&self.p.def) else {
+                    return;
+                };
+                if strip {
+                    strip_rv(&mut v);
+                }
+                let def = &self.p.def;
+                match super::protobuf::encode_watch_frame(etype, &def.api_version, &def.kind, &v) {
+                    Ok(b) => out.put_slice(&b),
+                    // The negotiation offers protobuf only for kinds the schema covers whole.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "an event could not be encoded to protobuf")
+                    }
+                }
             }
             Repr::Metadata | Repr::Table(_) => {
                 let Ok(v) = obj.to_value(&self.p.def) else {
@@ -355,7 +387,7 @@ impl WatchStream {
                     "too old resource version: {} (injected by kinformer-sim)",
                     self.cursor
                 ));
-                return Some(Ok(error_line(&e)));
+                return Some(Ok(error_line(&e, self.p.repr)));
             }
             if *self.shutdown.borrow() {
                 self.phase = Phase::Done;
@@ -430,7 +462,7 @@ impl WatchStream {
                             "too old resource version: {} ({})",
                             self.cursor, e.oldest
                         ));
-                        return Some(Ok(error_line(&err)));
+                        return Some(Ok(error_line(&err, self.p.repr)));
                     }
                 };
             if !events.is_empty() {
@@ -517,7 +549,7 @@ impl WatchStream {
                         "too old resource version: {} (injected by kinformer-sim)",
                         self.cursor
                     ));
-                    return Some(Ok(error_line(&e)));
+                    return Some(Ok(error_line(&e, self.p.repr)));
                 }
                 Wake::Shutdown => {
                     self.phase = Phase::Done;
@@ -572,6 +604,23 @@ impl WatchStream {
 /// `ListResource` decoded and validated its options): where it starts (`Cacher.Watch`), the
 /// injected watch faults, then the stream.
 pub(crate) async fn serve_watch(
+    shared: &Arc<Shared>,
+    t: &Target,
+    query: &Query,
+    repr: Repr,
+) -> Result<Response<Body>, ApiError> {
+    let mut r = serve_watch_stream(shared, t, query, repr).await?;
+    if repr == Repr::Protobuf {
+        // `negotiation.NegotiateOutputStreamSerializer`: the stream's framing in its type.
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/vnd.kubernetes.protobuf;stream=watch"),
+        );
+    }
+    Ok(r)
+}
+
+async fn serve_watch_stream(
     shared: &Arc<Shared>,
     t: &Target,
     query: &Query,
@@ -639,7 +688,7 @@ pub(crate) async fn serve_watch(
                 {
                     return Ok(resp::stream(
                         200,
-                        futures::stream::iter([Ok::<Bytes, BodyError>(error_line(&e))]),
+                        futures::stream::iter([Ok::<Bytes, BodyError>(error_line(&e, repr))]),
                     ));
                 }
             }
@@ -688,7 +737,7 @@ pub(crate) async fn serve_watch(
                 ExpireMode::Http => Err(e),
                 ExpireMode::ErrorEvent => Ok(resp::stream(
                     200,
-                    futures::stream::iter([Ok::<Bytes, BodyError>(error_line(&e))]),
+                    futures::stream::iter([Ok::<Bytes, BodyError>(error_line(&e, repr))]),
                 )),
             };
         }

@@ -115,6 +115,11 @@ pub(crate) struct Store {
     window: usize,
     inner: Mutex<Inner>,
     notifiers: Vec<watch::Sender<u64>>,
+    /// kube-apiserver's `--enable-garbage-collector` (the generic store's
+    /// `EnableGarbageCollection`): whether deletes add the `orphan`/`foregroundDeletion`
+    /// finalizers a garbage collector removes. The registry reads it; the store only keeps it,
+    /// beside the objects, so that every layer holding the store sees the same setting.
+    garbage_collection: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
@@ -129,7 +134,21 @@ impl Store {
                 resources: (0..n).map(|_| ResourceState::default()).collect(),
             }),
             notifiers: (0..n).map(|_| watch::channel(0).0).collect(),
+            garbage_collection: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether a garbage collector runs (see the field): deletes with `propagationPolicy`
+    /// `Foreground` or `Orphan` then leave the finalizer it removes.
+    pub(crate) fn garbage_collection(&self) -> bool {
+        self.garbage_collection
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Turns the garbage-collection finalizers on or off (set once, before serving).
+    pub(crate) fn set_garbage_collection(&self, on: bool) {
+        self.garbage_collection
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
