@@ -3,9 +3,7 @@
 //! merge patch puts new list elements, server-side apply of a body without its type, and the
 //! legacy `/watch/` paths.
 
-mod common;
-
-use common::{get_json, next_event, raw, raw_watch};
+use crate::common::{get_json, next_event, raw, raw_watch};
 use serde_json::{Value, json};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";

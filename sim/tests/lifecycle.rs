@@ -4,11 +4,9 @@
 //! collector stand-in's foreground, orphan and background propagation, and the answer of a
 //! write that removes the last finalizer of a terminating object.
 
-mod common;
-
 use std::process::Command;
 
-use common::{DEADLINE, get_json, next_event, raw, raw_watch};
+use crate::common::{DEADLINE, get_json, next_event, raw, raw_watch};
 use kinformer_sim::{Sim, SimConfig, wait_until_async};
 use serde_json::{Value, json};
 

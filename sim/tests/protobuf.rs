@@ -3,10 +3,8 @@
 //! back with a small protobuf reader; `q`-values honoured; kinds it does not encode answered
 //! as JSON, the client's next choice.
 
-mod common;
-
+use crate::common::{DEADLINE, raw};
 use bytes::Bytes;
-use common::{DEADLINE, raw};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use prost::encoding::{WireType, decode_key, decode_varint};

@@ -1352,13 +1352,21 @@ async fn terminating_replicas_follow_the_pods_being_deleted() {
     let terminating = |d: &Deployment| d.status.as_ref().and_then(|s| s.terminating_replicas);
     assert_eq!(terminating(&env.get("web").await), Some(0));
 
-    // Scale down: two pods terminate.
-    let g = demo::scale(&env.client, NS, "web", 1).await.expect("scale");
+    // Two pods deleted gracefully (as `kubectl delete pod` does; the demo's own simulated
+    // ReplicaSet controller deletes with grace 0): they terminate while replacements start.
+    let web = env.get("web").await;
+    let rss = env.replica_sets_of(&web.uid().unwrap_or_default()).await;
+    let rs = rss.last().expect("web's ReplicaSet");
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    for p in env.pods_of(rs).await.iter().take(2) {
+        pods.delete(&p.name_any(), &DeleteParams::default())
+            .await
+            .expect("graceful delete");
+    }
     until("the Deployment counts terminating pods", || async {
         terminating(&env.get("web").await).unwrap_or(0) > 0
     })
     .await;
-    env.wait_converged("web", g).await;
     until("no terminating pods left", || async {
         terminating(&env.get("web").await) == Some(0)
     })
