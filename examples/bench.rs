@@ -234,6 +234,12 @@ fn main() {
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
             .with_env_filter("warn")
+            // Colour only on a terminal, and never with NO_COLOR: the bench's logs are often
+            // captured to a file.
+            .with_ansi(
+                std::io::IsTerminal::is_terminal(&std::io::stderr())
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            )
             .init();
     }
     let trace_sink = (args.trace == TraceMode::On).then(|| {

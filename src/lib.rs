@@ -5,6 +5,35 @@
 //! so every rule of the informer (docs/semantics.md ids R*, F*, I*, P*, B*, W*) is testable here
 //! deterministically.
 //!
+//! ## Start here
+//!
+//! Most users want `kinformer-actors`, which runs these machines as actors against a cluster
+//! and re-exports what a controller names. Use this crate to drive a machine yourself, or to
+//! test a rule without a runtime: every machine takes inputs (`handle_*`, `add`, `replace`,
+//! with the current time where it matters) and hands back what to do (`poll_*`, `pop_batch`).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kinformer::{TraceId, fifo::{DeltaFifo, DeltaFifoOptions}};
+//!
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.namespace = Some("default".into());
+//! cm.metadata.name = Some("a".into());
+//! let mut fifo = DeltaFifo::new(DeltaFifoOptions::<ConfigMap>::default());
+//! fifo.replace(vec![(Arc::new(cm), TraceId(1))], "10")?; // the initial LIST
+//! let batch = fifo.pop_batch(256).expect("one key queued");
+//! assert_eq!(batch.items[0].key.as_str(), "default/a");
+//! fifo.done(batch.token, 0); // applied to the store: the FIFO has synced
+//! assert!(fifo.has_synced());
+//! # Ok::<(), kinformer::fifo::FifoError>(())
+//! ```
+//!
+//! ## Features
+//!
+//! This crate has no cargo features. The lean cache mode (I7, [`lean`]) is chosen at run time
+//! ([`lean::CacheMode`]), not at build time. Its modules:
+//!
 //! - [`key`]: object keys (`namespace/name`), key functions over kube's [`kube_core::Resource`],
 //!   and [`DeletedFinalStateUnknown`] tombstones.
 //! - [`delta`]: [`DeltaType`], [`Delta`], [`Deltas`].
@@ -32,6 +61,8 @@
 //!
 //! Objects are held as `Arc<K>` (or, in the pipeline, `Arc<LazyObject<K>>`) everywhere: handing
 //! one out never deep-copies it.
+
+#![warn(missing_docs)]
 
 pub mod backoff;
 pub mod coalesce;

@@ -10,6 +10,45 @@
 //! read the cache without locks (I6). The ids (B1, S1, …) are defined in `docs/semantics.md`;
 //! the shape is described in `ARCHITECTURE.md`.
 //!
+//! ## Start here
+//!
+//! A factory makes one informer per type; a handler hears every change; the lister reads the
+//! cache without a request to the server:
+//!
+//! ```no_run
+//! use std::{sync::Arc, time::Duration};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_actors::{ResourceEventHandlerFuncs, SharedInformerFactory};
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let factory = SharedInformerFactory::new(kube::Client::try_default().await?);
+//! let pods = factory.informer::<Pod>();
+//! pods.add_event_handler(ResourceEventHandlerFuncs::new().on_add(|pod: &Arc<Pod>, _initial| {
+//!     println!("added {:?}", pod.metadata.name);
+//! }))
+//! .await?;
+//! factory.start()?;
+//! factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+//! let _web = pods.lister().get("default", "web"); // from the cache, no request
+//! factory.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! `cargo run --example quickstart` is a complete program of this kind, on the simulated API
+//! server (`kinformer-sim`) the tests use too.
+//!
+//! ## Features
+//!
+//! - `kube-runtime` (off by default): [`kube_runtime`], an informer as kube-rs's watcher
+//!   stream, trigger stream and `reflector::Store`, so that `kube::runtime::Controller` runs on
+//!   it (`docs/kube-rs.md`). Pulls in kube's runtime.
+//! - `otel` (off by default): [`otel`], a `tracing-subscriber` layer exporting the message
+//!   traces as OpenTelemetry spans (`docs/tracing.md`). Pulls in the OpenTelemetry API crate.
+//! - The lean cache mode (I7) is not a feature but a run-time choice per informer:
+//!   `InformerConfig::default().cache(CacheMode::lean())` keeps objects as the compressed
+//!   bytes the server sent and decodes them when read.
+//!
+//! ## More
+//!
 //! Start with [`SharedInformerFactory`] (or [`SharedIndexInformer`] directly). Inside an actix
 //! application informers join its `System`; from plain tokio they use a background one
 //! ([`runtime`]).
@@ -94,6 +133,10 @@
 //! clock-injected machine it drives), [`OverflowPolicy`], [`ResyncPeriod`], [`FifoMode`],
 //! [`TraceId`] and the `*Config` / `*Status` / `*Stats` types.
 
+#![warn(missing_docs)]
+// docs.rs builds with `--cfg docsrs` (Cargo.toml) and marks what each feature adds.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 // The folders, by concern; imports run downward, never in a circle (each folder's `mod.rs`
 // says what it owns and may import):
 //
@@ -122,11 +165,13 @@ pub use listwatch::lister_watcher;
 pub use pipeline::messages;
 /// OpenTelemetry export of message traces (feature `otel`, `docs/tracing.md`).
 #[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
 pub use telemetry::otel;
 pub use telemetry::trace;
 /// kube-rs interop (feature `kube-runtime`): an informer as kube-rs's watcher stream, trigger
 /// stream and `reflector::Store`, for `kube::runtime::Controller` (`docs/kube-rs.md`).
 #[cfg(feature = "kube-runtime")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kube-runtime")))]
 pub mod kube_runtime {
     pub use crate::interop::kube_runtime::{
         HUB_LISTENER_NAME, KubeDynamicType, SUBSCRIBER_BUFFER, SharedObjects, WatcherEvents,
@@ -194,3 +239,9 @@ pub use kinformer::{
         MaxOfRateLimiter, RateLimiter, WorkQueueMetrics, default_controller_rate_limiter,
     },
 };
+
+// The OpenTelemetry guide's code, compiled and run as a doctest (the `otel` feature is on in
+// this crate's own tests, through its dev-dependency on itself).
+#[cfg(all(doctest, feature = "otel"))]
+#[doc = include_str!("../../docs/tracing.md")]
+mod tracing_guide {}

@@ -19,6 +19,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! [`Sim::start_background`] runs it on its own thread and runtime (for a test without tokio);
+//! the `kinformer-sim` binary serves it on a port for kubectl (`--write-kubeconfig`). The
+//! crate has no cargo features.
+//!
 //! ## Fidelity notes
 //! - One global resourceVersion for every kind (like etcd). Each resource keeps a window of its
 //!   last [`SimConfig::watch_cache_size`] events: watches resume from any RV inside it, older

@@ -16,6 +16,28 @@
 //! page with a swimlane per actor and each trace's loop). Nothing here panics on any input.
 //!
 //! [`replay`] plays a trace recorded with bodies into the simulated API server (`kinformer-sim`).
+//!
+//! ## Start here
+//!
+//! Record a trace (`deployment-controller --trace run.jsonl`, or `KINFORMER_TRACE=run.jsonl`
+//! for any program on kinformer-actors), then read it with the `kinformer-trace` command
+//! (`kinformer-trace follow demo/web run.jsonl`, `stats`, `slow`, `chrome`, `html`) or here:
+//!
+//! ```no_run
+//! use kinformer_trace::{ObjectQuery, TraceFile, follow};
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let file = TraceFile::open(std::path::Path::new("run.jsonl"))?;
+//! let web: ObjectQuery = "demo/web".parse()?;
+//! let timeline = follow(&file, &web)?;
+//! println!("{} traces of demo/web", timeline.traces.len());
+//! # Ok(()) }
+//! ```
+//!
+//! ## Features
+//!
+//! This crate has no cargo features.
+
+#![warn(missing_docs)]
 
 pub mod chrome;
 mod error;

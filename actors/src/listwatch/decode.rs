@@ -169,7 +169,7 @@ impl<U> Future for Batch<U> {
 
 /// A watch event's object as raw JSON text, not yet decoded: the cheap `T` of kube's
 /// `request_events::<T>`, decoded into `K` (or encoded for the lean mode, I7) later on the
-/// pool ([`decode_event`], [`encode_event`]).
+/// pool (`decode_event`, `encode_event`).
 ///
 /// When the event's `type` comes before its `object` (as every API server sends it), serde_json
 /// hands over the object's text as it scans it. When the object comes first, serde buffers it

@@ -75,7 +75,7 @@ pub struct TelemetryOptions {
     /// How often the live series of the debug page's charts are sampled
     /// (`/debug/informers/series`, [`Telemetry::series`]): by the endpoint's timer while it
     /// runs, and by requests for the series, at most once per interval. Default 1 s; at least
-    /// [`MIN_SERIES_INTERVAL`] (10 ms).
+    /// `MIN_SERIES_INTERVAL` (10 ms).
     pub series_interval: Duration,
     /// Points kept per series: the charts reach `series_interval × series_points` back.
     /// Default 300 (5 minutes at 1 s). Memory: 24 bytes a point (7.2 KB a series by default);

@@ -8,6 +8,7 @@ mod common;
 mod controller;
 mod kubectl_rollout;
 mod leader;
+mod logs;
 mod replay;
 mod ring;
 mod sharded;

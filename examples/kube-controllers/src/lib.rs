@@ -206,3 +206,9 @@ impl Running {
         }
     }
 }
+
+// The code of the kube-rs guide (docs/), compiled as doctests here: this crate has every dependency the
+// guide uses, which kinformer-actors (whose users it addresses) does not.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/kube-rs.md")]
+mod kube_rs_guide {}

@@ -506,6 +506,12 @@ async fn debug_informers(state: web::Data<State>) -> HttpResponse {
     })
 }
 
+// The code of the actix guide (docs/), compiled as doctests here: this crate has every dependency the
+// guide uses, which kinformer-actors (whose users it addresses) does not.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/actix.md")]
+mod actix_guide {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

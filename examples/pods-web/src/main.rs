@@ -32,6 +32,40 @@ struct Args {
     /// HTTP worker threads.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Log lines as `text` (human-readable; coloured only on a terminal without `NO_COLOR`)
+    /// or `json` (one object a line, for a log collector).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How the log lines on stderr are written (`--log-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line (tracing-subscriber's `json` format).
+    Json,
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`). Text is coloured only when stderr
+/// is a terminal and `NO_COLOR` is unset: a file, a pipe or a log collector gets no escape codes.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal as _;
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt
+            .with_ansi(
+                std::io::stderr().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            )
+            .init(),
+        LogFormat::Json => fmt.json().init(),
+    }
 }
 
 fn has_kubeconfig() -> bool {
@@ -78,13 +112,8 @@ impl Signals {
 
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
     let args = Args::parse();
+    init_logging(args.log_format);
     let mut signals = Signals::install()?;
 
     let embedded = args.embedded || !has_kubeconfig();
