@@ -3,6 +3,7 @@
 //! merge patch puts new list elements, server-side apply of a body without its type, and the
 //! legacy `/watch/` paths.
 
+use crate::common;
 use crate::common::{get_json, next_event, raw, raw_watch};
 use serde_json::{Value, json};
 

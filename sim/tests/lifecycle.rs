@@ -6,6 +6,7 @@
 
 use std::process::Command;
 
+use crate::common;
 use crate::common::{DEADLINE, get_json, next_event, raw, raw_watch};
 use kinformer_sim::{Sim, SimConfig, wait_until_async};
 use serde_json::{Value, json};

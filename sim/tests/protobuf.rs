@@ -3,6 +3,7 @@
 //! back with a small protobuf reader; `q`-values honoured; kinds it does not encode answered
 //! as JSON, the client's next choice.
 
+use crate::common;
 use crate::common::{DEADLINE, raw};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
