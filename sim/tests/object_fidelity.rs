@@ -3,6 +3,7 @@
 //! the grace period, the kubelet stand-in), finalizers holding deletion, the metadata each
 //! kind's status write takes, and strategic merge patch with kubectl's directives.
 
+use crate::common;
 use std::time::{Duration, Instant};
 
 use crate::common::{Chunk, next_event, raw, raw_watch};
