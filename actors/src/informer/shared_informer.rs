@@ -271,10 +271,11 @@ impl<K: InformerObject> SharedIndexInformer<K> {
     }
 
     /// Changes the shard of a running (or not yet started) informer (K2): ranges that only
-    /// shrink need no LIST (handlers get a plain Delete of each leaving object's last known
-    /// state; the watch restarts with the narrower selector from the current resourceVersion);
+    /// shrink need no LIST (leaving objects leave the cache and no handler is told: they still
+    /// exist, as with client-go's informer replaced by a narrower one; the watch restarts with the narrower selector from the current resourceVersion);
     /// ranges that grow relist the new selector (handlers get Add for each entering object;
-    /// objects that stay are not re-announced). Returns at once; the reflector applies it at
+    /// objects that stay are not re-announced); an empty selector asks nothing of the server.
+    /// Returns at once; the reflector applies it at
     /// its next step. Errors after shutdown.
     pub fn set_shard(&self, selector: Option<ShardSelector>) -> Result<(), InformerError> {
         if matches!(&*self.state(), State::Stopped) {

@@ -147,8 +147,9 @@ impl Message for Bookmark {
     type Result = ();
 }
 
-/// Reflector → DeltaFifo: the shard shrank (K2): queue a plain `Deleted` delta (the last known
-/// state, no tombstone) for every queued or known object outside `selector`. Answered like
+/// Reflector → DeltaFifo: the shard shrank (K2): queue a `LeftShard` delta (removed from the
+/// store, no handler told: the object still exists) for every queued or known object outside
+/// `selector`. Answered like
 /// [`Replace`] (B4), with how many left.
 pub(crate) struct ShardShrunk {
     /// The new, narrower shard.
