@@ -24,11 +24,12 @@ use kinformer_actors::{
     ShardMember, ShardMemberHandle, ShardOwnership, SharedIndexInformer, handler_fn,
 };
 use kinformer_sim::Sim;
-use kube::{Api, Client, ResourceExt, api::ListParams};
+use kube::{Api, Client, ResourceExt};
 
 use crate::{
     client_layers::{Cut, Uris, recording_client},
     common::eventually,
+    sharding::{cached, in_shard, uids},
 };
 
 const FIELD: ShardField = ShardField::Uid;
@@ -408,19 +409,6 @@ async fn follower(sim: &Sim, ownership: ShardOwnership) -> Follower {
     }
 }
 
-/// The server's pods whose uid `s` selects (keys).
-async fn pods_in(client: &Client, s: &ShardSelector) -> BTreeSet<String> {
-    Api::<Pod>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .expect("list")
-        .items
-        .iter()
-        .filter(|p| s.matches_value(&p.uid().unwrap_or_default()))
-        .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
-        .collect()
-}
-
 /// Issue 31, found on a real Kubernetes 1.36: after an apiserver outage longer than twice the
 /// lease duration, a replica's ownership lapsed and came back, its informers listed and watched
 /// the **whole** hash space, then shrank back and told their handlers that every object of the
@@ -460,17 +448,17 @@ async fn an_outage_neither_widens_what_informers_ask_for_nor_deletes_anything() 
         .iter()
         .map(|m| m.ownership.view().held.clone())
         .collect();
-    let mut want = BTreeMap::new();
-    for (i, h) in held.iter().enumerate() {
-        want.insert(i, pods_in(&kube, h).await);
-    }
+    let server = uids(&kube).await;
+    let want: BTreeMap<usize, BTreeSet<String>> = held
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (i, in_shard(&server, h)))
+        .collect();
     let caches_hold_their_shards = |followers: &[Follower]| {
-        followers.iter().enumerate().all(|(i, f)| {
-            common::cache_pods(&f.informer)
-                .into_keys()
-                .collect::<BTreeSet<_>>()
-                == want[&i]
-        })
+        followers
+            .iter()
+            .enumerate()
+            .all(|(i, f)| cached(&f.informer) == want[&i])
     };
     eventually("each informer caches its replica's shard", || {
         caches_hold_their_shards(&followers)

@@ -35,7 +35,7 @@ fn shard(i: u64, n: u64) -> ShardSelector {
 }
 
 /// The server's pods (key → uid).
-async fn uids(client: &Client) -> BTreeMap<String, String> {
+pub(crate) async fn uids(client: &Client) -> BTreeMap<String, String> {
     Api::<Pod>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -52,14 +52,14 @@ async fn uids(client: &Client) -> BTreeMap<String, String> {
 }
 
 /// The keys of `uids` whose uid `s` selects.
-fn in_shard(uids: &BTreeMap<String, String>, s: &ShardSelector) -> BTreeSet<String> {
+pub(crate) fn in_shard(uids: &BTreeMap<String, String>, s: &ShardSelector) -> BTreeSet<String> {
     uids.iter()
         .filter(|(_, uid)| s.matches_value(uid))
         .map(|(k, _)| k.clone())
         .collect()
 }
 
-fn cached(i: &SharedIndexInformer<Pod>) -> BTreeSet<String> {
+pub(crate) fn cached(i: &SharedIndexInformer<Pod>) -> BTreeSet<String> {
     cache_pods(i).into_keys().collect()
 }
 
