@@ -15,6 +15,7 @@
 //! block.
 
 use std::{
+    collections::VecDeque,
     panic::{AssertUnwindSafe, catch_unwind},
     sync::{
         Arc,
@@ -36,8 +37,16 @@ use crate::{
     telemetry::trace::{self, Tracer},
 };
 
-/// Notifications that may wait between a listener and its handler thread, under every policy.
-const HANDLER_CHANNEL: usize = 64;
+/// Notifications that may wait between a listener and its handler thread, under every policy:
+/// the channel's and the thread's look-ahead ([`LOOKAHEAD`]) together.
+const HANDLER_CHANNEL: usize = 64 - LOOKAHEAD;
+
+/// Notifications a typed handler thread of a lean informer (I7) takes from its channel ahead of
+/// the one it runs, when that one's objects are being decoded by another handler thread: it
+/// decodes theirs meanwhile ([`LazyObject::claim_decode`]) instead of sleeping on the other
+/// thread's decode. K handlers then decode different objects at once, and a thread mostly
+/// finds its objects decoded; it never waits for one it could decode itself.
+const LOOKAHEAD: usize = 8;
 
 /// What a listener is given to deliver to.
 pub(crate) enum HandlerKind<K: InformerObject> {
@@ -413,7 +422,17 @@ fn thread_loop<K: InformerObject>(
     tracer: Tracer,
     panic_pause: Duration,
 ) {
-    while let Some(p) = rx.blocking_recv() {
+    // Taken from the channel ahead of the one running (typed handlers of a lean informer only),
+    // in the channel's order.
+    let mut ahead: VecDeque<Delivery<LazyObject<K>>> = VecDeque::with_capacity(LOOKAHEAD);
+    loop {
+        let p = match ahead.pop_front() {
+            Some(p) => p,
+            None => match rx.blocking_recv() {
+                Some(p) => p,
+                None => break,
+            },
+        };
         if abort.load(Ordering::Acquire) {
             break;
         }
@@ -424,13 +443,16 @@ fn thread_loop<K: InformerObject>(
             }
             // Decoded on this thread: handlers decode in parallel, each event once (the lazy
             // object keeps what the first reader decoded).
-            ThreadHandler::Typed(h) => match p.notification.decode() {
-                Ok(n) => catch_unwind(AssertUnwindSafe(|| dispatch(&mut **h, &n))),
-                Err(e) => {
-                    undecodable(&p, &e, &stats);
-                    continue;
+            ThreadHandler::Typed(h) => {
+                decode_ahead(&p, &mut ahead, &mut rx);
+                match p.notification.decode() {
+                    Ok(n) => catch_unwind(AssertUnwindSafe(|| dispatch(&mut **h, &n))),
+                    Err(e) => {
+                        undecodable(&p, &e, &stats);
+                        continue;
+                    }
                 }
-            },
+            }
         };
         let took = started.elapsed();
         stats.record_handled(took);
@@ -447,6 +469,61 @@ fn thread_loop<K: InformerObject>(
             pause_after_panic(panic_pause, &abort);
         }
     }
+}
+
+/// Before a typed handler runs `p`: decodes `p`'s lean objects that no other thread has taken;
+/// while one of them is still being decoded elsewhere, takes up to [`LOOKAHEAD`] later
+/// notifications from the channel and decodes theirs (those no one took), so this thread works
+/// instead of waiting. Typed mode (objects decoded already) costs one check per object.
+fn decode_ahead<K: InformerObject>(
+    p: &Delivery<LazyObject<K>>,
+    ahead: &mut VecDeque<Delivery<LazyObject<K>>>,
+    rx: &mut mpsc::Receiver<Delivery<LazyObject<K>>>,
+) {
+    if claim_and_decode(&p.notification) {
+        return;
+    }
+    for q in ahead.iter() {
+        if claim_and_decode(&q.notification) {
+            return;
+        }
+    }
+    while ahead.len() < LOOKAHEAD {
+        let Ok(q) = rx.try_recv() else { return };
+        let done = claim_and_decode(&q.notification);
+        ahead.push_back(q);
+        if done {
+            return;
+        }
+    }
+}
+
+/// Decodes the objects of `n` no other reader has claimed; true when all of them are decoded
+/// now (nothing left to wait for).
+fn claim_and_decode<K: InformerObject>(
+    n: &kinformer::notification::Notification<LazyObject<K>>,
+) -> bool {
+    let mut all = true;
+    let mut one = |o: &Arc<LazyObject<K>>| {
+        if o.is_decoded() {
+            return;
+        }
+        if o.claim_decode() {
+            // Remembered in the object (and the hot cache): the handler's own decode finds it.
+            let _ = o.object();
+        }
+        all &= o.is_decoded();
+    };
+    match n {
+        kinformer::notification::Notification::Update { old, new } => {
+            one(new);
+            if !Arc::ptr_eq(old, new) {
+                one(old);
+            }
+        }
+        other => one(other.object()),
+    }
+    all
 }
 
 /// Waits `pause` before the handler runs again after a panic (P7, client-go's `wait.Until`
