@@ -21,16 +21,22 @@
 //! the heap per cached object, and in the lean mode the store's own counts (stored bytes,
 //! JSON bytes, metadata bytes, decodes, hot-cache hits).
 //!
+//! The process's allocator is glibc's unless `KINFORMER_BENCH_ALLOC=mimalloc` (read once, before
+//! the first allocation: see [`BenchAllocator`]); the impl name then ends in `-mimalloc`. The
+//! library never chooses the allocator: this is the choice an application makes for itself.
+//!
 //! Reads `KUBECONFIG`, `BENCH_T0_UNIX_NS` (process start), `BENCH_PODS`/`BENCH_EVENTS` (n, m)
 //! and `BENCH_TIMEOUT_S` (gives up with a non-zero status 10 s before it), and
 //! `KINFORMER_BENCH_TRACE` (the trace file with `--trace on`).
 
 use std::{
+    alloc::{GlobalAlloc, Layout, System},
     collections::HashSet,
+    ffi::CStr,
     io::Write,
     sync::{
         Arc,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
@@ -46,6 +52,80 @@ use kube::{
     Api, Client,
     api::{ListParams, VersionMatch, WatchEvent, WatchParams},
 };
+
+/// The process's allocator, chosen once from `KINFORMER_BENCH_ALLOC` (`mimalloc`, or glibc's
+/// for anything else) at the first allocation, so every block is freed by the allocator that
+/// gave it out. A runtime switch rather than a build feature, so that one binary measures both
+/// in the same session.
+struct BenchAllocator;
+
+/// 0: not chosen yet, 1: the system's (glibc), 2: mimalloc.
+static ALLOCATOR: AtomicU8 = AtomicU8::new(0);
+
+impl BenchAllocator {
+    fn mimalloc() -> bool {
+        let mut chosen = ALLOCATOR.load(Ordering::Relaxed);
+        if chosen == 0 {
+            // getenv allocates nothing. Threads racing here read the same environment and
+            // store the same answer.
+            // SAFETY: the name is a NUL-terminated string; the result is read before any
+            // thread could change the environment (none does in this program).
+            let v = unsafe { libc::getenv(c"KINFORMER_BENCH_ALLOC".as_ptr()) };
+            // SAFETY: getenv returned a NUL-terminated string or null.
+            let mi = !v.is_null() && unsafe { CStr::from_ptr(v) } == c"mimalloc";
+            chosen = if mi { 2 } else { 1 };
+            ALLOCATOR.store(chosen, Ordering::Relaxed);
+        }
+        chosen == 2
+    }
+}
+
+// SAFETY: every call is forwarded to one allocator, the same for the whole process.
+unsafe impl GlobalAlloc for BenchAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe {
+            if Self::mimalloc() {
+                mimalloc::MiMalloc.alloc(layout)
+            } else {
+                System.alloc(layout)
+            }
+        }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees; `ptr` came from the same allocator.
+        unsafe {
+            if Self::mimalloc() {
+                mimalloc::MiMalloc.dealloc(ptr, layout)
+            } else {
+                System.dealloc(ptr, layout)
+            }
+        }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe {
+            if Self::mimalloc() {
+                mimalloc::MiMalloc.alloc_zeroed(layout)
+            } else {
+                System.alloc_zeroed(layout)
+            }
+        }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees; `ptr` came from the same allocator.
+        unsafe {
+            if Self::mimalloc() {
+                mimalloc::MiMalloc.realloc(ptr, layout, new_size)
+            } else {
+                System.realloc(ptr, layout, new_size)
+            }
+        }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: BenchAllocator = BenchAllocator;
 
 /// kinformer's client for the shared informer benchmark.
 #[derive(Parser, Debug)]
@@ -168,6 +248,9 @@ impl Args {
             TraceMode::Off => {}
             TraceMode::Disabled => name.push_str("-tracedisabled"),
             TraceMode::On => name.push_str("-traceon"),
+        }
+        if BenchAllocator::mimalloc() {
+            name.push_str("-mimalloc");
         }
         name
     }
@@ -353,8 +436,11 @@ fn proc_status_kb(field: &str) -> u64 {
 }
 
 /// Bytes the allocator holds for live allocations (glibc's `mallinfo2`: in-use chunks plus
-/// mmapped blocks).
+/// mmapped blocks); 0 under mimalloc, which glibc's figures do not see.
 fn heap_in_use() -> u64 {
+    if BenchAllocator::mimalloc() {
+        return 0;
+    }
     // SAFETY: mallinfo2 only reads the allocator's statistics; it has no preconditions.
     let mi = unsafe { libc::mallinfo2() };
     (mi.uordblks + mi.hblkhd) as u64
