@@ -123,7 +123,10 @@ async fn kubeconfig_file_loads_with_kube() {
         .unwrap();
     let client = kube::Client::try_from(cfg).unwrap();
     let version = client.apiserver_version().await.unwrap();
-    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "34"));
+    assert_eq!(
+        (version.major.as_str(), version.minor.as_str()),
+        ("1", "34")
+    );
     assert!(version.git_version.starts_with("v1.34."), "{version:?}");
 }
 

@@ -1,4 +1,4 @@
-//! Small helpers: RFC 3339 timestamps, UIDs, subdomain checks, percent-decoding and query strings.
+//! Small helpers: RFC 3339 timestamps, UIDs, percent-decoding and query strings.
 //! Dates are jiff's, UIDs uuid's and the decoding percent-encoding's and form_urlencoded's: only
 //! what kube-apiserver prints is decided here.
 
@@ -58,24 +58,6 @@ pub(crate) fn random_suffix() -> String {
     (0..5)
         .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
         .collect()
-}
-
-/// Validates a DNS-1123 subdomain (most object names); returns the message kube-apiserver gives.
-pub(crate) fn validate_subdomain(name: &str) -> Result<(), String> {
-    const MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-    if name.len() > 253 {
-        return Err("must be no more than 253 characters".into());
-    }
-    let ok = !name.is_empty()
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        });
-    if ok { Ok(()) } else { Err(MSG.into()) }
 }
 
 /// Decodes the `%XX` escapes of a path segment (invalid escapes are kept as they are; bytes
@@ -141,14 +123,6 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "{u}");
         assert_eq!(u, u.to_lowercase());
-    }
-
-    #[test]
-    fn names() {
-        assert!(validate_subdomain("a.b-c.d1").is_ok());
-        assert!(validate_subdomain("Bad_Name").is_err());
-        assert!(validate_subdomain("-a").is_err());
-        assert!(validate_subdomain("").is_err());
     }
 
     #[test]
