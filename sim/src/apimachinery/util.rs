@@ -1,4 +1,5 @@
-//! Small helpers: RFC 3339 timestamps, UIDs, percent-decoding and query strings.
+//! Small helpers: RFC 3339 timestamps, UIDs, string lists of JSON, percent-decoding and query
+//! strings.
 //! Dates are jiff's, UIDs uuid's and the decoding percent-encoding's and form_urlencoded's: only
 //! what kube-apiserver prints is decided here.
 
@@ -58,6 +59,19 @@ pub(crate) fn random_suffix() -> String {
     (0..5)
         .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
         .collect()
+}
+
+/// The strings of a JSON array of strings (`finalizers`, `dryRun`, ...): others skipped,
+/// empty when `v` is absent or not an array.
+pub(crate) fn string_list(v: Option<&serde_json::Value>) -> Vec<String> {
+    v.and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Decodes the `%XX` escapes of a path segment (invalid escapes are kept as they are; bytes
