@@ -46,7 +46,10 @@
 //! - [`known`]: the read-only view of the store the FIFO consults ([`known::KnownObjects`]).
 //! - [`notification`]: handler notifications; [`coalesce`]: the per-key coalescing buffer of B3.
 //! - [`selector`]: label selection over any source of labels (a lean object's parsed metadata),
-//!   and the `labelSelector` string form parsed into kube's `Selector`.
+//!   and the `labelSelector` string form parsed as kube-apiserver parses it (its requirements,
+//!   or kube's `Selector`), with its error texts.
+//! - [`validation`]: Kubernetes' string checks (label keys and values, DNS names) with
+//!   apimachinery's messages.
 //! - [`shard`]: KEP-5866 shards: hash ranges over `metadata.uid` or `metadata.namespace`, their
 //!   wire form (`shardSelector`), matching and range algebra.
 //! - [`workqueue`]: client-go's workqueue logic (dedup, delaying, rate limiters), clock injected.
@@ -84,6 +87,7 @@ pub mod server_health;
 pub mod shard;
 pub mod store;
 pub mod trace;
+pub mod validation;
 pub mod workqueue;
 
 #[cfg(test)]

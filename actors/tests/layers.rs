@@ -119,6 +119,11 @@ fn sim() -> Layers {
                 "apimachinery is the bottom layer: it imports nothing else of the crate",
             ),
             ("config", &["apimachinery"], "config → apimachinery only"),
+            (
+                "logging",
+                &[],
+                "logging (the binary's and the examples' log setup) imports nothing else of the crate",
+            ),
         ],
     }
 }

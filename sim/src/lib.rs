@@ -21,7 +21,8 @@
 //!
 //! [`Sim::start_background`] runs it on its own thread and runtime (for a test without tokio);
 //! the `kinformer-sim` binary serves it on a port for kubectl (`--write-kubeconfig`). The
-//! crate has no cargo features.
+//! crate has no cargo features. [`logging`] is the log setup (`--log-format`, colour only on a
+//! terminal, `NO_COLOR`) of its binary and of the examples that embed it.
 //!
 //! ## Fidelity notes
 //! - One global resourceVersion for every kind (like etcd). Each resource keeps a window of its
@@ -119,6 +120,7 @@
 mod apimachinery;
 mod config;
 mod harness;
+pub mod logging;
 mod registry;
 mod server;
 mod storage;

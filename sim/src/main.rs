@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use kinformer_sim::logging::{self, LogFormat};
 use kinformer_sim::{ChurnConfig, Sim, SimConfig, parse_rate};
 
 /// A simulated Kubernetes API server speaking the real HTTP protocol (list/watch, discovery,
@@ -56,40 +57,10 @@ struct Args {
     log_format: LogFormat,
 }
 
-/// How the log lines on stderr are written (`--log-format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object a line (tracing-subscriber's `json` format).
-    Json,
-}
-
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`). Text is coloured only when stderr
-/// is a terminal and `NO_COLOR` is unset: a file, a pipe or a log collector gets no escape codes.
-fn init_logging(format: LogFormat) {
-    use std::io::IsTerminal as _;
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => fmt
-            .with_ansi(
-                std::io::stderr().is_terminal()
-                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-            )
-            .init(),
-        LogFormat::Json => fmt.json().init(),
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.log_format);
+    logging::init(args.log_format, "info")?;
     let bookmark = Duration::try_from_secs_f64(args.bookmark_interval_secs)
         .context("--bookmark-interval-secs")?;
     let cfg = SimConfig {

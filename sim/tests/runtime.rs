@@ -122,7 +122,12 @@ async fn kubeconfig_file_loads_with_kube() {
         .await
         .unwrap();
     let client = kube::Client::try_from(cfg).unwrap();
-    assert_eq!(client.apiserver_version().await.unwrap().minor, "32");
+    let version = client.apiserver_version().await.unwrap();
+    assert_eq!(
+        (version.major.as_str(), version.minor.as_str()),
+        ("1", "34")
+    );
+    assert!(version.git_version.starts_with("v1.34."), "{version:?}");
 }
 
 #[tokio::test]

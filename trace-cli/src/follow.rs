@@ -237,24 +237,19 @@ impl std::fmt::Display for Timeline {
             self.traces.len(),
             hops
         )?;
-        let inst_width = self
-            .traces
-            .iter()
-            .flat_map(|t| {
-                let hops = t.hops.iter().map(|h| h.inst.chars().count());
-                hops.chain(t.after.iter().map(|s| s.inst.chars().count()))
-            })
-            .max()
-            .unwrap_or(0);
-        let what_width = self
-            .traces
-            .iter()
-            .flat_map(|t| {
-                let hops = t.hops.iter().map(|h| h.what.chars().count());
-                hops.chain(t.after.iter().map(|s| s.what.chars().count()))
-            })
-            .max()
-            .unwrap_or(0);
+        // The widest of one column over every hop and loop step.
+        let width = |hop: fn(&HopView) -> &str, step: fn(&LoopStep) -> &str| {
+            self.traces
+                .iter()
+                .flat_map(|t| {
+                    let hops = t.hops.iter().map(|h| hop(h).chars().count());
+                    hops.chain(t.after.iter().map(|s| step(s).chars().count()))
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        let inst_width = width(|h| &h.inst, |s| &s.inst);
+        let what_width = width(|h| &h.what, |s| &s.what);
         for trace in &self.traces {
             let mut title = format!("\ntrace {}  {} {}", trace.id, trace.object.kind, trace.what);
             if trace.origin != HopKind::Reflector {

@@ -352,14 +352,19 @@ pub struct TraceFile {
     pub unknown_lines: usize,
 }
 
+/// A trace file's bytes: [`TraceError::Missing`] when there is none at `path`, else
+/// [`TraceError::Read`] for any other failure (the reader's and the replay's one way in).
+pub(crate) fn read_trace(path: &Path) -> Result<Vec<u8>, TraceError> {
+    std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => TraceError::Missing,
+        _ => TraceError::Read(e),
+    })
+}
+
 impl TraceFile {
     /// Reads and parses the trace file at `path`.
     pub fn open(path: &Path) -> Result<TraceFile, TraceError> {
-        let bytes = std::fs::read(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => TraceError::Missing,
-            _ => TraceError::Read(e),
-        })?;
-        TraceFile::parse(&bytes)
+        TraceFile::parse(&read_trace(path)?)
     }
 
     /// Parses a whole trace file. Never panics, whatever the bytes.

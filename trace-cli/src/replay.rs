@@ -155,11 +155,7 @@ type ObjectId = (String, String, String);
 impl Recording {
     /// Reads the trace file at `path` (see [`Recording::parse`]).
     pub fn open(path: &Path) -> Result<Recording, ReplayError> {
-        let bytes = std::fs::read(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => TraceError::Missing,
-            _ => TraceError::Read(e),
-        })?;
-        Recording::parse(&bytes)
+        Recording::parse(&crate::model::read_trace(path)?)
     }
 
     /// Parses a trace file: the header and damage checks of [`TraceFile::parse`], then the

@@ -1266,6 +1266,28 @@ impl Inner {
         }
     }
 
+    /// One write of a sync: the ownership re-check right before it ([`Self::check_owned`]),
+    /// the request, and on success its record ([`Self::wrote`]) with the resourceVersion the
+    /// server answered. The request's own error is the caller's to sort (a 404 or 409 means
+    /// different things for different writes). `request` is a future not yet polled, so
+    /// nothing is sent when the re-check fails.
+    async fn write<K: kube::Resource>(
+        &self,
+        verb: WriteVerb,
+        resource: &'static str,
+        ns: &str,
+        name: &str,
+        request: impl Future<Output = kube::Result<K>>,
+    ) -> Result<kube::Result<K>, SyncError> {
+        self.check_owned(ns)?;
+        let result = request.await;
+        if let Ok(written) = &result {
+            let rv = written.meta().resource_version.as_deref();
+            self.wrote(verb, resource, ns, name, rv);
+        }
+        Ok(result)
+    }
+
     /// Before reconciling a key of a range that moved in: the cache must have seen the
     /// previous owner's last write there (KEP-5647), else the sync would act on a stale view
     /// and conflict with (or undo) what the previous owner did. Each handover is waited for
@@ -1412,16 +1434,17 @@ impl Inner {
                 Action::Create(rs) => self.create_replica_set(&rs_api, &d, rs).await?,
                 Action::Update { rs, from, to } => {
                     let rs_name = rs.name_any();
-                    self.check_owned(ns)?;
-                    match rs_api.replace(&rs_name, &self.post_params(), rs).await {
-                        Ok(w) => {
-                            self.wrote(
-                                WriteVerb::Update,
-                                "replicasets",
-                                ns,
-                                &rs_name,
-                                w.metadata.resource_version.as_deref(),
-                            );
+                    match self
+                        .write(
+                            WriteVerb::Update,
+                            "replicasets",
+                            ns,
+                            &rs_name,
+                            rs_api.replace(&rs_name, &self.post_params(), rs),
+                        )
+                        .await?
+                    {
+                        Ok(_) => {
                             self.counters.rs_scaled.fetch_add(1, Ordering::Relaxed);
                             if from == to {
                                 tracing::debug!(deployment = %key, replicaset = %rs_name, "updated ReplicaSet annotations");
@@ -1515,19 +1538,17 @@ impl Inner {
             return Err(SyncError::Stale(key.clone()));
         }
         let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
-        self.check_owned(ns)?;
-        let written = match d_api
-            .replace_status(&name, &self.post_params(), &updated)
-            .await
+        let written = match self
+            .write(
+                WriteVerb::UpdateStatus,
+                "deployments/status",
+                ns,
+                &name,
+                d_api.replace_status(&name, &self.post_params(), &updated),
+            )
+            .await?
         {
             Ok(w) => {
-                self.wrote(
-                    WriteVerb::UpdateStatus,
-                    "deployments/status",
-                    ns,
-                    &name,
-                    w.metadata.resource_version.as_deref(),
-                );
                 self.counters.status_updates.fetch_add(1, Ordering::Relaxed);
                 let s = updated.status.unwrap_or_default();
                 tracing::debug!(deployment = %key, replicas = ?s.replicas, updated = ?s.updated_replicas,
@@ -1552,21 +1573,17 @@ impl Inner {
                 "annotations": {sync::REVISION_ANNOTATION: r},
             }
         });
-        self.check_owned(ns)?;
-        match d_api
-            .patch(&name, &self.patch_params(), &Patch::Merge(&patch))
-            .await
+        match self
+            .write(
+                WriteVerb::Patch,
+                "deployments",
+                ns,
+                &name,
+                d_api.patch(&name, &self.patch_params(), &Patch::Merge(&patch)),
+            )
+            .await?
         {
-            Ok(w) => {
-                self.wrote(
-                    WriteVerb::Patch,
-                    "deployments",
-                    ns,
-                    &name,
-                    w.metadata.resource_version.as_deref(),
-                );
-                Ok(Some(w))
-            }
+            Ok(w) => Ok(Some(w)),
             Err(e) if api_code(&e) == Some(409) => Err(SyncError::Conflict(format!(
                 "deployments/{name} (revision)"
             ))),
@@ -1602,19 +1619,17 @@ impl Inner {
                     source,
                 })?;
                 let patch = sync::adopt_patch(d, rs);
-                self.check_owned(ns)?;
-                match rs_api
-                    .patch(&rs_name, &self.patch_params(), &Patch::Strategic(&patch))
-                    .await
+                match self
+                    .write(
+                        WriteVerb::Patch,
+                        "replicasets",
+                        ns,
+                        &rs_name,
+                        rs_api.patch(&rs_name, &self.patch_params(), &Patch::Strategic(&patch)),
+                    )
+                    .await?
                 {
                     Ok(adopted) => {
-                        self.wrote(
-                            WriteVerb::Patch,
-                            "replicasets",
-                            ns,
-                            &rs_name,
-                            adopted.metadata.resource_version.as_deref(),
-                        );
                         self.counters.rs_adopted.fetch_add(1, Ordering::Relaxed);
                         tracing::info!(deployment = %key, replicaset = %rs_name, "adopted ReplicaSet");
                         owned.push(Arc::new(adopted));
@@ -1633,19 +1648,17 @@ impl Inner {
         for rs in &claims.release {
             let rs_name = rs.name_any();
             let patch = sync::release_patch(d, rs);
-            self.check_owned(ns)?;
-            match rs_api
-                .patch(&rs_name, &self.patch_params(), &Patch::Strategic(&patch))
-                .await
+            match self
+                .write(
+                    WriteVerb::Patch,
+                    "replicasets",
+                    ns,
+                    &rs_name,
+                    rs_api.patch(&rs_name, &self.patch_params(), &Patch::Strategic(&patch)),
+                )
+                .await?
             {
-                Ok(w) => {
-                    self.wrote(
-                        WriteVerb::Patch,
-                        "replicasets",
-                        ns,
-                        &rs_name,
-                        w.metadata.resource_version.as_deref(),
-                    );
+                Ok(_) => {
                     self.counters.rs_released.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(deployment = %key, replicaset = %rs_name, "released ReplicaSet (labels no longer match)");
                 }
@@ -1674,16 +1687,17 @@ impl Inner {
         let rs_name = rs.name_any();
         let key = key_of(d);
         let ns = d.metadata.namespace.as_deref().unwrap_or_default();
-        self.check_owned(ns)?;
-        let err = match api.create(&self.post_params(), rs).await {
-            Ok(w) => {
-                self.wrote(
-                    WriteVerb::Create,
-                    "replicasets",
-                    ns,
-                    &rs_name,
-                    w.metadata.resource_version.as_deref(),
-                );
+        let err = match self
+            .write(
+                WriteVerb::Create,
+                "replicasets",
+                ns,
+                &rs_name,
+                api.create(&self.post_params(), rs),
+            )
+            .await?
+        {
+            Ok(_) => {
                 self.counters.rs_created.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(deployment = %key, replicaset = %rs_name, replicas = sync::rs_replicas(rs), "created ReplicaSet");
                 return Ok(());
@@ -1713,19 +1727,18 @@ impl Inner {
                 status.collision_count =
                     Some(status.collision_count.unwrap_or(0).saturating_add(1));
                 let d_api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
-                self.check_owned(ns)?;
-                match d_api
-                    .replace_status(&d.name_any(), &self.post_params(), &updated)
-                    .await
-                {
-                    Ok(w) => self.wrote(
+                let d_name = d.name_any();
+                match self
+                    .write(
                         WriteVerb::UpdateStatus,
                         "deployments/status",
                         ns,
-                        &d.name_any(),
-                        w.metadata.resource_version.as_deref(),
-                    ),
-                    Err(kube::Error::Api(_)) => {}
+                        &d_name,
+                        d_api.replace_status(&d_name, &self.post_params(), &updated),
+                    )
+                    .await?
+                {
+                    Ok(_) | Err(kube::Error::Api(_)) => {}
                     Err(e) => return Err(e.into()),
                 }
                 tracing::warn!(deployment = %key, replicaset = %rs_name, "pod-template hash collision; collisionCount raised");

@@ -30,6 +30,7 @@ use kinformer_actors::{
     CacheMode, LeaderElectionConfig, LeanConfig, Telemetry,
     trace::{TraceSink, TraceSinkConfig, close_env_sink},
 };
+use kinformer_sim::logging::{self, LogFormat};
 use kinformer_sim::{Sim, SimConfig};
 use kube::Client;
 
@@ -319,37 +320,6 @@ async fn maybe<F: Future>(f: Option<F>) -> F::Output {
     }
 }
 
-/// How the log lines on stderr are written (`--log-format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object a line (tracing-subscriber's `json` format).
-    Json,
-}
-
-/// Logs to stderr (stdout is the summary's), filtered by `RUST_LOG` (default
-/// `default_filter`). Text is coloured only when stderr is a terminal and `NO_COLOR` is unset:
-/// a file, a pipe or a log collector gets no escape codes.
-fn init_logging(format: LogFormat, default_filter: &str) {
-    use std::io::IsTerminal as _;
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default_filter.into()),
-        )
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => fmt
-            .with_ansi(
-                std::io::stderr().is_terminal()
-                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-            )
-            .init(),
-        LogFormat::Json => fmt.json().init(),
-    }
-}
-
 #[tokio::main]
 pub(crate) async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -360,7 +330,7 @@ pub(crate) async fn main() -> anyhow::Result<()> {
     } else {
         "info"
     };
-    init_logging(args.log_format, default_filter);
+    logging::init(args.log_format, default_filter)?;
     let started = Instant::now();
     if args.scale_scenario {
         return scale_scenario(&args).await;

@@ -39,18 +39,8 @@ async fn create(api: &Api<Pod>, name: &str) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal, and never with NO_COLOR: redirected logs stay plain text.
-        .with_ansi(
-            std::io::IsTerminal::is_terminal(&std::io::stderr())
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-        )
-        .init();
+    // Logs on stderr, coloured only on a terminal without NO_COLOR (the sim's binary's setup).
+    kinformer_sim::logging::init(kinformer_sim::logging::LogFormat::Text, "info")?;
     let sim = Sim::start(SimConfig::default())
         .await
         .context("starting the simulated API server")?;

@@ -389,9 +389,17 @@ struct ListMeta {
 }
 
 async fn list_pods(state: web::Data<State>, q: web::Query<ListQuery>) -> HttpResponse {
-    let selector = match parse_label_selector(q.label_selector.as_deref().unwrap_or("")) {
+    let text = q.label_selector.as_deref().unwrap_or("");
+    let selector = match parse_label_selector(text) {
         Ok(s) => s,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+        // The parser's text is kube-apiserver's, which does not repeat the selector (kubectl
+        // names it around it): name it here.
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("label selector {text:?}: {e}"),
+            );
+        }
     };
     let mut pods = match q.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => state.pods.namespaced(ns).list_selected(&selector),

@@ -16,7 +16,7 @@
 use serde_json::Value;
 
 use super::errors::{ApiError, FieldError, go_is_print, go_string_slice};
-use super::util::Query;
+use super::util::{Query, string_list};
 
 /// Patch flavours, by Content-Type (`k8s.io/apimachinery/pkg/types` `PatchType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,16 +80,7 @@ impl DeleteOptions {
                 .and_then(Value::as_str)
                 .map(str::to_string)
         };
-        let dry_run: Vec<String> = v
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let dry_run = string_list(v.get("dryRun"));
         Ok(Self {
             uid: s("uid"),
             resource_version: s("resourceVersion"),

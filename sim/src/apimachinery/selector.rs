@@ -2,265 +2,27 @@
 //!
 //! Labels: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k` (exists), `!k` (does not
 //! exist), `k>1`, `k<1`; requirements are ANDed with commas. As in Kubernetes, `!=` and `notin`
-//! also match objects without the key. Fields: `f=v`, `f==v`, `f!=v`, ANDed with commas.
-//! (`k8s.io/apimachinery/pkg/labels`, `k8s.io/apimachinery/pkg/fields`.)
+//! also match objects without the key. The parser, its checks and its error texts are
+//! `kinformer::selector::parse_requirements` (`k8s.io/apimachinery/pkg/labels`), the one the
+//! informer's listers use. Fields: `f=v`, `f==v`, `f!=v`, ANDed with commas
+//! (`k8s.io/apimachinery/pkg/fields`).
 
 use std::collections::BTreeMap;
+
+use kinformer::selector::{Requirement, parse_requirements};
 
 use super::errors::ApiError;
 use super::util::Query;
 
-/// One label requirement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum LabelReq {
-    Eq(String, String),
-    NotEq(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    NotExists(String),
-    Gt(String, i64),
-    Lt(String, i64),
-}
-
-/// A parsed label selector; empty matches everything.
+/// A parsed label selector (its requirements, sorted by key); empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct LabelSelector(Vec<LabelReq>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Tok {
-    Ident(String),
-    Not,
-    Eq,
-    DoubleEq,
-    NotEq,
-    In,
-    NotIn,
-    Open,
-    Close,
-    Comma,
-    Gt,
-    Lt,
-}
-
-fn lex(s: &str) -> Result<Vec<Tok>, String> {
-    let mut out = Vec::new();
-    let chars: Vec<char> = s.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            c if c.is_whitespace() => i += 1,
-            '!' if chars.get(i + 1) == Some(&'=') => {
-                out.push(Tok::NotEq);
-                i += 2;
-            }
-            '!' => {
-                out.push(Tok::Not);
-                i += 1;
-            }
-            '=' if chars.get(i + 1) == Some(&'=') => {
-                out.push(Tok::DoubleEq);
-                i += 2;
-            }
-            '=' => {
-                out.push(Tok::Eq);
-                i += 1;
-            }
-            '(' => {
-                out.push(Tok::Open);
-                i += 1;
-            }
-            ')' => {
-                out.push(Tok::Close);
-                i += 1;
-            }
-            ',' => {
-                out.push(Tok::Comma);
-                i += 1;
-            }
-            '>' => {
-                out.push(Tok::Gt);
-                i += 1;
-            }
-            '<' => {
-                out.push(Tok::Lt);
-                i += 1;
-            }
-            _ => {
-                let start = i;
-                while i < chars.len()
-                    && !chars[i].is_whitespace()
-                    && !matches!(chars[i], '!' | '=' | '(' | ')' | ',' | '<' | '>')
-                {
-                    i += 1;
-                }
-                let word: String = chars[start..i].iter().collect();
-                out.push(match word.as_str() {
-                    "in" => Tok::In,
-                    "notin" => Tok::NotIn,
-                    _ => Tok::Ident(word),
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn valid_name_part(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
-fn validate_key(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    if let Some(p) = prefix
-        && crate::apimachinery::util::validate_subdomain(p).is_err()
-    {
-        return Err(format!(
-            "invalid label key {key:?}: prefix part must be a DNS-1123 subdomain"
-        ));
-    }
-    if !valid_name_part(name) {
-        return Err(format!(
-            "invalid label key {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-        ));
-    }
-    Ok(())
-}
-
-fn validate_value(v: &str) -> Result<(), String> {
-    if v.is_empty() || valid_name_part(v) {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid label value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-        ))
-    }
-}
+pub(crate) struct LabelSelector(Vec<Requirement>);
 
 impl LabelSelector {
-    /// Parses a selector string; the error is the message for a 400 BadRequest.
+    /// Parses a selector string as kube-apiserver does (`labels.Parse`, which kinformer's
+    /// listers share); the error is kube-apiserver's message, for a 400 BadRequest.
     pub(crate) fn parse(s: &str) -> Result<Self, String> {
-        let toks = lex(s)?;
-        let mut reqs = Vec::new();
-        let mut i = 0;
-        let err = |m: &str| Err(format!("unable to parse requirement: {m} (selector {s:?})"));
-        while i < toks.len() {
-            let negated = toks[i] == Tok::Not;
-            if negated {
-                i += 1;
-            }
-            let key = match toks.get(i) {
-                Some(Tok::Ident(k)) => k.clone(),
-                _ => return err("expected a label key"),
-            };
-            validate_key(&key).map_err(|m| format!("unable to parse requirement: {m}"))?;
-            i += 1;
-            let at_end = matches!(toks.get(i), None | Some(Tok::Comma));
-            if negated {
-                if !at_end {
-                    return err("'!' must be followed by a key alone");
-                }
-                reqs.push(LabelReq::NotExists(key));
-            } else if at_end {
-                reqs.push(LabelReq::Exists(key));
-            } else {
-                let op = toks[i].clone();
-                i += 1;
-                match op {
-                    Tok::Eq | Tok::DoubleEq | Tok::NotEq => {
-                        let value = match toks.get(i) {
-                            Some(Tok::Ident(v)) => {
-                                i += 1;
-                                v.clone()
-                            }
-                            None | Some(Tok::Comma) => String::new(),
-                            _ => return err("expected a value"),
-                        };
-                        validate_value(&value)
-                            .map_err(|m| format!("unable to parse requirement: {m}"))?;
-                        reqs.push(if op == Tok::NotEq {
-                            LabelReq::NotEq(key, value)
-                        } else {
-                            LabelReq::Eq(key, value)
-                        });
-                    }
-                    Tok::In | Tok::NotIn => {
-                        if toks.get(i) != Some(&Tok::Open) {
-                            return err("expected '(' after 'in'/'notin'");
-                        }
-                        i += 1;
-                        let mut values = Vec::new();
-                        loop {
-                            match toks.get(i) {
-                                Some(Tok::Ident(v)) => {
-                                    validate_value(v)
-                                        .map_err(|m| format!("unable to parse requirement: {m}"))?;
-                                    values.push(v.clone());
-                                    i += 1;
-                                }
-                                Some(Tok::Comma) => {
-                                    // An empty value between commas, e.g. `in (a,,b)`.
-                                    values.push(String::new());
-                                }
-                                _ => {}
-                            }
-                            match toks.get(i) {
-                                Some(Tok::Comma) => i += 1,
-                                Some(Tok::Close) => {
-                                    i += 1;
-                                    break;
-                                }
-                                _ => return err("expected ',' or ')' in a value set"),
-                            }
-                        }
-                        if values.is_empty() {
-                            return err("for 'in', 'notin' operators, values set can't be empty");
-                        }
-                        reqs.push(if op == Tok::In {
-                            LabelReq::In(key, values)
-                        } else {
-                            LabelReq::NotIn(key, values)
-                        });
-                    }
-                    Tok::Gt | Tok::Lt => {
-                        let n = match toks.get(i) {
-                            Some(Tok::Ident(v)) => v.parse::<i64>().ok(),
-                            _ => None,
-                        };
-                        let Some(n) = n else {
-                            return err("for 'Gt', 'Lt' operators, the value must be an integer");
-                        };
-                        i += 1;
-                        reqs.push(if op == Tok::Gt {
-                            LabelReq::Gt(key, n)
-                        } else {
-                            LabelReq::Lt(key, n)
-                        });
-                    }
-                    _ => return err("expected an operator"),
-                }
-            }
-            match toks.get(i) {
-                None => {}
-                Some(Tok::Comma) => {
-                    i += 1;
-                    if i == toks.len() {
-                        return err("trailing ','");
-                    }
-                }
-                Some(_) => return err("expected ',' between requirements"),
-            }
-        }
-        Ok(Self(reqs))
+        parse_requirements(s).map(Self).map_err(|e| e.to_string())
     }
 
     /// Whether the selector has no requirement.
@@ -270,22 +32,9 @@ impl LabelSelector {
 
     /// Whether `labels` satisfy every requirement.
     pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.0.iter().all(|r| match r {
-            LabelReq::Eq(k, v) => labels.get(k) == Some(v),
-            LabelReq::NotEq(k, v) => labels.get(k) != Some(v),
-            LabelReq::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
-            LabelReq::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
-            LabelReq::Exists(k) => labels.contains_key(k),
-            LabelReq::NotExists(k) => !labels.contains_key(k),
-            LabelReq::Gt(k, n) => labels
-                .get(k)
-                .and_then(|l| l.parse::<i64>().ok())
-                .is_some_and(|l| l > *n),
-            LabelReq::Lt(k, n) => labels
-                .get(k)
-                .and_then(|l| l.parse::<i64>().ok())
-                .is_some_and(|l| l < *n),
-        })
+        self.0
+            .iter()
+            .all(|r| r.matches(|k| labels.get(k).map(String::as_str)))
     }
 }
 
@@ -475,14 +224,22 @@ mod tests {
             "app=bad value!",
             "n>x",
         ] {
-            // `app=` and `app==` are valid (empty value); everything else must fail.
+            // `app=`, `app==` and `app in ()` are valid (the empty value, as Kubernetes reads
+            // them); everything else must fail.
             let r = LabelSelector::parse(s);
-            if s == "app=" || s == "app==" {
+            if matches!(s, "app=" | "app==" | "app in ()") {
                 assert!(r.is_ok(), "{s}");
             } else {
                 assert!(r.is_err(), "{s} should fail, got {r:?}");
             }
         }
+        let empty = LabelSelector::parse("app in ()").unwrap();
+        assert!(empty.matches(&labels(&[("app", "")])));
+        assert!(!empty.matches(&labels(&[("app", "web")])));
+        assert_eq!(
+            LabelSelector::parse("app in (a"),
+            Err("unable to parse requirement: found '', expected: ',' or ')'".to_string())
+        );
     }
 
     #[test]

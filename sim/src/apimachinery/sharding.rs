@@ -204,14 +204,10 @@ impl std::fmt::Display for ShardSelector {
     }
 }
 
-/// `HashField`: FNV-1a 64 of the value, as 16 lowercase hex digits.
+/// `HashField`: FNV-1a 64 of the value (the informer's `kinformer::shard::fnv1a64`), as 16
+/// lowercase hex digits.
 pub(crate) fn hash_field(value: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in value.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", kinformer::shard::fnv1a64(value))
 }
 
 /// `HexLess`: numeric order of normalized `0x` hex strings (a longer one is larger).

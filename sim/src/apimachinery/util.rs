@@ -1,4 +1,5 @@
-//! Small helpers: RFC 3339 timestamps, UIDs, subdomain checks, percent-decoding and query strings.
+//! Small helpers: RFC 3339 timestamps, UIDs, string lists of JSON, percent-decoding and query
+//! strings.
 //! Dates are jiff's, UIDs uuid's and the decoding percent-encoding's and form_urlencoded's: only
 //! what kube-apiserver prints is decided here.
 
@@ -60,22 +61,17 @@ pub(crate) fn random_suffix() -> String {
         .collect()
 }
 
-/// Validates a DNS-1123 subdomain (most object names); returns the message kube-apiserver gives.
-pub(crate) fn validate_subdomain(name: &str) -> Result<(), String> {
-    const MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-    if name.len() > 253 {
-        return Err("must be no more than 253 characters".into());
-    }
-    let ok = !name.is_empty()
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        });
-    if ok { Ok(()) } else { Err(MSG.into()) }
+/// The strings of a JSON array of strings (`finalizers`, `dryRun`, ...): others skipped,
+/// empty when `v` is absent or not an array.
+pub(crate) fn string_list(v: Option<&serde_json::Value>) -> Vec<String> {
+    v.and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Decodes the `%XX` escapes of a path segment (invalid escapes are kept as they are; bytes
@@ -141,14 +137,6 @@ mod tests {
         assert_eq!(&u[14..15], "4");
         assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "{u}");
         assert_eq!(u, u.to_lowercase());
-    }
-
-    #[test]
-    fn names() {
-        assert!(validate_subdomain("a.b-c.d1").is_ok());
-        assert!(validate_subdomain("Bad_Name").is_err());
-        assert!(validate_subdomain("-a").is_err());
-        assert!(validate_subdomain("").is_err());
     }
 
     #[test]

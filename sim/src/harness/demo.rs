@@ -38,7 +38,7 @@ pub(crate) fn seed(store: &Store) -> Result<(), ApiError> {
             "",
             None,
             json!({"metadata": {"name": format!("node-{i}"), "labels": {"kubernetes.io/hostname": format!("node-{i}")}}}),
-            json!({"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.32.0"}}),
+            json!({"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.34.0"}}),
         )?;
     }
     let apps: [(&str, &str, i64); 3] =

@@ -9,7 +9,7 @@ use crate::apimachinery::errors::{ApiError, FieldError};
 use crate::apimachinery::options::{DeleteOptions, PatchKind};
 use crate::apimachinery::schema::ResourceDef;
 use crate::apimachinery::sharding::{self, ShardSelector};
-use crate::apimachinery::util::{new_uid, now_rfc3339, now_unix, random_suffix};
+use crate::apimachinery::util::{new_uid, now_rfc3339, now_unix, random_suffix, string_list};
 use crate::registry::decode::{self, FieldValidation, PatchedRepr};
 use crate::registry::defaults;
 use crate::registry::fieldmanager::{self, Request};
@@ -1091,16 +1091,7 @@ fn is_namespaces(def: &ResourceDef) -> bool {
 
 /// A namespace's `spec.finalizers`.
 fn namespace_finalizers(v: &Value) -> Vec<String> {
-    v.get("spec")
-        .and_then(|s| s.get("finalizers"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    string_list(v.get("spec").and_then(|s| s.get("finalizers")))
 }
 
 /// The namespace's first delete (`storage.go` `REST.Delete`, its `GuaranteedUpdate`):

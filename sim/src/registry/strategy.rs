@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::apimachinery::schema::ResourceDef;
-use crate::apimachinery::util::{format_rfc3339, parse_rfc3339};
+use crate::apimachinery::util::{format_rfc3339, parse_rfc3339, string_list};
 use crate::storage::object::meta_mut;
 
 /// What changes bump `metadata.generation` on an update of a kind (its strategy's
@@ -371,17 +371,7 @@ pub(crate) fn set_gc_finalizers(
     propagation: Option<&str>,
     orphan_dependents: Option<bool>,
 ) -> bool {
-    let current: Vec<String> = obj
-        .get("metadata")
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    let current = string_list(obj.get("metadata").and_then(|m| m.get("finalizers")));
     let existing = || {
         current.iter().find_map(|f| match f.as_str() {
             ORPHAN => Some(true),

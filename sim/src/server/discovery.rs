@@ -11,16 +11,22 @@ pub(crate) fn root_paths() -> Value {
     json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]})
 }
 
-/// `/version`: the Kubernetes version the sim answers as.
+/// The Kubernetes release whose kube-apiserver the sim follows (its rules, texts and 1.34's
+/// `ListFromCacheSnapshot` reads): what `/version`, the OpenAPI document and the demo's
+/// kubelets say.
+pub(crate) const KUBERNETES_VERSION: &str = "v1.34.0";
+
+/// `/version`: the Kubernetes version the sim answers as ([`KUBERNETES_VERSION`]; Go as 1.34.0
+/// was built with).
 pub(crate) fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "32",
-        "gitVersion": "v1.32.0-kinformer-sim",
+        "minor": "34",
+        "gitVersion": format!("{KUBERNETES_VERSION}-kinformer-sim"),
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
-        "buildDate": "2025-01-01T00:00:00Z",
-        "goVersion": "go1.23.0",
+        "buildDate": "2025-08-27T00:00:00Z",
+        "goVersion": "go1.24.6",
         "compiler": "gc",
         "platform": "linux/amd64",
     })

@@ -106,7 +106,7 @@ pub(crate) fn group_version(reg: &Registry, group: &str, version: &str) -> Optio
     );
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (kinformer-sim)", "version": "v1.32.0"},
+        "info": {"title": "Kubernetes (kinformer-sim)", "version": super::discovery::KUBERNETES_VERSION},
         "paths": paths,
         "components": {"schemas": schemas},
     }))

@@ -20,7 +20,10 @@ use kube::{
 use crate::{
     controller::ControllerOptions,
     embedded::demo,
-    ring::{OverlapReport, OwnershipLog, RingOptions, RingReplica, RvSource, WriteLog, settled},
+    ring::{
+        OverlapReport, OwnershipLog, RingError, RingOptions, RingReplica, RvSource, WriteLog,
+        settled,
+    },
 };
 
 /// What the scenario runs.
@@ -292,6 +295,21 @@ pub async fn run_with_progress(
         sync_timeout: options.deadline,
         ..ControllerOptions::default()
     };
+    // A replica joins: on the ring, its ownership followed by the overlap check, its writes
+    // logged.
+    let join = async |i: usize| -> Result<RingReplica, RingError> {
+        let mut r = RingReplica::new(
+            client.clone(),
+            i.to_string(),
+            &options.ring,
+            controller_options.clone(),
+            Some(writes.hook()),
+        )
+        .await?;
+        log.track(r.identity(), r.ownership().clone());
+        r.start().await?;
+        Ok(r)
+    };
     let mut replicas: Vec<RingReplica> = Vec::new();
     let mut phases = Vec::new();
     let outcome = async {
@@ -303,17 +321,7 @@ pub async fn run_with_progress(
         ));
         let change = Instant::now();
         for i in 0..options.initial {
-            let mut r = RingReplica::new(
-                client.clone(),
-                i.to_string(),
-                &options.ring,
-                controller_options.clone(),
-                Some(writes.hook()),
-            )
-            .await?;
-            log.track(r.identity(), r.ownership().clone());
-            r.start().await?;
-            replicas.push(r);
+            replicas.push(join(i).await?);
         }
         create_deployments(&client, options.deployments, options.namespaces).await?;
         let report = run_phase(
@@ -361,17 +369,7 @@ pub async fn run_with_progress(
         ));
         let change = Instant::now();
         for i in options.initial..options.initial + options.added {
-            let mut r = RingReplica::new(
-                client.clone(),
-                i.to_string(),
-                &options.ring,
-                controller_options.clone(),
-                Some(writes.hook()),
-            )
-            .await?;
-            log.track(r.identity(), r.ownership().clone());
-            r.start().await?;
-            replicas.push(r);
+            replicas.push(join(i).await?);
         }
         roll_out(&client, &keys, "app:3").await?;
         let running = replicas.iter().filter(|r| r.is_running()).count();

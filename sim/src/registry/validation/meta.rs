@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::apimachinery::errors::{FieldError, go_string_slice};
 use crate::apimachinery::schema::{NameRule, ResourceDef};
+use crate::apimachinery::util::string_list;
 use crate::apimachinery::validation::{
     is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
     is_valid_label_value,
@@ -120,17 +121,6 @@ pub(crate) fn validate_update(
     }
     common(new, errs);
     kube_finalizer_names(def, new, errs);
-}
-
-fn string_list(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Labels, annotations and owner references, checked on create and update alike.

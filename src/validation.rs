@@ -1,6 +1,18 @@
-//! The string checks of `k8s.io/apimachinery/pkg/util/validation` (`validation.go`) and
-//! `pkg/api/validate/content` (`kube.go`): each returns the messages kube-apiserver gives, none
-//! when the value is valid (several when it breaks several rules, in Go's order).
+//! Kubernetes' string checks, with the messages kube-apiserver gives: the functions of
+//! `k8s.io/apimachinery/pkg/util/validation` (`validation.go`) and `pkg/api/validate/content`
+//! (`kube.go`). Each returns the messages for `value` (none when it is valid; several when it
+//! breaks several rules, in Go's order), so a caller can join them as apimachinery does.
+//!
+//! The label-selector parser ([`crate::selector`]) validates keys and values with them; the
+//! simulated API server (`kinformer-sim`) validates object metadata and specs with them.
+//!
+//! ```
+//! use kinformer::validation::{is_qualified_name, is_valid_label_value};
+//!
+//! assert!(is_qualified_name("example.com/app").is_empty());
+//! assert_eq!(is_qualified_name("/app"), vec!["prefix part must be non-empty"]);
+//! assert!(is_valid_label_value("").is_empty());
+//! ```
 
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
@@ -14,13 +26,14 @@ const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 
-/// `MaxLenError`.
-pub(crate) fn max_len_error(n: usize) -> String {
+/// `MaxLenError(n)`: `must be no more than n characters`.
+pub fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")
 }
 
-/// `RegexError(msg, fmt, examples...)`.
-pub(crate) fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+/// `RegexError(msg, fmt, examples...)`: `msg (e.g. 'a',  or 'b', regex used for validation is
+/// 'fmt')`, with Go's doubled space between examples.
+pub fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
     if examples.is_empty() {
         return format!("{msg} (regex used for validation is '{fmt}')");
     }
@@ -48,8 +61,8 @@ fn matches_dns1123_label(s: &str) -> bool {
         && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
 }
 
-/// `IsDNS1123Label`.
-pub(crate) fn is_dns1123_label(s: &str) -> Vec<String> {
+/// `IsDNS1123Label`: at most 63 lowercase alphanumerics or `-`, alphanumeric at both ends.
+pub fn is_dns1123_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
         errs.push(max_len_error(63));
@@ -64,8 +77,8 @@ pub(crate) fn is_dns1123_label(s: &str) -> Vec<String> {
     errs
 }
 
-/// `IsDNS1123Subdomain`.
-pub(crate) fn is_dns1123_subdomain(s: &str) -> Vec<String> {
+/// `IsDNS1123Subdomain`: at most 253 characters, dot-separated DNS-1123 labels.
+pub fn is_dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 253 {
         errs.push(max_len_error(253));
@@ -80,8 +93,8 @@ pub(crate) fn is_dns1123_subdomain(s: &str) -> Vec<String> {
     errs
 }
 
-/// `IsDNS1035Label`.
-pub(crate) fn is_dns1035_label(s: &str) -> Vec<String> {
+/// `IsDNS1035Label`: a DNS-1123 label that starts with a letter.
+pub fn is_dns1035_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
         errs.push(max_len_error(63));
@@ -108,13 +121,20 @@ fn matches_label_key(s: &str) -> bool {
 }
 
 /// `IsQualifiedName` (`content.IsLabelKey`): an optional DNS subdomain prefix and `/`, then a
-/// name part of at most 63 characters.
-pub(crate) fn is_qualified_name(value: &str) -> Vec<String> {
+/// name part of at most 63 characters. Allocates nothing for a valid name (it is on the label
+/// selector parser's path).
+pub fn is_qualified_name(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
+    let name = match value.split_once('/') {
+        None => value,
+        Some((_, name)) if name.contains('/') => {
+            errs.push(format!(
+                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
+            ));
+            return errs;
+        }
+        Some((prefix, name)) => {
             if prefix.is_empty() {
                 errs.push("prefix part must be non-empty".to_string());
             } else {
@@ -124,14 +144,7 @@ pub(crate) fn is_qualified_name(value: &str) -> Vec<String> {
                         .map(|m| format!("prefix part {m}")),
                 );
             }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
+            name
         }
     };
     if name.is_empty() {
@@ -152,8 +165,9 @@ pub(crate) fn is_qualified_name(value: &str) -> Vec<String> {
     errs
 }
 
-/// `IsValidLabelValue` (`content.IsLabelValue`).
-pub(crate) fn is_valid_label_value(value: &str) -> Vec<String> {
+/// `IsValidLabelValue` (`content.IsLabelValue`): empty, or at most 63 of `[A-Za-z0-9_.-]`,
+/// alphanumeric at both ends.
+pub fn is_valid_label_value(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
         errs.push(max_len_error(63));
@@ -169,7 +183,7 @@ pub(crate) fn is_valid_label_value(value: &str) -> Vec<String> {
 }
 
 /// `IsConfigMapKey`: a valid key of a ConfigMap's or Secret's data.
-pub(crate) fn is_config_map_key(value: &str) -> Vec<String> {
+pub fn is_config_map_key(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 253 {
         errs.push(max_len_error(253));
@@ -213,6 +227,31 @@ mod tests {
             vec!["prefix part must be non-empty"]
         );
         assert_eq!(is_qualified_name("a/b/c").len(), 1);
+        assert_eq!(
+            is_qualified_name("Example.com/a"),
+            vec![format!(
+                "prefix part {}",
+                regex_error(
+                    DNS1123_SUBDOMAIN_MSG,
+                    DNS1123_SUBDOMAIN_FMT,
+                    &["example.com"]
+                )
+            )]
+        );
+        assert_eq!(
+            is_qualified_name("a/"),
+            vec![
+                "name part must be non-empty".to_string(),
+                format!(
+                    "name part {}",
+                    regex_error(
+                        LABEL_KEY_MSG,
+                        LABEL_KEY_FMT,
+                        &["MyName", "my.name", "123-abc"]
+                    )
+                )
+            ]
+        );
         assert!(is_valid_label_value("").is_empty());
         assert_eq!(
             is_valid_label_value(&"a".repeat(64)),
