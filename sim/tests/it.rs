@@ -4,6 +4,7 @@
 mod api;
 mod apply;
 mod bad_requests;
+mod bench_twin;
 mod common;
 mod faults;
 mod kube_differences;
