@@ -119,6 +119,16 @@ fn sim() -> Layers {
                 "apimachinery is the bottom layer: it imports nothing else of the crate",
             ),
             ("config", &["apimachinery"], "config → apimachinery only"),
+            (
+                "bench",
+                &["server", "apimachinery"],
+                "bench (the benchmark's twin server) → server, apimachinery",
+            ),
+            (
+                "bin",
+                &[],
+                "binaries use the library by its name (`kinformer_sim::`), not `crate::`",
+            ),
         ],
     }
 }
