@@ -985,19 +985,35 @@ fn encode_one(out: &mut Vec<u8>, msg: &Msg, f: &F, v: &Value) -> Result<(), Enco
 
 /// A message from its JSON object; every key must be a field of the schema.
 fn encode_message(o: &Map<String, Value>, msg: &Msg) -> Result<Vec<u8>, EncodeError> {
-    if let Some(k) = o.keys().find(|k| !msg.has_json(k)) {
+    encode_message_except(o, msg, &[])
+}
+
+/// [`encode_message`], the keys `skip` (an object's `apiVersion` and `kind`) left out.
+fn encode_message_except(
+    o: &Map<String, Value>,
+    msg: &Msg,
+    skip: &[&str],
+) -> Result<Vec<u8>, EncodeError> {
+    if let Some(k) = o
+        .keys()
+        .find(|k| !skip.contains(&k.as_str()) && !msg.has_json(k))
+    {
         return Err(EncodeError::Field(format!("{}.{k}", msg.name)));
     }
     let mut out = Vec::new();
+    encode_fields(o, msg, &mut out)?;
+    Ok(out)
+}
+
+/// The fields of `msg` found in `o` (keys already checked), in field-number order.
+fn encode_fields(o: &Map<String, Value>, msg: &Msg, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     for f in msg.fields {
         if let T::Inline(m) = f.2 {
-            // Go writes the embedded struct (not a pointer) even when empty.
-            let sub: Map<String, Value> = o
-                .iter()
-                .filter(|(k, _)| m.has_json(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            put_len(&mut out, f.0, &encode_message(&sub, m)?);
+            // The embedded struct's fields are the object's own; Go writes the struct (not a
+            // pointer) even when empty.
+            let mut sub = Vec::new();
+            encode_fields(o, m, &mut sub)?;
+            put_len(out, f.0, &sub);
             continue;
         }
         let Some(v) = o.get(f.1) else { continue };
@@ -1007,7 +1023,7 @@ fn encode_message(o: &Map<String, Value>, msg: &Msg) -> Result<Vec<u8>, EncodeEr
         match (f.3, v) {
             (Many, Value::Array(items)) => {
                 for item in items {
-                    encode_one(&mut out, msg, f, item)?;
+                    encode_one(out, msg, f, item)?;
                 }
             }
             (Many, _) => return Err(bad(msg, f)),
@@ -1016,10 +1032,10 @@ fn encode_message(o: &Map<String, Value>, msg: &Msg) -> Result<Vec<u8>, EncodeEr
             // A nil `*metav1.Time` is not written; a zero `metav1.Time` value is an empty
             // message (it decodes back to `null`).
             _ if matches!(f.2, T::Time) && v.is_null() && f.3 == Ptr => {}
-            _ => encode_one(&mut out, msg, f, v)?,
+            _ => encode_one(out, msg, f, v)?,
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn is_empty_json(v: &Value) -> bool {
@@ -1056,10 +1072,10 @@ pub(crate) fn object_message(
         _ => schema_of(api_version, kind)
             .ok_or_else(|| EncodeError::Kind(format!("{api_version}/{kind}")))?,
     };
-    let mut o = obj.as_object().cloned().unwrap_or_default();
-    o.remove("apiVersion");
-    o.remove("kind");
-    encode_message(&o, msg)
+    match obj.as_object() {
+        Some(o) => encode_message_except(o, msg, &["apiVersion", "kind"]),
+        None => encode_message(&Map::new(), msg),
+    }
 }
 
 /// Whether objects of (apiVersion, kind) are answered as protobuf when the client prefers it:
