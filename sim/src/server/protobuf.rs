@@ -8,8 +8,13 @@
 //! on those kinds' paths (field numbers of `k8s.io/api` and `k8s.io/apimachinery`'s
 //! `generated.proto`) and written as kube's JSON encoding of the same Go value would be:
 //! scalars at their zero value are left out (Go's `omitempty`) unless the Go field is a pointer
-//! (proto2 presence), embedded messages are kept (`"resources": {}`), a zero `metav1.Time` is
-//! `null`, `IntOrString` is a number or a string, `Quantity` a string, `bytes` base64.
+//! (proto2 presence) or has no `omitempty` (`restartCount`), embedded messages are kept
+//! (`"resources": {}`), a zero `metav1.Time` is `null`, `IntOrString` is a number or a string,
+//! `Quantity` a string, `bytes` base64, and an inlined Go struct (`VolumeSource` in `Volume`)
+//! has its fields at its parent's level. The schema of core/v1 Pod and every message it reaches
+//! is generated from k8s.io/api's `types.go` (`core_v1`); the others are written by hand.
+//! Responses are encoded with the same schema (GET, LIST, WATCH of the kinds `encodes` names,
+//! and the bench twin server's pods, `crate::bench`).
 //!
 //! The wire primitives (keys and varints) come from `prost`. A field the schema does not know,
 //! or a message it does not decode, is refused when it carries a value (never silently dropped);
