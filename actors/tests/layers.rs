@@ -124,6 +124,16 @@ fn sim() -> Layers {
                 &[],
                 "logging (the binary's and the examples' log setup) imports nothing else of the crate",
             ),
+            (
+                "bench",
+                &["server", "apimachinery"],
+                "bench (the benchmark's twin server) → server, apimachinery",
+            ),
+            (
+                "bin",
+                &[],
+                "binaries use the library by its name (`kinformer_sim::`), not `crate::`",
+            ),
         ],
     }
 }

@@ -118,6 +118,7 @@
 // server (request handling) -> registry (API semantics, per-kind strategies) -> storage
 // (versioned store, watch cache) -> apimachinery (shared types). This file assembles them.
 mod apimachinery;
+pub mod bench;
 mod config;
 mod harness;
 pub mod logging;

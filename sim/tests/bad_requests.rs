@@ -402,7 +402,7 @@ async fn unknown_paths_wrong_verbs_and_bad_queries() {
     expect_status(
         &sim,
         "GET",
-        "/api/v1/pods",
+        "/apis/apps/v1/deployments",
         &[("accept", "application/vnd.kubernetes.protobuf")],
         "",
         406,

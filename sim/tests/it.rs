@@ -4,6 +4,7 @@
 mod api;
 mod apply;
 mod bad_requests;
+mod bench_twin;
 mod binary;
 mod common;
 mod faults;

@@ -141,7 +141,7 @@ async fn get_and_list_answer_protobuf_when_the_client_prefers_it() {
     let r = raw(
         &sim,
         "GET",
-        "/api/v1/namespaces/default/pods",
+        "/apis/apps/v1/namespaces/default/deployments",
         &[("accept", "application/vnd.kubernetes.protobuf")],
         "",
     )
@@ -151,7 +151,7 @@ async fn get_and_list_answer_protobuf_when_the_client_prefers_it() {
     let r = raw(
         &sim,
         "GET",
-        "/api/v1/namespaces/default/pods",
+        "/apis/apps/v1/namespaces/default/deployments",
         &[("accept", ACCEPT)],
         "",
     )

@@ -752,7 +752,7 @@ async fn protobuf_bodies_the_sim_does_not_decode_get_415_and_bad_ones_400() {
     let r = raw(
         &sim,
         "GET",
-        "/api/v1/namespaces/default/pods",
+        "/apis/apps/v1/namespaces/default/deployments",
         &[("accept", PB)],
         "",
     )

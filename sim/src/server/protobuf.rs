@@ -8,8 +8,13 @@
 //! on those kinds' paths (field numbers of `k8s.io/api` and `k8s.io/apimachinery`'s
 //! `generated.proto`) and written as kube's JSON encoding of the same Go value would be:
 //! scalars at their zero value are left out (Go's `omitempty`) unless the Go field is a pointer
-//! (proto2 presence), embedded messages are kept (`"resources": {}`), a zero `metav1.Time` is
-//! `null`, `IntOrString` is a number or a string, `Quantity` a string, `bytes` base64.
+//! (proto2 presence) or has no `omitempty` (`restartCount`), embedded messages are kept
+//! (`"resources": {}`), a zero `metav1.Time` is `null`, `IntOrString` is a number or a string,
+//! `Quantity` a string, `bytes` base64, and an inlined Go struct (`VolumeSource` in `Volume`)
+//! has its fields at its parent's level. The schema of core/v1 Pod and every message it reaches
+//! is generated from k8s.io/api's `types.go` (`core_v1`); the others are written by hand.
+//! Responses are encoded with the same schema (GET, LIST, WATCH of the kinds `encodes` names,
+//! and the bench twin server's pods, `crate::bench`).
 //!
 //! The wire primitives (keys and varints) come from `prost`. A field the schema does not know,
 //! or a message it does not decode, is refused when it carries a value (never silently dropped);
@@ -79,6 +84,11 @@ enum T {
     MapBytes,
     /// `map<string, Quantity>`.
     MapQuantity,
+    /// `resource.Quantity` (`string`).
+    Quantity,
+    /// An embedded Go struct inlined in JSON (`VolumeSource` in `Volume`, `ProbeHandler` in
+    /// `Probe`): its own message on the wire, its fields at the parent's level in JSON.
+    Inline(&'static Msg),
     /// `metav1.FieldsV1` (`Raw`: embedded JSON).
     FieldsV1,
     /// A message this schema does not decode: accepted only empty.
@@ -97,9 +107,14 @@ enum Rep {
     Ptr,
     /// A repeated field.
     Many,
+    /// A value field without `omitempty` (`restartCount`, `ready`): its zero is kept.
+    Req,
 }
 
-use Rep::{Many, One, Ptr};
+use Rep::{Many, One, Ptr, Req};
+
+mod core_v1;
+use core_v1::{LOCAL_OBJECT_REFERENCE, POD, POD_SPEC};
 
 /// A message: name and fields.
 struct Msg {
@@ -110,6 +125,14 @@ struct Msg {
 impl Msg {
     fn field(&self, n: u32) -> Option<&F> {
         self.fields.iter().find(|f| f.0 == n)
+    }
+
+    /// Whether `name` is a JSON field of this message, its inlined messages' included.
+    fn has_json(&self, name: &str) -> bool {
+        self.fields.iter().any(|f| match f.2 {
+            T::Inline(m) => m.has_json(name),
+            _ => f.1 == name,
+        })
     }
 }
 
@@ -229,10 +252,6 @@ static OBJECT_REFERENCE: Msg = Msg {
         F(7, "fieldPath", T::Str, One),
     ],
 };
-static LOCAL_OBJECT_REFERENCE: Msg = Msg {
-    name: "LocalObjectReference",
-    fields: &[F(1, "name", T::Str, One)],
-};
 static SERVICE_ACCOUNT: Msg = Msg {
     name: "ServiceAccount",
     fields: &[
@@ -297,161 +316,11 @@ static SERVICE: Msg = Msg {
         F(3, "status", T::Msg(&SERVICE_STATUS), One),
     ],
 };
-static CONTAINER_PORT: Msg = Msg {
-    name: "ContainerPort",
-    fields: &[
-        F(1, "name", T::Str, One),
-        F(2, "hostPort", T::I32, One),
-        F(3, "containerPort", T::I32, One),
-        F(4, "protocol", T::Str, One),
-        F(5, "hostIP", T::Str, One),
-    ],
-};
-static ENV_VAR: Msg = Msg {
-    name: "EnvVar",
-    fields: &[
-        F(1, "name", T::Str, One),
-        F(2, "value", T::Str, One),
-        F(3, "valueFrom", T::Opaque, Ptr),
-    ],
-};
-static RESOURCE_REQUIREMENTS: Msg = Msg {
-    name: "ResourceRequirements",
-    fields: &[
-        F(1, "limits", T::MapQuantity, One),
-        F(2, "requests", T::MapQuantity, One),
-        F(3, "claims", T::Opaque, Many),
-    ],
-};
-static VOLUME_MOUNT: Msg = Msg {
-    name: "VolumeMount",
-    fields: &[
-        F(1, "name", T::Str, One),
-        F(2, "readOnly", T::Bool, One),
-        F(3, "mountPath", T::Str, One),
-        F(4, "subPath", T::Str, One),
-        F(5, "mountPropagation", T::Str, Ptr),
-        F(6, "subPathExpr", T::Str, One),
-        F(7, "recursiveReadOnly", T::Str, Ptr),
-        F(8, "bindMountOptions", T::Str, Many),
-    ],
-};
-static CONTAINER: Msg = Msg {
-    name: "Container",
-    fields: &[
-        F(1, "name", T::Str, One),
-        F(2, "image", T::Str, One),
-        F(3, "command", T::Str, Many),
-        F(4, "args", T::Str, Many),
-        F(5, "workingDir", T::Str, One),
-        F(6, "ports", T::Msg(&CONTAINER_PORT), Many),
-        F(7, "env", T::Msg(&ENV_VAR), Many),
-        F(8, "resources", T::Msg(&RESOURCE_REQUIREMENTS), One),
-        F(9, "volumeMounts", T::Msg(&VOLUME_MOUNT), Many),
-        F(10, "livenessProbe", T::Opaque, Ptr),
-        F(11, "readinessProbe", T::Opaque, Ptr),
-        F(12, "lifecycle", T::Opaque, Ptr),
-        F(13, "terminationMessagePath", T::Str, One),
-        F(14, "imagePullPolicy", T::Str, One),
-        F(15, "securityContext", T::Opaque, Ptr),
-        F(16, "stdin", T::Bool, One),
-        F(17, "stdinOnce", T::Bool, One),
-        F(18, "tty", T::Bool, One),
-        F(19, "envFrom", T::Opaque, Many),
-        F(20, "terminationMessagePolicy", T::Str, One),
-        F(21, "volumeDevices", T::Opaque, Many),
-        F(22, "startupProbe", T::Opaque, Ptr),
-        F(23, "resizePolicy", T::Opaque, Many),
-        F(24, "restartPolicy", T::Str, Ptr),
-        F(25, "restartPolicyRules", T::Opaque, Many),
-    ],
-};
-static POD_SPEC: Msg = Msg {
-    name: "PodSpec",
-    fields: &[
-        F(1, "volumes", T::Opaque, Many),
-        F(2, "containers", T::Msg(&CONTAINER), Many),
-        F(3, "restartPolicy", T::Str, One),
-        F(4, "terminationGracePeriodSeconds", T::I64, Ptr),
-        F(5, "activeDeadlineSeconds", T::I64, Ptr),
-        F(6, "dnsPolicy", T::Str, One),
-        F(7, "nodeSelector", T::MapStr, One),
-        F(8, "serviceAccountName", T::Str, One),
-        F(9, "serviceAccount", T::Str, One),
-        F(10, "nodeName", T::Str, One),
-        F(11, "hostNetwork", T::Bool, One),
-        F(12, "hostPID", T::Bool, One),
-        F(13, "hostIPC", T::Bool, One),
-        F(14, "securityContext", T::Opaque, Ptr),
-        F(
-            15,
-            "imagePullSecrets",
-            T::Msg(&LOCAL_OBJECT_REFERENCE),
-            Many,
-        ),
-        F(16, "hostname", T::Str, One),
-        F(17, "subdomain", T::Str, One),
-        F(18, "affinity", T::Opaque, Ptr),
-        F(19, "schedulerName", T::Str, One),
-        F(20, "initContainers", T::Msg(&CONTAINER), Many),
-        F(21, "automountServiceAccountToken", T::Bool, Ptr),
-        F(22, "tolerations", T::Opaque, Many),
-        F(23, "hostAliases", T::Opaque, Many),
-        F(24, "priorityClassName", T::Str, One),
-        F(25, "priority", T::I32, Ptr),
-        F(26, "dnsConfig", T::Opaque, Ptr),
-        F(27, "shareProcessNamespace", T::Bool, Ptr),
-        F(28, "readinessGates", T::Opaque, Many),
-        F(29, "runtimeClassName", T::Str, Ptr),
-        F(30, "enableServiceLinks", T::Bool, Ptr),
-        F(31, "preemptionPolicy", T::Str, Ptr),
-        F(32, "overhead", T::MapQuantity, One),
-        F(33, "topologySpreadConstraints", T::Opaque, Many),
-        F(34, "ephemeralContainers", T::Opaque, Many),
-        F(35, "setHostnameAsFQDN", T::Bool, Ptr),
-        F(36, "os", T::Opaque, Ptr),
-        F(37, "hostUsers", T::Bool, Ptr),
-        F(38, "schedulingGates", T::Opaque, Many),
-        F(39, "resourceClaims", T::Opaque, Many),
-        F(40, "resources", T::Msg(&RESOURCE_REQUIREMENTS), Ptr),
-        F(41, "hostnameOverride", T::Str, Ptr),
-    ],
-};
 static POD_TEMPLATE_SPEC: Msg = Msg {
     name: "PodTemplateSpec",
     fields: &[
         F(1, "metadata", T::Msg(&OBJECT_META), One),
         F(2, "spec", T::Msg(&POD_SPEC), One),
-    ],
-};
-static POD_STATUS: Msg = Msg {
-    name: "PodStatus",
-    fields: &[
-        F(1, "phase", T::Str, One),
-        F(2, "conditions", T::Opaque, Many),
-        F(3, "message", T::Str, One),
-        F(4, "reason", T::Str, One),
-        F(5, "hostIP", T::Str, One),
-        F(6, "podIP", T::Str, One),
-        F(7, "startTime", T::Time, Ptr),
-        F(8, "containerStatuses", T::Opaque, Many),
-        F(9, "qosClass", T::Str, One),
-        F(10, "initContainerStatuses", T::Opaque, Many),
-        F(11, "nominatedNodeName", T::Str, One),
-        F(12, "podIPs", T::Opaque, Many),
-        F(13, "ephemeralContainerStatuses", T::Opaque, Many),
-        F(14, "resize", T::Str, One),
-        F(15, "resourceClaimStatuses", T::Opaque, Many),
-        F(16, "hostIPs", T::Opaque, Many),
-        F(17, "observedGeneration", T::I64, One),
-    ],
-};
-static POD: Msg = Msg {
-    name: "Pod",
-    fields: &[
-        F(1, "metadata", T::Msg(&OBJECT_META), One),
-        F(2, "spec", T::Msg(&POD_SPEC), One),
-        F(3, "status", T::Msg(&POD_STATUS), One),
     ],
 };
 
@@ -755,6 +624,11 @@ fn message(b: &[u8], msg: &'static Msg) -> Result<Map<String, Value>, ProtobufEr
             T::I32 => Value::from(varint(&v, msg, f)? as i32),
             T::I64 => Value::from(varint(&v, msg, f)? as i64),
             T::Msg(m) => Value::Object(message(bytes(&v, msg, f)?, m)?),
+            T::Inline(m) => {
+                out.extend(message(bytes(&v, msg, f)?, m)?);
+                continue;
+            }
+            T::Quantity => quantity(bytes(&v, msg, f)?)?,
             T::Time => time(bytes(&v, msg, f)?)?,
             T::IntOrString => int_or_string(bytes(&v, msg, f)?)?,
             T::FieldsV1 => {
@@ -798,7 +672,7 @@ fn message(b: &[u8], msg: &'static Msg) -> Result<Map<String, Value>, ProtobufEr
                     a.push(json);
                 }
             }
-            Ptr => {
+            Ptr | Req => {
                 out.insert(name.to_string(), json);
             }
             One => {
@@ -837,6 +711,86 @@ impl From<ProtobufError> for DecodeFailure {
 /// Decodes a `k8s\0`-prefixed `runtime.Unknown` into the object's JSON (with its `apiVersion`
 /// and `kind`).
 pub(crate) fn decode(body: &[u8]) -> Result<Value, DecodeFailure> {
+    decode_as(body, false)
+}
+
+/// [`decode`], and a `Status` too when `status` (a watch's ERROR event).
+fn decode_as(body: &[u8], status: bool) -> Result<Value, DecodeFailure> {
+    let (api_version, kind, raw) = unwrap_envelope(body)?;
+    let gvk = Some((api_version.clone(), kind.clone()));
+    let schema = match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Status") if status => Some(&STATUS),
+        (a, k) => schema_of(a, k),
+    };
+    let Some(msg) = schema else {
+        return Err(DecodeFailure {
+            gvk,
+            error: ProtobufError::UnsupportedKind(format!("{api_version}/{kind}")),
+        });
+    };
+    let fields = message(raw, msg).map_err(|error| DecodeFailure { gvk, error })?;
+    let mut obj = Map::new();
+    obj.insert("kind".into(), Value::String(kind));
+    obj.insert("apiVersion".into(), Value::String(api_version));
+    obj.extend(fields);
+    Ok(Value::Object(obj))
+}
+
+/// Decodes a `<Kind>List` as [`encode_list`] writes it: the list's `metadata`, and its items
+/// with the `apiVersion` and `kind` of the list's kind (protobuf list items carry none).
+pub(crate) fn decode_list(body: &[u8]) -> Result<(Value, Vec<Value>), DecodeFailure> {
+    let (api_version, list_kind, raw) = unwrap_envelope(body)?;
+    let gvk = Some((api_version.clone(), list_kind.clone()));
+    let fail = |error| DecodeFailure {
+        gvk: gvk.clone(),
+        error,
+    };
+    let kind = list_kind.strip_suffix("List").unwrap_or("");
+    let msg = schema_of(&api_version, kind).ok_or_else(|| {
+        fail(ProtobufError::UnsupportedKind(format!(
+            "{api_version}/{list_kind}"
+        )))
+    })?;
+    let (mut meta, mut items) = (Map::new(), Vec::new());
+    for r in fields(raw) {
+        match r.map_err(fail)? {
+            (1, Val::Len(b)) => meta = message(b, &LIST_META).map_err(fail)?,
+            (2, Val::Len(b)) => {
+                let mut obj = Map::new();
+                obj.insert("kind".into(), Value::String(kind.to_string()));
+                obj.insert("apiVersion".into(), Value::String(api_version.clone()));
+                obj.extend(message(b, msg).map_err(fail)?);
+                items.push(Value::Object(obj));
+            }
+            (n, _) => return Err(fail(wire(format!("unexpected field {n} in a list")))),
+        }
+    }
+    Ok((Value::Object(meta), items))
+}
+
+/// Decodes one watch frame's `metav1.WatchEvent` (the 4-byte length already taken off): its
+/// type and object.
+pub(crate) fn decode_watch_event(ev: &[u8]) -> Result<(String, Value), DecodeFailure> {
+    let (mut etype, mut object) = (String::new(), None);
+    for r in fields(ev) {
+        match r? {
+            (1, Val::Len(b)) => etype = string(b),
+            (2, Val::Len(ext)) => {
+                for r in fields(ext) {
+                    if let (1, Val::Len(raw)) = r? {
+                        object = Some(decode_as(raw, true)?);
+                    }
+                }
+            }
+            (n, _) => return Err(wire(format!("unexpected field {n} in a WatchEvent")).into()),
+        }
+    }
+    let object = object.ok_or_else(|| wire("a WatchEvent without an object"))?;
+    Ok((etype, object))
+}
+
+/// The envelope's (apiVersion, kind) and `raw`.
+fn unwrap_envelope(body: &[u8]) -> Result<(String, String, &[u8]), DecodeFailure> {
     if body.is_empty() {
         return Err(ProtobufError::Empty.into());
     }
@@ -872,19 +826,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, DecodeFailure> {
         ))
         .into());
     }
-    let gvk = Some((api_version.clone(), kind.clone()));
-    let Some(msg) = schema_of(&api_version, &kind) else {
-        return Err(DecodeFailure {
-            gvk,
-            error: ProtobufError::UnsupportedKind(format!("{api_version}/{kind}")),
-        });
-    };
-    let fields = message(raw, msg).map_err(|error| DecodeFailure { gvk, error })?;
-    let mut obj = Map::new();
-    obj.insert("kind".into(), Value::String(kind));
-    obj.insert("apiVersion".into(), Value::String(api_version));
-    obj.extend(fields);
-    Ok(Value::Object(obj))
+    Ok((api_version, kind, raw))
 }
 
 // Responses (`application/vnd.kubernetes.protobuf`): the same schema, the other way
@@ -977,6 +919,12 @@ fn encode_one(out: &mut Vec<u8>, msg: &Msg, f: &F, v: &Value) -> Result<(), Enco
             let o = v.as_object().ok_or_else(|| bad(msg, f))?;
             put_len(out, n, &encode_message(o, m)?);
         }
+        T::Inline(_) => return Err(bad(msg, f)),
+        T::Quantity => {
+            let mut q = Vec::new();
+            put_len(&mut q, 1, v.as_str().ok_or_else(|| bad(msg, f))?.as_bytes());
+            put_len(out, n, &q);
+        }
         T::Time => {
             let Some(s) = v.as_str() else {
                 // A zero `metav1.Time` (`null`) is an empty message.
@@ -1042,14 +990,37 @@ fn encode_one(out: &mut Vec<u8>, msg: &Msg, f: &F, v: &Value) -> Result<(), Enco
 
 /// A message from its JSON object; every key must be a field of the schema.
 fn encode_message(o: &Map<String, Value>, msg: &Msg) -> Result<Vec<u8>, EncodeError> {
+    encode_message_except(o, msg, &[])
+}
+
+/// [`encode_message`], the keys `skip` (an object's `apiVersion` and `kind`) left out.
+fn encode_message_except(
+    o: &Map<String, Value>,
+    msg: &Msg,
+    skip: &[&str],
+) -> Result<Vec<u8>, EncodeError> {
     if let Some(k) = o
         .keys()
-        .find(|k| !msg.fields.iter().any(|f| f.1 == k.as_str()))
+        .find(|k| !skip.contains(&k.as_str()) && !msg.has_json(k))
     {
         return Err(EncodeError::Field(format!("{}.{k}", msg.name)));
     }
     let mut out = Vec::new();
+    encode_fields(o, msg, &mut out)?;
+    Ok(out)
+}
+
+/// The fields of `msg` found in `o` (keys already checked), in field-number order.
+fn encode_fields(o: &Map<String, Value>, msg: &Msg, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     for f in msg.fields {
+        if let T::Inline(m) = f.2 {
+            // The embedded struct's fields are the object's own; Go writes the struct (not a
+            // pointer) even when empty.
+            let mut sub = Vec::new();
+            encode_fields(o, m, &mut sub)?;
+            put_len(out, f.0, &sub);
+            continue;
+        }
         let Some(v) = o.get(f.1) else { continue };
         if v.is_null() && !matches!(f.2, T::Time) {
             continue;
@@ -1057,17 +1028,19 @@ fn encode_message(o: &Map<String, Value>, msg: &Msg) -> Result<Vec<u8>, EncodeEr
         match (f.3, v) {
             (Many, Value::Array(items)) => {
                 for item in items {
-                    encode_one(&mut out, msg, f, item)?;
+                    encode_one(out, msg, f, item)?;
                 }
             }
             (Many, _) => return Err(bad(msg, f)),
             // An empty value of an opaque field carries nothing.
             _ if matches!(f.2, T::Opaque) && is_empty_json(v) => {}
-            _ if matches!(f.2, T::Time) && v.is_null() => {}
-            _ => encode_one(&mut out, msg, f, v)?,
+            // A nil `*metav1.Time` is not written; a zero `metav1.Time` value is an empty
+            // message (it decodes back to `null`).
+            _ if matches!(f.2, T::Time) && v.is_null() && f.3 == Ptr => {}
+            _ => encode_one(out, msg, f, v)?,
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn is_empty_json(v: &Value) -> bool {
@@ -1092,30 +1065,36 @@ fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The message of `obj` (of kind `kind`, apiVersion `api_version`) without its type fields.
-fn object_message(api_version: &str, kind: &str, obj: &Value) -> Result<Vec<u8>, EncodeError> {
+/// The message of `obj` (of kind `kind`, apiVersion `api_version`) without its type fields (and
+/// without the envelope): what [`list_of_messages`] and [`watch_frame_of_message`] take.
+pub(crate) fn object_message(
+    api_version: &str,
+    kind: &str,
+    obj: &Value,
+) -> Result<Vec<u8>, EncodeError> {
     let msg = match (api_version, kind) {
         ("v1", "Status") => &STATUS,
         _ => schema_of(api_version, kind)
             .ok_or_else(|| EncodeError::Kind(format!("{api_version}/{kind}")))?,
     };
-    let mut o = obj.as_object().cloned().unwrap_or_default();
-    o.remove("apiVersion");
-    o.remove("kind");
-    encode_message(&o, msg)
+    match obj.as_object() {
+        Some(o) => encode_message_except(o, msg, &["apiVersion", "kind"]),
+        None => encode_message(&Map::new(), msg),
+    }
 }
 
 /// Whether objects of (apiVersion, kind) are answered as protobuf when the client prefers it:
 /// the kinds whose every field the schema above encodes. kube-apiserver serves protobuf for
 /// every built-in kind (not for custom kinds, whose serializer is JSON only); the sim's schema
-/// leaves parts of pods, deployments and replica sets opaque (conditions, container statuses,
-/// probes...), so those, like custom kinds, are answered as JSON, the client's next choice.
+/// covers the whole of Pod (generated, `core_v1`) but leaves parts of services, deployments and
+/// replica sets opaque (conditions, load balancer ingress...), so those, like custom kinds, are
+/// answered as JSON, the client's next choice.
 pub(crate) fn encodes(api_version: &str, kind: &str) -> bool {
     matches!(
         (api_version, kind),
         (
             "v1",
-            "ConfigMap" | "Secret" | "Namespace" | "ServiceAccount"
+            "ConfigMap" | "Secret" | "Namespace" | "ServiceAccount" | "Pod"
         )
     )
 }
@@ -1140,11 +1119,26 @@ pub(crate) fn encode_list(
     list_meta: &Value,
     items: &[Value],
 ) -> Result<Vec<u8>, EncodeError> {
+    let msgs = items
+        .iter()
+        .map(|item| object_message(api_version, kind, item))
+        .collect::<Result<Vec<_>, _>>()?;
+    list_of_messages(api_version, kind, list_meta, msgs.iter().map(Vec::as_slice))
+}
+
+/// A list as [`encode_list`] writes it, from items already encoded by [`object_message`] (the
+/// bench twin server renders its pods once and lists pages of them).
+pub(crate) fn list_of_messages<'a>(
+    api_version: &str,
+    kind: &str,
+    list_meta: &Value,
+    items: impl Iterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, EncodeError> {
     let mut raw = Vec::new();
     let meta = list_meta.as_object().cloned().unwrap_or_default();
     put_len(&mut raw, 1, &encode_message(&meta, &LIST_META)?);
     for item in items {
-        put_len(&mut raw, 2, &object_message(api_version, kind, item)?);
+        put_len(&mut raw, 2, item);
     }
     Ok(envelope(api_version, &format!("{kind}List"), &raw))
 }
@@ -1159,7 +1153,23 @@ pub(crate) fn encode_watch_frame(
     kind: &str,
     obj: &Value,
 ) -> Result<Vec<u8>, EncodeError> {
-    let object = encode_object(api_version, kind, obj)?;
+    watch_frame_of_message(
+        etype,
+        api_version,
+        kind,
+        &object_message(api_version, kind, obj)?,
+    )
+}
+
+/// A watch frame as [`encode_watch_frame`] writes it, from an object already encoded by
+/// [`object_message`].
+pub(crate) fn watch_frame_of_message(
+    etype: &str,
+    api_version: &str,
+    kind: &str,
+    msg: &[u8],
+) -> Result<Vec<u8>, EncodeError> {
+    let object = envelope(api_version, kind, msg);
     let mut ext = Vec::new();
     put_len(&mut ext, 1, &object);
     let mut ev = Vec::new();
@@ -1276,9 +1286,39 @@ mod tests {
         let b = encode_object("apps/v1", "Deployment", &dep).unwrap();
         assert_eq!(decode(&b).unwrap(), dep);
         // Opaque parts are not encoded.
-        let pod = json!({"metadata": {"name": "p"},
+        let svc = json!({"metadata": {"name": "s"},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert!(encode_object("v1", "Service", &svc).is_err());
+        // Nor are fields the schema does not have.
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nope": 1}});
         assert!(encode_object("v1", "Pod", &pod).is_err());
+    }
+
+    #[test]
+    fn pods_round_trip_with_inlined_structs_and_kept_zeros() {
+        // Inlined structs (VolumeSource, ProbeHandler), a zero `metav1.Time` value (`null`), a
+        // `restartCount` of 0 (no `omitempty`), a pointer at zero, empty messages.
+        let pod = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "p", "namespace": "n", "resourceVersion": "7"},
+            "spec": {"volumes": [{"name": "c", "configMap": {"name": "cm", "defaultMode": 420}},
+                    {"name": "e", "emptyDir": {"sizeLimit": "1Gi"}}],
+                "containers": [{"name": "app", "image": "i",
+                    "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                    "livenessProbe": {"httpGet": {"path": "/h", "port": 8080, "scheme": "HTTP"},
+                        "periodSeconds": 10},
+                    "readinessProbe": {"tcpSocket": {"port": "http"}, "timeoutSeconds": 1}}],
+                "securityContext": {}, "priority": 0, "enableServiceLinks": false,
+                "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute",
+                    "tolerationSeconds": 300}]},
+            "status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": null,
+                    "lastTransitionTime": "2025-01-01T00:00:05Z"}],
+                "hostIPs": [{"ip": "10.0.0.1"}],
+                "containerStatuses": [{"name": "app", "state": {"running":
+                    {"startedAt": "2025-01-01T00:00:03Z"}}, "lastState": {}, "ready": false,
+                    "restartCount": 0, "image": "i", "imageID": "", "started": true}]}});
+        let b = encode_object("v1", "Pod", &pod).unwrap();
+        assert_eq!(decode(&b).unwrap(), pod);
     }
 
     #[test]
@@ -1291,13 +1331,12 @@ mod tests {
             err(&envelope("coordination.k8s.io/v1", "Lease", b"")),
             ProtobufError::UnsupportedKind(_)
         ));
-        // A probe (not decoded) with content is refused, not dropped.
-        let c = ld(2, &ld(10, &vi(4, 5)));
-        let pod = ld(2, &c);
+        // Load balancer ingress (not decoded) with content is refused, not dropped.
+        let svc = ld(3, &ld(1, &ld(1, &ld(1, b"1.2.3.4"))));
         assert!(matches!(
-            err(&envelope("v1", "Pod", &pod)),
+            err(&envelope("v1", "Service", &svc)),
             ProtobufError::UnsupportedField {
-                field: "livenessProbe",
+                field: "ingress",
                 ..
             }
         ));
