@@ -276,10 +276,11 @@ async fn probe_task(h: ServerHealthHandle) {
             let mut g = h.lock();
             let now = Instant::now();
             g.machine.handle_timeout(now);
-            let probe = g.machine.poll_probe(now);
+            // No informer left to serve (all shut down): nothing to probe for.
+            let probe = !g.loops.is_empty() && g.machine.poll_probe(now);
             h.after_input(&mut g, now, true);
             let next = g.machine.poll_timeout();
-            if !probe && next.is_none() {
+            if !probe && (next.is_none() || g.loops.is_empty()) {
                 // Under the lock: an input after this starts a new task, which this one's
                 // guard must not mark as ended.
                 g.task = false;
@@ -393,6 +394,10 @@ impl Drop for ServerLoop {
         g.machine.set_loops(n);
         let now = Instant::now();
         self.handle.check_all_watching(&mut g, now);
+        if n == 0 && g.task {
+            // The probe task ends: no informer is left to probe for.
+            self.handle.shared.wake.notify_one();
+        }
     }
 }
 
@@ -461,6 +466,26 @@ mod tests {
         drop(b);
         assert_eq!(h.stats().watching_again_count, 1);
         assert_eq!(h.stats().loops, 1);
+    }
+
+    #[test]
+    fn the_probe_task_runs_while_down_and_ends_with_the_last_informer() {
+        let h = ServerHealthHandle::new(ServerHealthConfig::default(), None);
+        let a = h.register();
+        a.failure(Instant::now());
+        assert!(h.lock().task, "an outage starts the probe task");
+        // Without a client every probe fails: the task keeps probing, paced.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while h.stats().counters.probes == 0 {
+            assert!(Instant::now() < deadline, "no probe: {:?}", h.stats());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(h.is_down());
+        drop(a);
+        while h.lock().task {
+            assert!(Instant::now() < deadline, "the task outlived its informers");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[test]
