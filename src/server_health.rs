@@ -16,7 +16,9 @@
 //! probe (`GET /version`, [`poll_probe`](ServerHealth::poll_probe)) stands in for the loops'
 //! own retries. The first success after a run of outage failures is a *return*:
 //! [`poll_event`](ServerHealth::poll_event) announces it, and each loop waiting in a backoff
-//! makes its next request due at once (the reflector's `handle_server_back`).
+//! makes its next request due at once (the reflector's `handle_server_back`). In the actors,
+//! `kinformer_actors::ServerHealthHandle` drives it: one per factory, its probe and timers in
+//! one task.
 //!
 //! Two bounds keep this from hammering a server (R11):
 //! - **Budget.** While down, the probes and the loops' own requests together never exceed what

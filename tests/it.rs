@@ -19,5 +19,6 @@ mod processor;
 mod recovery;
 mod reflector_faults;
 mod runtimes;
+mod server_return;
 mod sharding;
 mod telemetry;

@@ -203,6 +203,9 @@ pub use kinformer::shard::{HashRange, ShardError, ShardField, ShardSelector};
 // The leader election machine's names a user configures or reads.
 pub use kinformer::leader_election::{ElectionPhase, LeaderElectionConfig, StopReason};
 pub use lister_watcher::{KubeListerWatcher, ListerWatcher, MetadataListerWatcher};
+pub use listwatch::server_health::{
+    ServerHealthHandle, ServerHealthStats, ServerLoop, ServerNotice,
+};
 pub use messages::Notify;
 pub use object::InformerObject;
 pub use telemetry::metrics::{

@@ -602,6 +602,9 @@ pub struct ReflectorMachine<T> {
     /// and nothing but that has happened since: a 410 now relists after the recovery jitter,
     /// not the grown backoff (R9).
     after_outage: bool,
+    /// The server's return was announced (R11) since the last failure: the 410 that answers
+    /// the retry relists at once (the return jitter already spread the client's loops).
+    returned: bool,
     /// Since when the cache has not been known current (R10); None while it is.
     stale_since: Option<Instant>,
     /// A LIST completed and no watch has opened from its RV yet: the next open makes the cache
@@ -648,6 +651,7 @@ impl<T: Versioned> ReflectorMachine<T> {
             list_once: false,
             unpaged_restart: false,
             after_outage: false,
+            returned: false,
             stale_since: None,
             listed_unconfirmed: false,
             replaced_once: false,
@@ -1432,6 +1436,7 @@ impl<T: Versioned> ReflectorMachine<T> {
     fn known_current(&mut self) {
         self.stale_since = None;
         self.after_outage = false;
+        self.returned = false;
     }
 
     /// Backs off (R8) and reports the failure (S1). `outage`: the server did not answer, or
@@ -1450,6 +1455,7 @@ impl<T: Versioned> ReflectorMachine<T> {
         self.stale_since.get_or_insert(now);
         let r: f64 = self.rng.random();
         let recovering = cause == FailureCause::Expired && self.after_outage;
+        let returned = std::mem::take(&mut self.returned);
         // R9: one quick relist per outage; anything that is not an outage (this 410 included)
         // ends the exception, so a server answering 410 to everything meets the backoff.
         self.after_outage = outage;
@@ -1457,7 +1463,12 @@ impl<T: Versioned> ReflectorMachine<T> {
             // The 410 proves the server is back: the backoff the outage grew would only keep
             // the cache stale. A jitter spreads a fleet's relists.
             self.counters.recovery_relists += 1;
-            self.backoff.recovery_delay(r)
+            if returned {
+                // R11: the announced return already spread the loops (return jitter).
+                Duration::ZERO
+            } else {
+                self.backoff.recovery_delay(r)
+            }
         } else {
             self.backoff.next_delay(now, r)
         };

@@ -32,6 +32,10 @@ impl<T: Versioned> ReflectorMachine<T> {
     /// after a failure that was not an outage: a 429, a 410, a very short watch) nothing
     /// changes and it returns None: the server answered those, and their backoff is kept.
     ///
+    /// When the retry meets a 410 (a restarted server's watch cache), the relist R9 asks for goes
+    /// out at once instead of after the recovery jitter: the return jitter already spread the
+    /// client's loops, and a second jitter would only keep the cache stale longer.
+    ///
     /// A failure right after the return backs off from the initial delay again; what keeps a
     /// flapping server from a hot loop is the shared machine, which announces returns after a
     /// backoff of their own once they flap, and probes within client-go's request budget.
@@ -42,6 +46,7 @@ impl<T: Versioned> ReflectorMachine<T> {
         let r: f64 = self.rng.random();
         let at = now + self.backoff.return_delay(r);
         self.backoff.reset();
+        self.returned = true;
         self.counters.server_returns += 1;
         let State::Idle {
             not_before: Some(until),
@@ -160,6 +165,39 @@ mod tests {
         let next = m.poll_timeout().expect("backing off") - due;
         assert!(next < Duration::from_millis(1600), "{next:?}");
         assert_eq!(m.counters().server_returns, 1);
+    }
+
+    #[test]
+    fn r11_after_a_return_the_410_relists_at_once() {
+        let t = Instant::now();
+        let mut m = watching(t);
+        let last = outage(&mut m, t, 3);
+        let back = last + Duration::from_millis(100);
+        let due = m.handle_server_back(back).expect("cut short");
+        let Some(Request::Watch(_)) = m.poll_request(due) else {
+            panic!("the resumed watch")
+        };
+        m.handle_watch_opened(due);
+        m.handle_watch_events(
+            due,
+            vec![WatchEvent::Error(RequestError::new(ErrorKind::Gone, "410"))],
+        );
+        assert_eq!(m.poll_timeout(), Some(due), "relist due at once");
+        assert!(matches!(m.poll_request(due), Some(Request::List(_))));
+        assert_eq!(m.counters().recovery_relists, 1);
+        // Without a return announced, the same 410 waits R9's jitter (seeded: not zero here).
+        let mut m = watching(t);
+        outage(&mut m, t, 3);
+        let retry = m.poll_timeout().expect("backing off");
+        let Some(Request::Watch(_)) = m.poll_request(retry) else {
+            panic!("the retry")
+        };
+        m.handle_watch_opened(retry);
+        m.handle_watch_events(
+            retry,
+            vec![WatchEvent::Error(RequestError::new(ErrorKind::Gone, "410"))],
+        );
+        assert!(m.poll_timeout().is_some_and(|at| at > retry), "R9's jitter");
     }
 
     #[test]

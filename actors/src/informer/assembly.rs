@@ -31,6 +31,7 @@ use crate::{
     config::{InformerConfig, ListenerConfig},
     error::InformerError,
     listwatch::lister_watcher::{ItemCodec, ListerWatcher},
+    listwatch::server_health::ServerHealthHandle,
     object::InformerObject,
     pipeline::destination::HandlerKind,
     pipeline::fifo::DeltaFifo,
@@ -84,6 +85,8 @@ pub(crate) struct Idle<K: InformerObject> {
     pub(crate) on_error: Option<WatchErrorHandler>,
     /// The informer's own `apiVersion`/`kind`, when its type says (R5 in the lean mode).
     pub(crate) expected_type: Option<TypeMeta>,
+    /// The API server's shared health (R11), when the informer shares one.
+    pub(crate) server_health: Option<ServerHealthHandle>,
 }
 
 pub(crate) struct Running<K: InformerObject> {
@@ -252,6 +255,7 @@ pub(crate) fn start<K: InformerObject>(
         validate,
         on_error,
         expected_type,
+        server_health,
     } = *idle;
     // I7: the lean mode's state, shared by the store and the decode pool that encodes for it.
     let codec = match processor.store().lean_state() {
@@ -328,6 +332,7 @@ pub(crate) fn start<K: InformerObject>(
         expected_type,
         shard: inner.shard.subscribe(),
         cached: Some(CachedObjects { key_func, known }),
+        server: server_health.as_ref().map(ServerHealthHandle::register),
     });
     let (reflector_config, backoff) =
         (inner.config.reflector.clone(), inner.config.backoff.clone());

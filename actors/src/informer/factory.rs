@@ -10,7 +10,7 @@ use std::{
 };
 
 use futures::future::{BoxFuture, join_all};
-use kinformer::shard::ShardSelector;
+use kinformer::{server_health::ServerHealthConfig, shard::ShardSelector};
 use kube::{
     Client, Resource,
     api::TypeMeta,
@@ -22,6 +22,7 @@ use crate::{
     error::InformerError,
     informer::{assembly::ShutdownReport, shared_informer::SharedIndexInformer},
     listwatch::lister_watcher::{KubeListerWatcher, MetadataListerWatcher},
+    listwatch::server_health::ServerHealthHandle,
     object::InformerObject,
     telemetry::metrics::Telemetry,
 };
@@ -161,6 +162,8 @@ struct FactoryInner {
     started: Mutex<bool>,
     /// Where every informer made from now on is registered.
     telemetry: Option<Telemetry>,
+    /// The API server's health, shared by every informer of the factory (R11).
+    server_health: ServerHealthHandle,
 }
 
 /// Makes and shares informers (client-go's `SharedInformerFactory`).
@@ -206,8 +209,16 @@ impl SharedInformerFactory {
         label_selector: Option<String>,
         field_selector: Option<String>,
     ) -> Self {
+        let server_health = ServerHealthHandle::new(
+            ServerHealthConfig {
+                backoff: config.backoff.clone(),
+                ..ServerHealthConfig::default()
+            },
+            Some(client.clone()),
+        );
         SharedInformerFactory {
             inner: Arc::new(FactoryInner {
+                server_health,
                 client,
                 config,
                 namespace,
@@ -298,6 +309,14 @@ impl SharedInformerFactory {
     /// The client informers are made with.
     pub fn client(&self) -> &Client {
         &self.inner.client
+    }
+
+    /// The API server's health that every informer of this factory shares (R11): after an
+    /// outage, the first answer any of them (or the shared `GET /version` probe) gets makes
+    /// the others retry at once. Its [`stats`](ServerHealthHandle::stats) say how long the
+    /// informers took to watch again after the last return.
+    pub fn server_health(&self) -> &ServerHealthHandle {
+        &self.inner.server_health
     }
 
     fn config_for<K: 'static>(&self, opts: &InformerOptions) -> (InformerConfig, Option<String>) {
@@ -405,6 +424,8 @@ impl SharedInformerFactory {
             }
         }
         let informer = make().in_namespace(key.id.namespace.as_deref());
+        // Just made, so idle: this cannot fail.
+        let _ = informer.set_server_health(self.inner.server_health.clone());
         if let Some(t) = &self.inner.telemetry {
             t.register_probe(&telemetry_name(&key.id), informer.probe());
         }

@@ -183,6 +183,7 @@ impl<K: InformerObject> SharedIndexInformer<K> {
                     validate: None,
                     on_error: None,
                     expected_type: None,
+                    server_health: None,
                 }))),
                 next_id: AtomicU64::new(1),
                 #[cfg(feature = "kube-runtime")]
@@ -423,6 +424,19 @@ impl<K: InformerObject> SharedIndexInformer<K> {
         f: impl Fn(&dyn std::error::Error) + Send + Sync + 'static,
     ) -> Result<(), InformerError> {
         self.with_idle(|i| i.on_error = Some(Arc::new(f)))
+    }
+
+    /// Shares one API server's health with this informer (R11, docs/semantics.md): its
+    /// reflector reports its requests, answers and outage failures to `health`, and after an
+    /// outage it retries as soon as any informer sharing `health` (or its probe) found the
+    /// server back, instead of waiting out its own grown backoff. A
+    /// [`SharedInformerFactory`](crate::SharedInformerFactory) does this for every informer it
+    /// makes. Only before `start`.
+    pub fn set_server_health(
+        &self,
+        health: crate::ServerHealthHandle,
+    ) -> Result<(), InformerError> {
+        self.with_idle(|i| i.server_health = Some(health))
     }
 
     /// Adds indices; on a running informer the objects already cached are indexed (I4).

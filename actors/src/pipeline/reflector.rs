@@ -163,6 +163,7 @@ async fn drive<K: InformerObject>(
                 let params = list_params(req);
                 let admit = admit_listed(cx);
                 let timeout = m.config().request_timeout;
+                note_request(cx);
                 let list =
                     cx.lw
                         .list_items_sharded(params, selector.as_ref(), cx.codec.clone(), admit);
@@ -171,6 +172,7 @@ async fn drive<K: InformerObject>(
                 sync_shard(cx, m, &mut shard);
                 match listed {
                     Ok(mut list) => {
+                        note_success(cx);
                         // Only for a LIST of the shard still wanted: an abandoned page (K2)
                         // says nothing about who filters and its drops are not the cache's.
                         if let Some(s) = &selector
@@ -208,11 +210,13 @@ async fn drive<K: InformerObject>(
                 }
                 let (params, rv) = watch_params(req);
                 let timeout = m.config().request_timeout;
+                note_request(cx);
                 let opened = within(timeout, open_watch(cx, params, rv, selector)).await;
                 // K2: a change while the WATCH opened abandons it (the stream is dropped).
                 sync_shard(cx, m, &mut shard);
                 match opened {
                     Ok(stream) => {
+                        note_success(cx);
                         m.handle_watch_opened(Instant::now());
                         // Publish the phase and counters now: a quiet watch must not look
                         // like the backoff it recovered from (S2, /healthz).
@@ -407,6 +411,12 @@ async fn flush<K: InformerObject>(
             } => {
                 tracing::warn!(resource = %cx.resource, cause = cause.as_str(), %message,
                     retry_in_ms = delay.as_millis() as u64, "reflector backing off");
+                // R11: an outage failure (R9's kinds) tells the client's shared health.
+                if m.backing_off_after_outage()
+                    && let Some(s) = &cx.server
+                {
+                    s.failure(Instant::now());
+                }
                 let error = failure_error(cx, m.config(), cause, message, last_error);
                 failed = Some((error, retry_at));
             }
@@ -423,7 +433,34 @@ async fn flush<K: InformerObject>(
     cx.status.publish(m.counters());
     // R10: after the events, so a failure that ends this reflector is already stale.
     cx.status.set_stale_since(m.stale_since());
+    note_watching(cx, m);
     Ok(failed)
+}
+
+/// R11: a request is about to go out (counted against the budget while the server is down).
+fn note_request<K: InformerObject>(cx: &ReflectorContext<K>) {
+    if let Some(s) = &cx.server {
+        s.request(Instant::now());
+    }
+}
+
+/// R11: the server answered (a LIST page, a WATCH that opened).
+fn note_success<K: InformerObject>(cx: &ReflectorContext<K>) {
+    if let Some(s) = &cx.server {
+        s.success(Instant::now());
+    }
+}
+
+/// R11: whether this informer is watching again: a watch open with the cache known current
+/// (R10), or parked on an empty shard (nothing to watch). The first time after a return, the
+/// time since the return is this informer's "watching again" figure.
+pub(crate) fn note_watching<K: InformerObject>(cx: &ReflectorContext<K>, m: &Machine<K>) {
+    let Some(s) = &cx.server else { return };
+    let watching = (m.is_watching() && m.stale_since().is_none()) || m.is_parked();
+    let now = Instant::now();
+    if let Some(after) = s.set_watching(watching, now) {
+        cx.status.record_watching_again(after);
+    }
 }
 
 impl<K: InformerObject> Handler<crate::pipeline::messages::Stop> for Reflector<K> {

@@ -22,6 +22,7 @@ use kube::api::{TypeMeta, WatchEvent as KubeWatchEvent};
 use crate::{
     error::{ReflectorError, WatchWarning},
     listwatch::lister_watcher::{Admit, Item, ItemCodec, Listed, ListerWatcher, listed_in_shard},
+    listwatch::server_health::ServerLoop,
     object::InformerObject,
     pipeline::messages::FifoRecipients,
     telemetry::health::ReflectorStatus,
@@ -63,6 +64,8 @@ pub(crate) struct ReflectorContext<K: InformerObject> {
     /// holds with the same uid and resourceVersion is replaced by the cached one (P10), so a
     /// relist holds one copy of each unchanged object instead of two until the Replace.
     pub(crate) cached: Option<CachedObjects<K>>,
+    /// This informer's part in its API server's shared health (R11), when it shares one.
+    pub(crate) server: Option<ServerLoop>,
 }
 
 /// The cache's objects by key (P10).

@@ -160,6 +160,18 @@ pub struct ReflectorHealth {
     /// Relists after a 410 that followed an outage, sent after the recovery jitter instead of
     /// the grown backoff (R9).
     pub recovery_relists: u64,
+    /// Backoffs after an outage cut short because the API server's return was announced by
+    /// the client's shared health (R11).
+    pub server_returns: u64,
+    /// Retries not sent because the client's shared probe had just found the server down
+    /// (R11).
+    pub probed_retries: u64,
+    /// From the API server's last return (R11) until this informer watched again (a watch
+    /// open, the cache known current, R10), in seconds; None before any return.
+    pub watching_again_seconds: Option<f64>,
+    /// From the API server's last return until every informer of its client watched again,
+    /// in seconds; None before any, or while one still does not.
+    pub server_watching_again_seconds: Option<f64>,
 }
 
 /// Shared, lock-light status of one informer's reflector, published by the reflector and read
@@ -187,6 +199,11 @@ pub struct ReflectorStatus {
     retry_after_waits: AtomicU64,
     watch_list_fallbacks: AtomicU64,
     recovery_relists: AtomicU64,
+    server_returns: AtomicU64,
+    probed_retries: AtomicU64,
+    /// R11's figures in nanoseconds (`u64::MAX`: none yet).
+    watching_again_ns: AtomicU64,
+    server_watching_again_ns: AtomicU64,
     /// True while `stale_since` is set: lets the current path skip the lock.
     stale: AtomicBool,
     /// Since when the cache has not been known current (R10), as the machine says: monotonic
@@ -233,6 +250,10 @@ impl Default for ReflectorStatus {
             retry_after_waits: AtomicU64::new(0),
             watch_list_fallbacks: AtomicU64::new(0),
             recovery_relists: AtomicU64::new(0),
+            server_returns: AtomicU64::new(0),
+            probed_retries: AtomicU64::new(0),
+            watching_again_ns: AtomicU64::new(u64::MAX),
+            server_watching_again_ns: AtomicU64::new(u64::MAX),
             stale: AtomicBool::new(false),
             stale_since: Mutex::new(None),
             shard_filtering: AtomicU8::new(0),
@@ -430,6 +451,21 @@ impl ReflectorStatus {
         set(&self.recovery_relists, c.recovery_relists);
         set(&self.shard_changes, c.shard_changes);
         set(&self.shard_relists, c.shard_relists);
+        set(&self.server_returns, c.server_returns);
+        set(&self.probed_retries, c.probed_retries);
+    }
+
+    /// R11: this informer watched again `after` the API server's last return.
+    pub(crate) fn record_watching_again(&self, after: Duration) {
+        self.watching_again_ns
+            .store(duration_ns(after), Ordering::Relaxed);
+    }
+
+    /// R11: every informer of the client watched again `after` the API server's last return
+    /// (None: a return is announced and some informer does not watch yet).
+    pub(crate) fn record_server_watching_again(&self, after: Option<Duration>) {
+        self.server_watching_again_ns
+            .store(after.map_or(u64::MAX, duration_ns), Ordering::Relaxed);
     }
 
     /// The resourceVersion the cache is synced to.
@@ -477,8 +513,24 @@ impl ReflectorStatus {
                 .stale_for(Instant::now())
                 .map_or(0.0, |d| d.as_secs_f64()),
             recovery_relists: c(&self.recovery_relists),
+            server_returns: c(&self.server_returns),
+            probed_retries: c(&self.probed_retries),
+            watching_again_seconds: seconds_ns(c(&self.watching_again_ns)),
+            server_watching_again_seconds: seconds_ns(c(&self.server_watching_again_ns)),
         }
     }
+}
+
+/// A duration in nanoseconds, saturating below `u64::MAX` (which means "none").
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos())
+        .unwrap_or(u64::MAX - 1)
+        .min(u64::MAX - 1)
+}
+
+/// Seconds from nanoseconds, `u64::MAX` being "none".
+fn seconds_ns(ns: u64) -> Option<f64> {
+    (ns != u64::MAX).then(|| Duration::from_nanos(ns).as_secs_f64())
 }
 
 #[cfg(test)]

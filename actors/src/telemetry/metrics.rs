@@ -209,6 +209,10 @@ struct TelemetryInner {
 /// | `kinformer_reflector_failing_seconds` | gauge | time since the first failure after the last success (0: healthy) |
 /// | `kinformer_informer_stale_seconds` | gauge | how long the cache has not been known current (R10; 0: current) |
 /// | `kinformer_reflector_recovery_relists_total` | counter | relists after the 410 that ended an outage, sent after a jitter (R9) |
+/// | `kinformer_reflector_server_returns_total` | counter | backoffs after an outage cut short by the API server's return (R11) |
+/// | `kinformer_reflector_probed_retries_total` | counter | retries not sent because the client's shared probe found the server down (R11) |
+/// | `kinformer_reflector_watching_again_seconds` | gauge | from the API server's last return until this informer watched again (R11; absent before any return) |
+/// | `kinformer_server_watching_again_seconds` | gauge | from the API server's last return until every informer of its client watched again (R11; absent before any, or while one does not) |
 /// | `kinformer_reflector_last_sync_resource_version` | gauge | the synced resourceVersion, when numeric |
 /// | `kinformer_fifo_queued_keys` | gauge | keys in the DeltaFIFO |
 /// | `kinformer_fifo_pending_deltas` | gauge | deltas in the DeltaFIFO |
@@ -523,6 +527,12 @@ pub struct InformerReport {
     pub stale_since: Option<String>,
     /// Seconds the cache has not been known current (0: current).
     pub stale_seconds: f64,
+    /// From the API server's last return until this informer watched again, in seconds (R11;
+    /// None before any return).
+    pub watching_again_seconds: Option<f64>,
+    /// From the API server's last return until every informer of its client watched again,
+    /// in seconds (R11; None before any, or while one does not).
+    pub server_watching_again_seconds: Option<f64>,
     /// The last error with its time.
     pub last_error: Option<ErrorReport>,
     /// The reflector's counters.
@@ -595,6 +605,10 @@ pub struct ReflectorCountersReport {
     pub watch_list_fallbacks: u64,
     /// Relists after the 410 that ended an outage, sent after a jitter (R9).
     pub recovery_relists: u64,
+    /// Backoffs after an outage cut short by the API server's return (R11).
+    pub server_returns: u64,
+    /// Retries not sent because the client's shared probe found the server down (R11).
+    pub probed_retries: u64,
 }
 
 /// One listener in the debug view.
@@ -677,6 +691,8 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
         failing_seconds: status.failing_for(now).map(|d| d.as_secs_f64()),
         stale_since: h.stale_since.map(rfc3339),
         stale_seconds: status.stale_for(now).map_or(0.0, |d| d.as_secs_f64()),
+        watching_again_seconds: h.watching_again_seconds,
+        server_watching_again_seconds: h.server_watching_again_seconds,
         last_error: h.last_error.as_ref().map(|(at, message)| ErrorReport {
             at: rfc3339(*at),
             message: message.clone(),
@@ -693,6 +709,8 @@ fn informer_report(name: &str, p: &dyn InformerProbe, now: Instant) -> InformerR
             decode_errors: h.decode_errors,
             watch_list_fallbacks: h.watch_list_fallbacks,
             recovery_relists: h.recovery_relists,
+            server_returns: h.server_returns,
+            probed_retries: h.probed_retries,
         },
         fifo_queued_keys: p.fifo().queued_keys(),
         fifo_pending_deltas: p.fifo().pending_deltas(),
@@ -1017,6 +1035,41 @@ fn encode_informers(enc: &mut DescriptorEncoder<'_>, informers: &[InformerSample
         "Relists after the 410 that ended an outage, sent after a jitter instead of the grown backoff (R9).",
         Counter,
         per(&|s| Value::Counter(s.health.recovery_relists)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_server_returns",
+        "Backoffs after an outage cut short because the API server's return was announced (R11).",
+        Counter,
+        per(&|s| Value::Counter(s.health.server_returns)),
+    )?;
+    family(
+        enc,
+        "kinformer_reflector_probed_retries",
+        "Retries not sent because the client's shared probe had found the API server down (R11).",
+        Counter,
+        per(&|s| Value::Counter(s.health.probed_retries)),
+    )?;
+    // R11's figures exist only after a return.
+    let some = |f: &dyn Fn(&InformerSample) -> Option<f64>| -> Vec<(InformerLabels<'_>, Value)> {
+        informers
+            .iter()
+            .filter_map(|s| Some((labels(s), Value::Gauge(f(s)?))))
+            .collect()
+    };
+    family(
+        enc,
+        "kinformer_reflector_watching_again_seconds",
+        "Seconds from the API server's last return until this informer watched again: a watch open, the cache known current (R11).",
+        Gauge,
+        some(&|s| s.health.watching_again_seconds),
+    )?;
+    family(
+        enc,
+        "kinformer_server_watching_again_seconds",
+        "Seconds from the API server's last return until every informer of its client watched again (R11).",
+        Gauge,
+        some(&|s| s.health.server_watching_again_seconds),
     )?;
     let rv: Vec<_> = informers
         .iter()
