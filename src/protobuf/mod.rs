@@ -24,11 +24,15 @@
 //! magic, a kind without schema, a frame over the limit. Fields the schema does not know are
 //! skipped, as protobuf does.
 //!
+//! - `encode_*`: the other way, an object's JSON to protobuf by the same tables (for servers
+//!   and tests).
+//!
 //! Why not prost with generated messages (`k8s-pb`): those are a second set of types, so each
 //! object would be decoded into one and converted field by field into k8s-openapi's; here the
 //! wire primitives are prost's and the objects are built once, by their own `Deserialize`.
 
 mod de;
+mod encode;
 pub mod schema;
 #[rustfmt::skip]
 mod schema_gen;
@@ -39,6 +43,7 @@ use std::ops::Range;
 
 use serde::Deserialize;
 
+pub use encode::{encode_list, encode_message, encode_object, encode_watch_frame, envelope_raw};
 pub use schema::{Field, Kind, Message, kind_schema};
 use wire::{Fields, bytes, string};
 
@@ -88,6 +93,9 @@ pub enum ProtobufError {
     /// A value the target type refused (a serde error: wrong kind, bad value).
     #[error("{0}")]
     Value(String),
+    /// JSON that cannot be encoded by the schema (`encode_*`).
+    #[error("cannot encode to protobuf: {0}")]
+    Encode(String),
 }
 
 impl ProtobufError {

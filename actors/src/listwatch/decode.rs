@@ -842,4 +842,118 @@ mod tests {
             }
         }
     }
+
+    /// The protobuf watch path (R12): frames split from a body in chunks of any size, decoded
+    /// into the events kube's JSON decoder gives for the same events, typed errors for broken
+    /// streams; and the JSON lines of a received body read as kube reads them.
+    mod protobuf_watch {
+        use super::*;
+        use futures::executor::block_on;
+
+        fn body(
+            bytes: Vec<u8>,
+            chunk: usize,
+        ) -> impl Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + Unpin {
+            let chunks: Vec<Result<bytes::Bytes, kube::Error>> = bytes
+                .chunks(chunk)
+                .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+                .collect();
+            futures::stream::iter(chunks)
+        }
+
+        fn events(bytes: Vec<u8>, chunk: usize) -> Vec<String> {
+            let frames = proto_frames(body(bytes, chunk));
+            let evs = decode_proto_watch::<Pod, _>(frames, test_pool());
+            block_on(evs.map(|e| describe(Some(e))).collect::<Vec<_>>())
+        }
+
+        fn status_410() -> serde_json::Value {
+            serde_json::json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                "message": "too old resource version", "reason": "Expired", "code": 410})
+        }
+
+        #[test]
+        fn r12_frames_decode_to_the_events_json_gives() {
+            let mut stream = Vec::new();
+            let mut lines = Vec::new();
+            for (i, ty) in ["ADDED", "MODIFIED", "DELETED"].iter().enumerate() {
+                let p = json_pod(&format!("p{i}"), i as u64 + 1);
+                stream.extend(protobuf::encode_watch_frame(ty, &p).unwrap());
+                lines.push(line(ty, &p.to_string()));
+            }
+            let bookmark = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"resourceVersion": "9", "annotations": {"k8s.io/initial-events-end": "true"}}});
+            stream.extend(protobuf::encode_watch_frame("BOOKMARK", &bookmark).unwrap());
+            lines.push(line("BOOKMARK", &bookmark.to_string()));
+            stream.extend(protobuf::encode_watch_frame("ERROR", &status_410()).unwrap());
+            lines.push(line("ERROR", &status_410().to_string()));
+            let want: Vec<String> = lines.iter().map(|l| describe(raw_path(l))).collect();
+            for chunk in [1, 5, 64, 1 << 20] {
+                assert_eq!(events(stream.clone(), chunk), want, "chunks of {chunk}");
+            }
+        }
+
+        #[test]
+        fn r12_broken_streams_are_read_errors_and_other_kinds_are_skipped() {
+            let p = json_pod("p", 1);
+            let good = protobuf::encode_watch_frame("ADDED", &p).unwrap();
+            // Cut inside the second frame: one event, then a read error (not a quiet end).
+            let mut cut = good.clone();
+            cut.extend_from_slice(&good[..good.len() / 2]);
+            let got = events(cut, 7);
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(
+                got[1].starts_with("other Error reading events stream"),
+                "{got:?}"
+            );
+            // A JSON line where a frame should be: its first bytes as a length are too large.
+            let mut json = good.clone();
+            json.extend_from_slice(line("ADDED", &pod("q", 2)).as_bytes());
+            let got = events(json, 3);
+            assert_eq!(got.len(), 2);
+            assert!(got[1].contains("larger than the limit"), "{got:?}");
+            // A frame that is not a WatchEvent, and an object with a wrong magic.
+            let garbage = [0u8, 0, 0, 3, 0xff, 0xff, 0xff].to_vec();
+            assert!(events(garbage, 1)[0].starts_with("other"));
+            // Another kind (R5): a serde data error, which the reflector skips.
+            let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+            let other = protobuf::encode_watch_frame("ADDED", &cm).unwrap();
+            let got = events(other, 4);
+            assert!(got[0].starts_with("serde Data"), "{got:?}");
+            // An unknown event type: a Status of code 0, as kube gives for JSON.
+            let odd = protobuf::encode_watch_frame("BOGUS", &p).unwrap();
+            assert!(events(odd, 4)[0].contains("code: 0"));
+        }
+
+        #[test]
+        fn r12_json_lines_of_a_received_body_read_as_kube_reads_them() {
+            let ls = [
+                line("ADDED", &pod("a", 1)),
+                String::new(),
+                line("MODIFIED", &pod("a", 2)),
+                r#"{"kind":"Status","code":500,"message":"boom"}"#.to_string(),
+                line("DELETED", &pod("a", 3)),
+            ];
+            let text = ls.join("\n");
+            let want: Vec<String> = ls
+                .iter()
+                .filter_map(|l| raw_path(l))
+                .map(|e| describe(Some(e)))
+                .collect();
+            for chunk in [1, 9, 4096] {
+                let evs = json_lines(body(text.clone().into_bytes(), chunk))
+                    .filter_map(|e| futures::future::ready(decode_event::<Pod>(e)));
+                let got: Vec<String> = block_on(evs.map(|e| describe(Some(e))).collect());
+                assert_eq!(got, want, "chunks of {chunk}");
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn r12_any_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300), chunk in 1usize..40) {
+                let _ = events(data.clone(), chunk);
+                let _ = block_on(json_lines(body(data, chunk)).collect::<Vec<_>>());
+            }
+        }
+    }
 }
