@@ -6,7 +6,9 @@
 //! writes them in field-number order). A repeated field (or map) is one key whose value
 //! gathers every occurrence of the field in its message; later occurrences are skipped.
 //! Inlined structs (`json:",inline"`, e.g. a `Volume`'s `VolumeSource`) give their fields to
-//! the parent's map. Fields the schema does not know are skipped, as protobuf does.
+//! the parent's map. Fields the schema does not know are skipped, as protobuf does. A single
+//! (non-repeated) field that occurs twice is given twice and the target keeps the last
+//! (protobuf would merge two occurrences of a message; gogo-protobuf never writes one twice).
 //!
 //! Go's JSON leaves out the zero value of a non-pointer `omitempty` scalar; protobuf (gogo)
 //! writes every non-pointer field. So such a field at its zero value reads as absent
