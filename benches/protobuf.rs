@@ -6,7 +6,14 @@
 //! absent from the JSON are not written, where kube-apiserver writes every non-pointer field's
 //! zero value: its bytes are a little larger).
 //! Run: `cargo bench -p kinformer --bench protobuf`.
+//!
+//! First figures (2026-11-29, the shared 2-core machine under load 8-10, 20 samples): 2,323
+//! bytes of protobuf per pod against 4,780 of JSON (49%); decode 69 µs per pod from JSON, 119
+//! µs from protobuf. Protobuf is not yet cheaper to decode here: the profile's top entries are
+//! the wire iteration (`Fields::next`, prost's varints), copies of the per-message reading
+//! state (`memmove`), allocation, the schema's field lookup and UTF-8 checks.
 
+#[allow(dead_code)] // `Version::modified` is for the other benches.
 mod support;
 
 use std::hint::black_box;
