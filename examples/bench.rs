@@ -8,7 +8,8 @@
 //! `SharedIndexInformer::all(client)` and `add_event_handler` (overflow policy Coalesce, B3).
 //! `--policy`, `--watch-list` (R7), `--transform` (drop managedFields: a P2 transform in the
 //! typed mode, `LeanConfig::strip_managed_fields` in the lean one), `--lean` (the lean cache
-//! mode, I7: the bytes the server sent), `--handler` (what the K handlers are: typed closures,
+//! mode, I7: the bytes the server sent), `--protobuf` (LIST and WATCH asked for in protobuf,
+//! client-go's `ContentType`), `--handler` (what the K handlers are: typed closures,
 //! key sinks feeding a workqueue whose worker reads the lister, as `deployment-controller`
 //! does, or lazy handlers reading metadata) and `--trace` (T4) change one thing each;
 //! `--decode-only` runs no informer at all and only reads the same LIST and WATCH through kube,
@@ -45,8 +46,8 @@ use clap::{Parser, ValueEnum};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{
-    AsyncWorkQueue, CacheMode, InformerConfig, LazyObject, LeanConfig, ListenerConfig, Lister,
-    Notification, ObjectKey, OverflowPolicy, SharedIndexInformer, handler_fn,
+    AsyncWorkQueue, CacheMode, ContentType, InformerConfig, LazyObject, LeanConfig, ListenerConfig,
+    Lister, Notification, ObjectKey, OverflowPolicy, SharedIndexInformer, handler_fn,
 };
 use kube::{
     Api, Client,
@@ -147,6 +148,11 @@ struct Args {
     /// only for whoever reads them (`InformerConfig::default().cache(CacheMode::lean())`).
     #[arg(long)]
     lean: bool,
+    /// Ask for protobuf on LIST and WATCH (`InformerConfig::content_type(ContentType::Protobuf)`,
+    /// client-go's `ContentType`); a server that answers JSON is read as JSON. The lean mode
+    /// keeps asking for JSON (it stores the server's JSON bytes).
+    #[arg(long)]
+    protobuf: bool,
     /// What the K handlers are. Default: typed closures (`add_event_handler`).
     #[arg(long, value_enum, default_value_t = HandlerKind::Typed)]
     handler: HandlerKind,
@@ -163,7 +169,7 @@ struct Args {
     trace: TraceMode,
     /// No informer: read the same LIST and WATCH through kube and only decode each item into a
     /// `Pod` (one thread), counting keys: the single-thread decode limit of the same run.
-    #[arg(long, conflicts_with_all = ["policy", "watch_list", "transform", "lean", "trace"])]
+    #[arg(long, conflicts_with_all = ["policy", "watch_list", "transform", "lean", "protobuf", "trace"])]
     decode_only: bool,
 }
 
@@ -235,6 +241,9 @@ impl Args {
         }
         if self.lean {
             name.push_str("-lean");
+        }
+        if self.protobuf {
+            name.push_str("-protobuf");
         }
         match self.handler {
             HandlerKind::Typed => {}
@@ -449,9 +458,12 @@ fn heap_in_use() -> u64 {
 /// The informer run: the library's defaults unless a flag says otherwise.
 async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration) -> Outcome {
     let heap_before = heap_in_use();
-    let informer = if args.watch_list || args.lean {
+    let informer = if args.watch_list || args.lean || args.protobuf {
         let mut config = InformerConfig::default();
         config.reflector.watch_list = args.watch_list;
+        if args.protobuf {
+            config = config.content_type(ContentType::Protobuf);
+        }
         if args.lean {
             // The lean mode cuts managedFields out of the bytes: no decode, no transform.
             let lean = LeanConfig::default().strip_managed_fields(args.transform);

@@ -59,6 +59,8 @@
 //! - [`leader_election`]: client-go's leader election over a Lease (one leader among replicas).
 //! - [`series`]: bounded rings of live samples (rates from counters, mean latencies from
 //!   histograms) for the telemetry debug page, sampled with time passed in.
+//! - [`protobuf`]: Kubernetes' protobuf encoding read straight into the k8s-openapi types
+//!   (envelope, lists, watch frames; schema tables generated from the Go types).
 //! - [`membership`]: Lease-based membership of a sharded controller's replicas and the
 //!   consistent-hash ring that assigns hash ranges to them.
 //!
@@ -79,6 +81,7 @@ pub mod lean;
 pub mod membership;
 pub mod notification;
 pub mod processor;
+pub mod protobuf;
 pub mod reflector;
 pub mod resource_version;
 pub mod selector;

@@ -16,6 +16,7 @@ mod leader_election;
 mod lean;
 mod membership;
 mod processor;
+mod protobuf;
 mod recovery;
 mod reflector_faults;
 mod runtimes;

@@ -36,6 +36,26 @@ pub struct InformerConfig {
     /// metadata parsed (about 1.1 KB for a ~28 KB decoded `Pod`), and decodes an object only
     /// when something typed reads it (a typed handler, once per event; a typed lister read).
     pub cache: CacheMode,
+    /// What LIST and WATCH ask the server for (client-go's `rest.Config.ContentType`):
+    /// [`ContentType::Json`] (the default) or [`ContentType::Protobuf`] for built-in kinds.
+    pub content_type: ContentType,
+}
+
+/// The wire format an informer asks for, as client-go's `rest.Config.ContentType`.
+///
+/// With [`Protobuf`](Self::Protobuf), the LIST and WATCH of a kind that has a protobuf form (a
+/// built-in kind of the groups `kinformer::protobuf` has tables for) send `Accept:
+/// application/vnd.kubernetes.protobuf, application/json`, and each response is read by its
+/// `Content-Type`: protobuf decoded straight into the k8s-openapi type, JSON (a server or a
+/// kind without protobuf) as before. Custom kinds, dynamic and metadata-only informers, and the
+/// lean cache mode (which keeps the server's JSON bytes) always ask for JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ContentType {
+    /// `application/json` (the default).
+    #[default]
+    Json,
+    /// `application/vnd.kubernetes.protobuf`, JSON accepted too.
+    Protobuf,
 }
 
 impl Default for InformerConfig {
@@ -48,6 +68,7 @@ impl Default for InformerConfig {
             backoff: BackoffConfig::default(),
             shutdown_timeout: Duration::from_secs(30),
             cache: CacheMode::Typed,
+            content_type: ContentType::Json,
         }
     }
 }
@@ -65,6 +86,13 @@ impl InformerConfig {
     /// `.cache(CacheMode::Lean(LeanConfig::default().hot_objects(4096)))`.
     pub fn cache(mut self, mode: CacheMode) -> Self {
         self.cache = mode;
+        self
+    }
+
+    /// Asking for `content_type` on the wire: `.content_type(ContentType::Protobuf)` is
+    /// client-go's `ContentType: "application/vnd.kubernetes.protobuf"` ([`ContentType`]).
+    pub fn content_type(mut self, content_type: ContentType) -> Self {
+        self.content_type = content_type;
         self
     }
 }

@@ -178,7 +178,7 @@ pub mod kube_runtime {
     };
 }
 
-pub use config::{FifoConfig, InformerConfig, ListenerConfig, OverflowPolicy};
+pub use config::{ContentType, FifoConfig, InformerConfig, ListenerConfig, OverflowPolicy};
 pub use controller::leader_election::{
     LeaderCallbacks, LeaderElectionError, LeaderElectionHealth, LeaderElectionStatus,
     LeaderElector, LeaderElectorActor, LeaderElectorHandle, StopElection,

@@ -489,8 +489,9 @@ impl SharedInformerFactory {
         let client = self.inner.client.clone();
         let resync = config.resync;
         self.get_or_insert(key, opts.resync, resync, || {
-            SharedIndexInformer::new(KubeListerWatcher::new(client, ns.as_deref(), &dt), config)
-                .of_own_type()
+            let lw = KubeListerWatcher::new(client, ns.as_deref(), &dt)
+                .content_type(config.content_type);
+            SharedIndexInformer::new(lw, config).of_own_type()
         })
     }
 

@@ -106,7 +106,8 @@ where
     /// An informer over one namespace (or all), with the given options.
     pub fn with_config(client: Client, namespace: Option<&str>, config: InformerConfig) -> Self {
         Self::new(
-            KubeListerWatcher::new(client, namespace, &Default::default()),
+            KubeListerWatcher::new(client, namespace, &Default::default())
+                .content_type(config.content_type),
             config,
         )
         .in_namespace(namespace)
@@ -117,7 +118,7 @@ where
     pub fn from_api(api: Api<K>, config: InformerConfig) -> Self {
         let namespace = api.namespace().map(str::to_string);
         Self::new(
-            KubeListerWatcher::from_api(api, &Default::default()),
+            KubeListerWatcher::from_api(api, &Default::default()).content_type(config.content_type),
             config,
         )
         .in_namespace(namespace.as_deref())

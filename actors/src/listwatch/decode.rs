@@ -26,7 +26,10 @@ use std::{
 };
 
 use futures::{Stream, StreamExt, channel::oneshot, stream::BoxStream};
-use kinformer::lean::{LeanState, RawObject};
+use kinformer::{
+    lean::{LeanState, RawObject},
+    protobuf::{self, ProtobufError},
+};
 use kube::{api::WatchEvent as KubeWatchEvent, core::Status};
 use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use serde::{
@@ -347,6 +350,205 @@ where
         .boxed()
 }
 
+/// A protobuf failure as kube reports the like from JSON: broken bytes (envelope, wire
+/// format, framing) fail the request as a read error (the watch ends and is restarted, a LIST
+/// fails and is retried, R8); well-formed data of another type is a serde data error (R5: the
+/// reflector skips such a watch event, as it skips JSON of the wrong shape).
+pub(crate) fn protobuf_error(e: ProtobufError) -> kube::Error {
+    if e.is_malformed() {
+        kube::Error::ReadEvents(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    } else {
+        kube::Error::SerdeError(serde_json::Error::custom(e))
+    }
+}
+
+/// A bookmark's object, as much of it as kube's `Bookmark` keeps.
+#[derive(Deserialize)]
+struct BookmarkObject {
+    metadata: kube::core::watch::BookmarkMeta,
+}
+
+/// Decodes one protobuf watch frame into `K` (on a decode thread): the event kube's JSON
+/// decoder would have given for the same event. An event of an unknown type is a `Status` of
+/// code 0, as from JSON (the reflector skips it).
+pub(crate) fn decode_proto_event<K: DeserializeOwned>(
+    frame: Result<Vec<u8>, kube::Error>,
+) -> Option<Result<KubeWatchEvent<K>, kube::Error>> {
+    let frame = match frame {
+        Ok(f) => f,
+        Err(e) => return Some(Err(e)),
+    };
+    let ev = match protobuf::watch_event(&frame) {
+        Ok(ev) => ev,
+        Err(e) => return Some(Err(protobuf_error(e))),
+    };
+    let wrap: Wrap<K> = match ev.event_type {
+        "ADDED" => KubeWatchEvent::Added,
+        "MODIFIED" => KubeWatchEvent::Modified,
+        "DELETED" => KubeWatchEvent::Deleted,
+        "BOOKMARK" => {
+            let bookmark = protobuf::envelope(ev.object).and_then(|u| {
+                let b: BookmarkObject = protobuf::decode(ev.object)?;
+                Ok(kube::core::watch::Bookmark {
+                    types: kube::api::TypeMeta {
+                        api_version: u.api_version.to_string(),
+                        kind: u.kind.to_string(),
+                    },
+                    metadata: b.metadata,
+                })
+            });
+            return Some(
+                bookmark
+                    .map(KubeWatchEvent::Bookmark)
+                    .map_err(protobuf_error),
+            );
+        }
+        "ERROR" => {
+            return Some(
+                protobuf::decode::<Status>(ev.object)
+                    .map(|s| KubeWatchEvent::Error(Box::new(s)))
+                    .map_err(protobuf_error),
+            );
+        }
+        other => {
+            let mut s = Status::failure(
+                &format!("watch event of unknown type {other:?}"),
+                "UnknownEventType",
+            );
+            s.code = 0;
+            return Some(Err(kube::Error::Api(s.boxed())));
+        }
+    };
+    Some(
+        protobuf::decode::<K>(ev.object)
+            .map(wrap)
+            .map_err(protobuf_error),
+    )
+}
+
+/// Protobuf watch frames → typed events in the same order, decoded in batches of what had
+/// already arrived, on `pool` (inline for a batch of one), as [`decode_watch`] does for JSON.
+pub(crate) fn decode_proto_watch<K, S>(
+    frames: S,
+    pool: DecodePool,
+) -> BoxStream<'static, Result<KubeWatchEvent<K>, kube::Error>>
+where
+    K: DeserializeOwned + Send + 'static,
+    S: Stream<Item = Result<Vec<u8>, kube::Error>> + Send + 'static,
+{
+    frames
+        .ready_chunks(WATCH_BATCH)
+        .map(move |batch| pool.decode(batch, decode_proto_event::<K>))
+        .buffered(WATCH_IN_FLIGHT)
+        .flat_map(|decoded| {
+            let out = match decoded {
+                Ok(events) => events,
+                Err(lost) => vec![Some(Err(kube::Error::Service(Box::new(lost))))],
+            };
+            futures::stream::iter(out.into_iter().flatten())
+        })
+        .boxed()
+}
+
+/// Whether a body read error is the end of a watch kube resumes from (an unexpected EOF of
+/// the chunked decoder or the TLS stream), rather than a failure.
+fn is_eof(e: &kube::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::UnexpectedEof
+        {
+            return true;
+        }
+        if err.to_string().contains("unexpected EOF during chunk") {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// A watch body's bytes → its protobuf frames ([`protobuf::FrameReader`]). A frame over the
+/// limit, or a stream cut inside a frame, ends the stream with a read error (it cannot be
+/// resynchronised); an unexpected EOF between frames ends it quietly, as kube's JSON watch does.
+pub(crate) fn proto_frames<S>(body: S) -> impl Stream<Item = Result<Vec<u8>, kube::Error>> + Send
+where
+    S: Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + Unpin,
+{
+    let state = Some((body, protobuf::FrameReader::default()));
+    futures::stream::unfold(state, |state| async move {
+        let (mut body, mut reader) = state?;
+        loop {
+            match reader.next_frame() {
+                Ok(Some(frame)) => return Some((Ok(frame), Some((body, reader)))),
+                Ok(None) => {}
+                Err(e) => return Some((Err(protobuf_error(e)), None)),
+            }
+            match body.next().await {
+                Some(Ok(chunk)) => reader.push(&chunk),
+                Some(Err(e)) if is_eof(&e) => return None,
+                Some(Err(e)) => return Some((Err(e), None)),
+                None => {
+                    return reader
+                        .finish()
+                        .err()
+                        .map(|e| (Err(protobuf_error(e)), None));
+                }
+            }
+        }
+    })
+}
+
+/// A watch body's bytes → kube's raw JSON events, line by line with kube's rules
+/// ([`kube_line`]): what `Client::request_events` does, for a response already received (a
+/// protobuf request the server answered in JSON).
+pub(crate) fn json_lines<S>(
+    body: S,
+) -> impl Stream<Item = Result<KubeWatchEvent<RawJson>, kube::Error>> + Send
+where
+    S: Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + Unpin,
+{
+    let state = Some((body, Vec::<u8>::new()));
+    futures::stream::unfold(state, |state| async move {
+        let (mut body, mut buf) = state?;
+        loop {
+            if let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=i).collect();
+                match line_event(&line[..i]) {
+                    Some(ev) => return Some((ev, Some((body, buf)))),
+                    None => continue,
+                }
+            }
+            match body.next().await {
+                Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                Some(Err(e)) if is_eof(&e) => return None,
+                Some(Err(e)) => return Some((Err(e), None)),
+                None => {
+                    // kube's line codec hands over what is left as a last line.
+                    return line_event(&buf).map(|ev| (ev, None));
+                }
+            }
+        }
+    })
+}
+
+/// One JSON line as kube reads it; `None` for an empty or cut line.
+fn line_event(line: &[u8]) -> Option<Result<KubeWatchEvent<RawJson>, kube::Error>> {
+    let line = match std::str::from_utf8(line) {
+        Ok(l) => l.trim_end_matches('\r'),
+        Err(e) => {
+            return Some(Err(kube::Error::ReadEvents(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                e,
+            ))));
+        }
+    };
+    if line.trim().is_empty() {
+        return None;
+    }
+    kube_line::<RawJson>(line)
+}
+
 /// Encodes one raw watch event for the lean mode (I7), on a decode thread: the object's
 /// metadata parsed and its bytes compressed by the informer's [`LeanState`]; never decoded
 /// into `K`. An object whose metadata does not parse is a serde data error, as kube reports an
@@ -637,6 +839,120 @@ mod tests {
                 if serde_json::from_str::<serde::de::IgnoredAny>(&l).is_ok() {
                     prop_assert_eq!(raw, class(kube_line::<Pod>(&l)), "{}", l);
                 }
+            }
+        }
+    }
+
+    /// The protobuf watch path (R12): frames split from a body in chunks of any size, decoded
+    /// into the events kube's JSON decoder gives for the same events, typed errors for broken
+    /// streams; and the JSON lines of a received body read as kube reads them.
+    mod protobuf_watch {
+        use super::*;
+        use futures::executor::block_on;
+
+        fn body(
+            bytes: Vec<u8>,
+            chunk: usize,
+        ) -> impl Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + Unpin {
+            let chunks: Vec<Result<bytes::Bytes, kube::Error>> = bytes
+                .chunks(chunk)
+                .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+                .collect();
+            futures::stream::iter(chunks)
+        }
+
+        fn events(bytes: Vec<u8>, chunk: usize) -> Vec<String> {
+            let frames = proto_frames(body(bytes, chunk));
+            let evs = decode_proto_watch::<Pod, _>(frames, test_pool());
+            block_on(evs.map(|e| describe(Some(e))).collect::<Vec<_>>())
+        }
+
+        fn status_410() -> serde_json::Value {
+            serde_json::json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                "message": "too old resource version", "reason": "Expired", "code": 410})
+        }
+
+        #[test]
+        fn r12_frames_decode_to_the_events_json_gives() {
+            let mut stream = Vec::new();
+            let mut lines = Vec::new();
+            for (i, ty) in ["ADDED", "MODIFIED", "DELETED"].iter().enumerate() {
+                let p = json_pod(&format!("p{i}"), i as u64 + 1);
+                stream.extend(protobuf::encode_watch_frame(ty, &p).unwrap());
+                lines.push(line(ty, &p.to_string()));
+            }
+            let bookmark = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"resourceVersion": "9", "annotations": {"k8s.io/initial-events-end": "true"}}});
+            stream.extend(protobuf::encode_watch_frame("BOOKMARK", &bookmark).unwrap());
+            lines.push(line("BOOKMARK", &bookmark.to_string()));
+            stream.extend(protobuf::encode_watch_frame("ERROR", &status_410()).unwrap());
+            lines.push(line("ERROR", &status_410().to_string()));
+            let want: Vec<String> = lines.iter().map(|l| describe(raw_path(l))).collect();
+            for chunk in [1, 5, 64, 1 << 20] {
+                assert_eq!(events(stream.clone(), chunk), want, "chunks of {chunk}");
+            }
+        }
+
+        #[test]
+        fn r12_broken_streams_are_read_errors_and_other_kinds_are_skipped() {
+            let p = json_pod("p", 1);
+            let good = protobuf::encode_watch_frame("ADDED", &p).unwrap();
+            // Cut inside the second frame: one event, then a read error (not a quiet end).
+            let mut cut = good.clone();
+            cut.extend_from_slice(&good[..good.len() / 2]);
+            let got = events(cut, 7);
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(
+                got[1].starts_with("other Error reading events stream"),
+                "{got:?}"
+            );
+            // A JSON line where a frame should be: its first bytes as a length are too large.
+            let mut json = good.clone();
+            json.extend_from_slice(line("ADDED", &pod("q", 2)).as_bytes());
+            let got = events(json, 3);
+            assert_eq!(got.len(), 2);
+            assert!(got[1].contains("larger than the limit"), "{got:?}");
+            // A frame that is not a WatchEvent, and an object with a wrong magic.
+            let garbage = [0u8, 0, 0, 3, 0xff, 0xff, 0xff].to_vec();
+            assert!(events(garbage, 1)[0].starts_with("other"));
+            // Another kind (R5): a serde data error, which the reflector skips.
+            let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+            let other = protobuf::encode_watch_frame("ADDED", &cm).unwrap();
+            let got = events(other, 4);
+            assert!(got[0].starts_with("serde Data"), "{got:?}");
+            // An unknown event type: a Status of code 0, as kube gives for JSON.
+            let odd = protobuf::encode_watch_frame("BOGUS", &p).unwrap();
+            assert!(events(odd, 4)[0].contains("code: 0"));
+        }
+
+        #[test]
+        fn r12_json_lines_of_a_received_body_read_as_kube_reads_them() {
+            let ls = [
+                line("ADDED", &pod("a", 1)),
+                String::new(),
+                line("MODIFIED", &pod("a", 2)),
+                r#"{"kind":"Status","code":500,"message":"boom"}"#.to_string(),
+                line("DELETED", &pod("a", 3)),
+            ];
+            let text = ls.join("\n");
+            let want: Vec<String> = ls
+                .iter()
+                .filter_map(|l| raw_path(l))
+                .map(|e| describe(Some(e)))
+                .collect();
+            for chunk in [1, 9, 4096] {
+                let evs = json_lines(body(text.clone().into_bytes(), chunk))
+                    .filter_map(|e| futures::future::ready(decode_event::<Pod>(e)));
+                let got: Vec<String> = block_on(evs.map(|e| describe(Some(e))).collect());
+                assert_eq!(got, want, "chunks of {chunk}");
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn r12_any_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300), chunk in 1usize..40) {
+                let _ = events(data.clone(), chunk);
+                let _ = block_on(json_lines(body(data, chunk)).collect::<Vec<_>>());
             }
         }
     }

@@ -567,6 +567,105 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Window<'_, K> {
     }
 }
 
+/// One protobuf LIST item to decode: the whole body (shared), where the item is, its schema
+/// and the (apiVersion, kind) given to it.
+type PbRaw = (
+    Bytes,
+    std::ops::Range<usize>,
+    &'static kinformer::protobuf::Message,
+    Arc<(String, String)>,
+);
+
+/// One protobuf LIST item's decode into `K`, on a decode thread.
+fn decode_pb_item<K: DeserializeOwned>(
+    (body, range, schema, types): PbRaw,
+) -> Result<K, kinformer::protobuf::ProtobufError> {
+    kinformer::protobuf::decode_message::<K>(
+        &body[range],
+        schema,
+        Some((types.0.as_str(), types.1.as_str())),
+    )
+}
+
+/// Decodes a protobuf LIST body (`application/vnd.kubernetes.protobuf`, read whole: items are
+/// length-prefixed, so they are located without parsing them) into `K`: its items decoded in
+/// batches on `pool`, admitted in the list's order, with the same shard check (K1) and error
+/// rules as the JSON path (the first item that fails fails the list; nothing after it is
+/// admitted). Runs on the calling (reflector) thread, like the JSON path's splitting.
+pub(crate) fn decode_protobuf_list<K>(
+    body: Bytes,
+    mut admit: Admit<K>,
+    shard: Option<ShardCheck<K>>,
+    pool: DecodePool,
+) -> Result<DecodedList<Item<K>>, kube::Error>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    use crate::listwatch::decode::protobuf_error;
+    let l = kinformer::protobuf::list(&body).map_err(protobuf_error)?;
+    let meta: ListMetaWithShard = l.metadata().map_err(protobuf_error)?;
+    let types = TypeMeta {
+        api_version: l.api_version.to_string(),
+        kind: l.kind.to_string(),
+    };
+    let item_types = Arc::new((l.api_version.to_string(), l.item_kind.to_string()));
+    let schema = l.item_schema;
+    let ranges = l.items;
+    let item_type = item_type(&types);
+    let server_filtered = meta.shard_info.is_some();
+    let mut out = DecodedList {
+        types,
+        metadata: meta.meta,
+        shard_info: meta.shard_info,
+        shard_counts: ShardCounts {
+            checked: shard.is_some(),
+            ..ShardCounts::default()
+        },
+        items: Vec::with_capacity(ranges.len()),
+    };
+    let mut in_flight = VecDeque::with_capacity(LIST_IN_FLIGHT + 1);
+    let mut admit_batch = |batch: Batch<Result<K, kinformer::protobuf::ProtobufError>>,
+                           out: &mut DecodedList<Item<K>>|
+     -> Result<(), kube::Error> {
+        for obj in batch
+            .wait()
+            .map_err(|e| kube::Error::Service(Box::new(e)))?
+        {
+            let obj = Listed::Typed(obj.map_err(protobuf_error)?);
+            if let Some(check) = &shard
+                && !check(&obj)
+            {
+                if server_filtered {
+                    out.shard_counts.mismatches += 1;
+                } else {
+                    out.shard_counts.filtered += 1;
+                    continue;
+                }
+            }
+            if let Some(item) = admit(obj, item_type.as_ref()) {
+                out.items.push(item);
+            }
+        }
+        Ok(())
+    };
+    for chunk in ranges.chunks(LIST_BATCH) {
+        let batch: Vec<PbRaw> = chunk
+            .iter()
+            .map(|r| (body.clone(), r.clone(), schema, Arc::clone(&item_types)))
+            .collect();
+        in_flight.push_back(pool.decode(batch, decode_pb_item::<K>));
+        while in_flight.len() > LIST_IN_FLIGHT {
+            if let Some(b) = in_flight.pop_front() {
+                admit_batch(b, &mut out)?;
+            }
+        }
+    }
+    while let Some(b) = in_flight.pop_front() {
+        admit_batch(b, &mut out)?;
+    }
+    Ok(out)
+}
+
 /// One LIST item's decode (or lean encode), on a decode thread, from its batch's shared bytes.
 fn decode_item<K: DeserializeOwned>(
     (codec, bytes, range): Raw<K>,

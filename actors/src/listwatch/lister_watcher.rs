@@ -15,12 +15,13 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
+pub use crate::config::ContentType;
 pub use crate::listwatch::decode::RawJson;
 pub use crate::listwatch::list_decode::{
     Admit, DecodedList, Item, ItemCodec, Listed, ShardCounts, ShardInfo,
 };
 use crate::listwatch::{
-    decode::{DecodePool, decode_watch},
+    decode::{DecodePool, decode_proto_watch, decode_watch, json_lines, proto_frames},
     list_decode::{self, ShardCheck, decode_list_sharded},
 };
 pub use crate::object::ScopeApi;
@@ -238,9 +239,17 @@ where
 }
 
 /// Lists and watches full objects through `kube::Api<K>`.
+///
+/// With [`content_type`](Self::content_type) set to [`ContentType::Protobuf`], a typed LIST and
+/// WATCH of a kind with a protobuf form ask for protobuf (JSON accepted) and read each answer
+/// by its `Content-Type`; the lean mode's raw paths keep asking for JSON.
 pub struct KubeListerWatcher<K: Resource> {
     api: Api<K>,
     plural: String,
+    /// `K`'s apiVersion and kind (for its protobuf schema).
+    types: (String, String),
+    /// Ask for protobuf (set only for a kind with a protobuf form).
+    protobuf: bool,
 }
 
 impl<K> KubeListerWatcher<K>
@@ -252,10 +261,7 @@ where
     /// Over all namespaces, or one when `namespace` is given.
     pub fn new(client: Client, namespace: Option<&str>, dyntype: &K::DynamicType) -> Self {
         let api = K::Scope::api(client, namespace, dyntype);
-        KubeListerWatcher {
-            api,
-            plural: K::plural(dyntype).into_owned(),
-        }
+        Self::from_api(api, dyntype)
     }
 
     /// From an existing `Api`.
@@ -263,7 +269,27 @@ where
         KubeListerWatcher {
             api,
             plural: K::plural(dyntype).into_owned(),
+            types: (
+                K::api_version(dyntype).into_owned(),
+                K::kind(dyntype).into_owned(),
+            ),
+            protobuf: false,
         }
+    }
+
+    /// Asking for `content_type` (client-go's `rest.Config.ContentType`). Protobuf is asked for
+    /// only when `K` is a kind with a protobuf form (`kinformer::protobuf::kind_schema`) and
+    /// not `DynamicObject` (whose custom kinds are JSON only); otherwise this stays JSON.
+    pub fn content_type(mut self, content_type: ContentType) -> Self {
+        self.protobuf = content_type == ContentType::Protobuf
+            && std::any::TypeId::of::<K>() != std::any::TypeId::of::<kube::api::DynamicObject>()
+            && kinformer::protobuf::kind_schema(&self.types.0, &self.types.1).is_some();
+        self
+    }
+
+    /// Whether this lister-watcher asks for protobuf.
+    pub fn asks_protobuf(&self) -> bool {
+        self.protobuf
     }
 }
 
@@ -295,6 +321,9 @@ where
         resource_version: String,
         shard: Option<&ShardSelector>,
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
+        if self.protobuf {
+            return self.proto_watch(params, resource_version, shard);
+        }
         // The raw watch's request, its events' objects decoded into `K` by the pool (or, with
         // one decode thread, the reflector's thread), in order (P8), with exact-size vectors.
         let raw = self.raw_watch(params, resource_version, shard);
@@ -374,8 +403,143 @@ where
             .list(&params)
             .map_err(kube::Error::BuildRequest)
             .and_then(|req| with_shard(req, shard));
-        stream_list(self.api.clone().into_client(), req, shard, codec, admit)
+        let client = self.api.clone().into_client();
+        if self.protobuf && matches!(codec, ItemCodec::Typed) {
+            return negotiated_list(client, req, shard, admit);
+        }
+        stream_list(client, req, shard, codec, admit)
     }
+
+    /// `Api::watch`'s request (with the shard) asking for protobuf; the answer read by its
+    /// `Content-Type`, its objects decoded on the pool in order (P8).
+    fn proto_watch(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
+        let api = self.api.clone();
+        let shard = shard.cloned();
+        Box::pin(crate::runtime::on_io(async move {
+            let req = kube::core::Request::new(api.resource_url())
+                .watch(&params, &resource_version)
+                .map_err(kube::Error::BuildRequest)?;
+            let mut req = with_shard(req, shard.as_ref())?;
+            req.extensions_mut().insert("watch");
+            // As kube's `request_events`: watch streams are not compressed.
+            req.headers_mut().insert(
+                http::header::ACCEPT_ENCODING,
+                http::HeaderValue::from_static("identity"),
+            );
+            let (protobuf, res) = send_negotiated(&api.into_client(), req).await?;
+            let body = http_body_util::BodyExt::into_data_stream(res.into_body());
+            let pool = DecodePool::shared();
+            Ok(if protobuf {
+                decode_proto_watch::<K, _>(proto_frames(body), pool)
+            } else {
+                decode_watch::<K, _>(json_lines(body), pool)
+            })
+        }))
+    }
+}
+
+/// Sends `req` asking for protobuf (JSON accepted), as client-go with `ContentType` set; an
+/// error status is read as kube reads it (a `Status` body, in either encoding, else its text).
+/// Returns whether the answer is protobuf, by its `Content-Type`.
+async fn send_negotiated(
+    client: &Client,
+    mut req: http::Request<Vec<u8>>,
+) -> Result<(bool, http::Response<kube::client::Body>), kube::Error> {
+    req.headers_mut().insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static(kinformer::protobuf::ACCEPT),
+    );
+    let res = client.send(req.map(kube::client::Body::from)).await?;
+    let protobuf = res
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(kinformer::protobuf::is_protobuf);
+    let status = res.status();
+    if status.is_client_error() || status.is_server_error() {
+        let body = http_body_util::BodyExt::collect(res.into_body())
+            .await?
+            .to_bytes();
+        let parsed = if protobuf {
+            kinformer::protobuf::decode::<kube::core::Status>(&body).ok()
+        } else {
+            serde_json::from_slice::<kube::core::Status>(&body).ok()
+        };
+        let s = parsed.unwrap_or_else(|| {
+            kube::core::Status::failure(
+                String::from_utf8_lossy(&body).trim(),
+                "Failed to parse error data",
+            )
+            .with_code(status.as_u16())
+        });
+        return Err(kube::Error::Api(s.boxed()));
+    }
+    Ok((protobuf, res))
+}
+
+/// A LIST asking for protobuf: a protobuf answer read whole and its items decoded on the pool;
+/// a JSON answer decoded as it streams in, as [`stream_list`] does.
+fn negotiated_list<K>(
+    client: Client,
+    req: Result<http::Request<Vec<u8>>, kube::Error>,
+    shard: Option<&ShardSelector>,
+    admit: Admit<K>,
+) -> ListItems<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    let check: Option<ShardCheck<K>> = shard
+        .cloned()
+        .map(|s| Box::new(move |o: &Listed<K>| listed_in_shard(&s, o)) as ShardCheck<K>);
+    Box::pin(async move {
+        let mut req = req?;
+        req.extensions_mut().insert("list");
+        enum Body {
+            Protobuf(bytes::Bytes),
+            Json(std::pin::Pin<Box<dyn futures::io::AsyncBufRead + Send>>),
+        }
+        let body = crate::runtime::on_io(async move {
+            let (protobuf, res) = send_negotiated(&client, req).await?;
+            let body = res.into_body();
+            Ok(if protobuf {
+                Body::Protobuf(http_body_util::BodyExt::collect(body).await?.to_bytes())
+            } else {
+                let data = http_body_util::BodyExt::into_data_stream(body)
+                    .map(|r| r.map_err(std::io::Error::other));
+                Body::Json(Box::pin(futures::TryStreamExt::into_async_read(data)))
+            })
+        })
+        .await?;
+        match body {
+            Body::Json(body) => {
+                decode_list_sharded::<K>(body, ItemCodec::Typed, admit, check).await
+            }
+            Body::Protobuf(bytes) => match crate::runtime::io() {
+                // The reflector's thread, as the JSON path's splitting (`list_decode`).
+                Some(_) => list_decode::decode_protobuf_list::<K>(
+                    bytes,
+                    admit,
+                    check,
+                    DecodePool::shared(),
+                ),
+                None => tokio::task::spawn_blocking(move || {
+                    list_decode::decode_protobuf_list::<K>(
+                        bytes,
+                        admit,
+                        check,
+                        DecodePool::shared(),
+                    )
+                })
+                .await
+                .map_err(|e| kube::Error::Service(Box::new(e)))?,
+            },
+        }
+    })
 }
 
 /// Lists and watches only metadata (`PartialObjectMeta<K>`), through kube's

@@ -1,0 +1,113 @@
+//! The JSON text of Kubernetes' time types, as Go writes it: `metav1.Time` (RFC 3339 in whole
+//! seconds, UTC), `metav1.MicroTime` (six fractional digits) and `metav1.Duration`
+//! (`time.Duration.String`).
+
+use super::ProtobufError;
+
+/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// `secs` since the Unix epoch as RFC 3339 in UTC (`2006-01-02T15:04:05Z`), with
+/// `.µµµµµµ` when `micros` is given. Years outside 0..=9999 (which RFC 3339 cannot write,
+/// and Go refuses to marshal) are an error.
+pub(crate) fn rfc3339(secs: i64, micros: Option<u32>) -> Result<String, ProtobufError> {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    if !(0..=9999).contains(&y) {
+        return Err(ProtobufError::Value(format!(
+            "Time: year {y} outside of [0,9999]"
+        )));
+    }
+    let (hh, mm, ss) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    Ok(match micros {
+        None => format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z"),
+        Some(us) => format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{us:06}Z"),
+    })
+}
+
+/// Go's `time.Duration.String()`: `0s`, `1.5µs`, `2ms`, `1m30s`, `-1h0m0.5s`.
+pub(crate) fn go_duration(ns: i64) -> String {
+    if ns == 0 {
+        return "0s".into();
+    }
+    let neg = ns < 0;
+    let u = ns.unsigned_abs();
+    let sign = if neg { "-" } else { "" };
+    /// `v / 10^prec` with the fraction's trailing zeros dropped.
+    fn frac(v: u64, prec: u32) -> String {
+        let p = 10u64.pow(prec);
+        let (w, f) = (v / p, v % p);
+        if f == 0 {
+            return w.to_string();
+        }
+        let fs = format!("{f:0width$}", width = prec as usize);
+        format!("{w}.{}", fs.trim_end_matches('0'))
+    }
+    if u < 1_000 {
+        return format!("{sign}{u}ns");
+    }
+    if u < 1_000_000 {
+        return format!("{sign}{}µs", frac(u, 3));
+    }
+    if u < 1_000_000_000 {
+        return format!("{sign}{}ms", frac(u, 6));
+    }
+    let secs_ns = u % 60_000_000_000;
+    let mins = u / 60_000_000_000;
+    let s = format!("{}s", frac(secs_ns, 9));
+    if mins == 0 {
+        return format!("{sign}{s}");
+    }
+    let (h, m) = (mins / 60, mins % 60);
+    if h == 0 {
+        format!("{sign}{m}m{s}")
+    } else {
+        format!("{sign}{h}h{m}m{s}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_written_as_go_writes_them() {
+        assert_eq!(rfc3339(0, None).unwrap(), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339(1_700_000_000, None).unwrap(),
+            "2023-11-14T22:13:20Z"
+        );
+        assert_eq!(
+            rfc3339(951_782_400, Some(7)).unwrap(),
+            "2000-02-29T00:00:00.000007Z"
+        );
+        assert_eq!(rfc3339(-1, None).unwrap(), "1969-12-31T23:59:59Z");
+        assert!(rfc3339(i64::MAX, None).is_err());
+        assert!(rfc3339(i64::MIN, None).is_err());
+    }
+
+    #[test]
+    fn durations_are_written_as_go_writes_them() {
+        assert_eq!(go_duration(0), "0s");
+        assert_eq!(go_duration(1), "1ns");
+        assert_eq!(go_duration(1_500), "1.5µs");
+        assert_eq!(go_duration(2_000_000), "2ms");
+        assert_eq!(go_duration(90_000_000_000), "1m30s");
+        assert_eq!(go_duration(3_600_000_000_000), "1h0m0s");
+        assert_eq!(go_duration(-500_000_000), "-500ms");
+        assert_eq!(go_duration(i64::MIN), "-2562047h47m16.854775808s");
+    }
+}
