@@ -37,6 +37,7 @@ pub mod schema;
 #[rustfmt::skip]
 mod schema_gen;
 mod time;
+mod types;
 mod wire;
 
 use std::ops::Range;
