@@ -14,7 +14,10 @@ use std::{
 
 use k8s_openapi::{
     ByteString,
-    api::core::v1::{ConfigMap, Pod, Secret},
+    api::{
+        apps::v1::Deployment,
+        core::v1::{ConfigMap, Pod, Secret},
+    },
 };
 use kinformer::notification::Notification;
 use kinformer_actors::{ContentType, InformerConfig, SharedIndexInformer, handler_fn};
@@ -269,7 +272,7 @@ async fn a_protobuf_config_map_informer_sees_what_a_json_one_sees() {
 }
 
 #[tokio::test]
-async fn pods_fall_back_to_json_and_secrets_come_in_protobuf() {
+async fn pods_and_secrets_come_in_protobuf_and_deployments_fall_back_to_json() {
     let sim = common::sim().await;
     let client = sim.client();
     common::create_pods(&client, "a", 5).await;
@@ -279,12 +282,27 @@ async fn pods_fall_back_to_json_and_secrets_come_in_protobuf() {
     }))
     .unwrap();
     secrets.create(&PostParams::default(), &s).await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "a");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {
+            "metadata": {"labels": {"app": "d"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
 
     let (pb_client, wire) = recording_client(&sim);
     let pods = SharedIndexInformer::<Pod>::with_config(pb_client.clone(), None, protobuf_config());
-    let sec = SharedIndexInformer::<Secret>::with_config(pb_client, None, protobuf_config());
+    let sec =
+        SharedIndexInformer::<Secret>::with_config(pb_client.clone(), None, protobuf_config());
+    let deps = SharedIndexInformer::<Deployment>::with_config(pb_client, None, protobuf_config());
     start_synced(&pods).await;
     start_synced(&sec).await;
+    start_synced(&deps).await;
     common::touch_pod(&client, "a", "pod-0", "x").await;
     common::delete_pod(&client, "a", "pod-1").await;
     let truth = common::server_pods(&client).await;
@@ -293,7 +311,8 @@ async fn pods_fall_back_to_json_and_secrets_come_in_protobuf() {
     })
     .await;
 
-    // Pods: protobuf asked for, JSON answered (the sim has no full Pod schema), read as JSON.
+    // Pods: protobuf asked for and answered (the sim encodes all of core/v1 Pod with its own
+    // schema, read here by the library's), every pod equal to the server's.
     assert!(wire.accepts("pods").iter().all(|a| a.starts_with(PROTOBUF)));
     let answered: Vec<String> = wire
         .answers("pods", false)
@@ -302,8 +321,32 @@ async fn pods_fall_back_to_json_and_secrets_come_in_protobuf() {
         .collect();
     assert!(!answered.is_empty());
     assert!(
+        answered.iter().all(|c| c.starts_with(PROTOBUF)),
+        "{answered:?}"
+    );
+    let server: Api<Pod> = Api::namespaced(client.clone(), "a");
+    assert_eq!(
+        *pods.lister().get("a", "pod-0").expect("cached"),
+        server.get("pod-0").await.unwrap()
+    );
+    // Deployments: protobuf asked for, JSON answered (the sim does not encode them), read as JSON.
+    assert!(
+        wire.accepts("deployments")
+            .iter()
+            .all(|a| a.starts_with(PROTOBUF))
+    );
+    let answered = wire.answers("deployments", false);
+    assert!(!answered.is_empty());
+    assert!(
         answered.iter().all(|c| c.starts_with("application/json")),
         "{answered:?}"
+    );
+    assert_eq!(
+        *deps
+            .lister()
+            .get("a", "d")
+            .expect("the deployment is cached"),
+        deployments.get("d").await.unwrap()
     );
     // Secrets: protobuf, `bytes` read back as the same base64 data.
     assert!(
@@ -316,6 +359,7 @@ async fn pods_fall_back_to_json_and_secrets_come_in_protobuf() {
     assert_eq!(*got, secrets.get("s").await.unwrap());
     pods.shutdown().await;
     sec.shutdown().await;
+    deps.shutdown().await;
 }
 
 /// A fault episode: its name and how to inject it.
