@@ -372,6 +372,11 @@ fn main() {
         eps,
         out.objects
     );
+    // Each of these objects was decoded twice (simd-json refused it, serde_json read it).
+    eprintln!(
+        "kinformer-bench: decode fallbacks {}",
+        kinformer::exact::fallbacks()
+    );
     if let Some(guard) = trace_sink {
         // Closing flushes the writer's backlog, so the counts (and the file's `end` line) are
         // final; it runs after the RESULT line, outside the measured time.

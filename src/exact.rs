@@ -23,7 +23,11 @@
 //! malformed document fails in serde_json as it would without hints; serde caps any hint at
 //! 1 MB worth of elements).
 
-use std::{cell::Cell, fmt};
+use std::{
+    cell::Cell,
+    fmt,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 use serde::{
     Deserializer,
@@ -51,7 +55,26 @@ pub fn from_slice<T: DeserializeOwned>(json: &[u8]) -> serde_json::Result<T> {
     if let Some(value) = simd::from_slice(json) {
         return Ok(value);
     }
+    FALLBACKS.fetch_add(1, Ordering::Relaxed);
     from_slice_serde_json(json)
+}
+
+/// Documents [`from_slice`] decoded again with serde_json because simd-json refused them.
+static FALLBACKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many documents [`from_slice`] has decoded a second time, with serde_json, since the
+/// process started: input simd-json refused (not JSON, not of the type asked for, or beyond
+/// what it reads) or a decode nested in another on the same thread. Objects an API server
+/// sends should never need it; a count that rises with the events means each is decoded
+/// twice. (kinformer-actors exports it as `kinformer_decode_fallbacks_total`.)
+///
+/// ```
+/// let before = kinformer::exact::fallbacks();
+/// assert!(kinformer::exact::from_slice::<u8>(b"300").is_err());
+/// assert!(kinformer::exact::fallbacks() > before);
+/// ```
+pub fn fallbacks() -> u64 {
+    FALLBACKS.load(Ordering::Relaxed)
 }
 
 /// [`from_slice`] with serde_json alone: each array's length from a pre-scan as serde's size

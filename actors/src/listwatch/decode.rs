@@ -304,41 +304,51 @@ pub(crate) fn kube_line<K: DeserializeOwned>(
 /// Builds the typed event of a decoded object.
 type Wrap<K> = fn(K) -> KubeWatchEvent<K>;
 
-/// Decodes one raw watch event into `K` (on a decode thread): what kube's own watch decoder
-/// would have given for that event's line. `None`: kube would have skipped the line.
-pub(crate) fn decode_event<K: DeserializeOwned>(
-    ev: Result<KubeWatchEvent<RawJson>, kube::Error>,
+/// One line of a watch body, decoded into `K` in one pass (on a decode thread): what kube's
+/// own watch decoder ([`kube_line`]) gives for that line, `None` for a line kube skips.
+///
+/// The whole event is read by [`kinformer::exact`] at once, so an event costs one decode, not
+/// a scan for the object's end on the reflector's thread and a decode of the object after it.
+/// A line that does not decode so (a Status, an unknown type, an object of the wrong shape,
+/// a cut line, bytes that are not UTF-8) is read again by kube's rules, so the outcome is
+/// the one kube would have returned.
+pub(crate) fn decode_line<K: DeserializeOwned>(
+    line: Result<bytes::Bytes, kube::Error>,
 ) -> Option<Result<KubeWatchEvent<K>, kube::Error>> {
-    let (tag, raw, wrap): (&str, RawJson, Wrap<K>) = match ev {
-        Ok(KubeWatchEvent::Added(r)) => ("ADDED", r, KubeWatchEvent::Added),
-        Ok(KubeWatchEvent::Modified(r)) => ("MODIFIED", r, KubeWatchEvent::Modified),
-        Ok(KubeWatchEvent::Deleted(r)) => ("DELETED", r, KubeWatchEvent::Deleted),
-        Ok(KubeWatchEvent::Bookmark(b)) => return Some(Ok(KubeWatchEvent::Bookmark(b))),
-        Ok(KubeWatchEvent::Error(s)) => return Some(Ok(KubeWatchEvent::Error(s))),
+    let line = match line {
+        Ok(l) => l,
         Err(e) => return Some(Err(e)),
     };
-    match kinformer::exact::from_slice::<K>(raw.0.get().as_bytes()) {
-        Ok(obj) => Some(Ok(wrap(obj))),
-        // Not a `K`: the event's line, as the API server writes it, through kube's rules, so
-        // the error (or Status) is the one kube would have returned for it.
-        Err(_) => kube_line::<K>(&format!(r#"{{"type":"{tag}","object":{}}}"#, raw.0.get())),
+    // kube's `LinesCodec` drops a `\r` before the `\n`.
+    let text = line.strip_suffix(b"\r").unwrap_or(&line);
+    if let Ok(ev) = kinformer::exact::from_slice::<KubeWatchEvent<K>>(text) {
+        return Some(Ok(ev));
+    }
+    match std::str::from_utf8(text) {
+        Ok(text) => kube_line::<K>(text),
+        // kube's `LinesCodec` fails on such a line, with this text: a read error.
+        Err(_) => Some(Err(kube::Error::ReadEvents(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "Unable to decode input as UTF8",
+        )))),
     }
 }
 
-/// kube's raw watch events → typed events in the same order, decoded in batches of what had
-/// already arrived, on `pool` (inline for a batch of one).
-pub(crate) fn decode_watch<K, S>(
-    events: S,
+/// Maps `items` through `f` in batches of what had already arrived, on `pool` (inline for a
+/// batch of one), keeping their order: `buffered` yields each batch's output in the order the
+/// batches were sent (P8). `None`s (lines kube skips) are dropped.
+fn in_order<T, U>(
+    items: impl Stream<Item = T> + Send + 'static,
     pool: DecodePool,
-) -> BoxStream<'static, Result<KubeWatchEvent<K>, kube::Error>>
+    f: fn(T) -> Option<Result<U, kube::Error>>,
+) -> BoxStream<'static, Result<U, kube::Error>>
 where
-    K: DeserializeOwned + Send + 'static,
-    S: Stream<Item = Result<KubeWatchEvent<RawJson>, kube::Error>> + Send + 'static,
+    T: Send + 'static,
+    U: Send + 'static,
 {
-    events
+    items
         .ready_chunks(WATCH_BATCH)
-        .map(move |batch| pool.decode(batch, decode_event::<K>))
-        // In order: `buffered` yields each batch's output in the order the batches were sent.
+        .map(move |batch| pool.decode(batch, f))
         .buffered(WATCH_IN_FLIGHT)
         .flat_map(|decoded| {
             let out = match decoded {
@@ -348,6 +358,19 @@ where
             futures::stream::iter(out.into_iter().flatten())
         })
         .boxed()
+}
+
+/// A watch body's lines ([`watch_lines`]) → typed events in the same order, each line decoded
+/// once ([`decode_line`]) in batches of what had already arrived, on `pool`.
+pub(crate) fn decode_watch<K, S>(
+    lines: S,
+    pool: DecodePool,
+) -> BoxStream<'static, Result<KubeWatchEvent<K>, kube::Error>>
+where
+    K: DeserializeOwned + Send + 'static,
+    S: Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + 'static,
+{
+    in_order(lines, pool, decode_line::<K>)
 }
 
 /// A protobuf failure as kube reports the like from JSON: broken bytes (envelope, wire
@@ -436,18 +459,7 @@ where
     K: DeserializeOwned + Send + 'static,
     S: Stream<Item = Result<Vec<u8>, kube::Error>> + Send + 'static,
 {
-    frames
-        .ready_chunks(WATCH_BATCH)
-        .map(move |batch| pool.decode(batch, decode_proto_event::<K>))
-        .buffered(WATCH_IN_FLIGHT)
-        .flat_map(|decoded| {
-            let out = match decoded {
-                Ok(events) => events,
-                Err(lost) => vec![Some(Err(kube::Error::Service(Box::new(lost))))],
-            };
-            futures::stream::iter(out.into_iter().flatten())
-        })
-        .boxed()
+    in_order(frames, pool, decode_proto_event::<K>)
 }
 
 /// Whether a body read error is the end of a watch kube resumes from (an unexpected EOF of
@@ -499,54 +511,49 @@ where
     })
 }
 
-/// A watch body's bytes → kube's raw JSON events, line by line with kube's rules
-/// ([`kube_line`]): what `Client::request_events` does, for a response already received (a
-/// protobuf request the server answered in JSON).
-pub(crate) fn json_lines<S>(
+/// A watch body's bytes → its lines, cut as kube's `Client::request_events` cuts them
+/// (tokio-util's `LinesCodec`): the bytes before each `\n`, shared with the body's buffer
+/// rather than copied; what is left at the end is a last line. Lines of JSON whitespace alone
+/// are dropped here (kube reads them as a cut line and skips them). A read error ends the
+/// stream: quietly for an unexpected EOF (kube resumes such a watch), else as
+/// `Error::ReadEvents`, as kube reports it.
+pub(crate) fn watch_lines<S>(
     body: S,
-) -> impl Stream<Item = Result<KubeWatchEvent<RawJson>, kube::Error>> + Send
+) -> impl Stream<Item = Result<bytes::Bytes, kube::Error>> + Send
 where
     S: Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + Unpin,
 {
-    let state = Some((body, Vec::<u8>::new()));
+    /// The body, what it gave that is not yet a line, and how much of that holds no `\n`.
+    type State<S> = (S, bytes::BytesMut, usize);
+    fn blank(line: &[u8]) -> bool {
+        line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+    }
+    let state: Option<State<S>> = Some((body, bytes::BytesMut::new(), 0));
     futures::stream::unfold(state, |state| async move {
-        let (mut body, mut buf) = state?;
+        let (mut body, mut buf, mut scanned) = state?;
         loop {
-            if let Some(i) = buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=i).collect();
-                match line_event(&line[..i]) {
-                    Some(ev) => return Some((ev, Some((body, buf)))),
-                    None => continue,
+            if let Some(i) = memchr::memchr(b'\n', &buf[scanned..]) {
+                let mut line = buf.split_to(scanned + i + 1);
+                line.truncate(scanned + i);
+                scanned = 0;
+                if blank(&line) {
+                    continue;
                 }
+                return Some((Ok(line.freeze()), Some((body, buf, scanned))));
             }
+            scanned = buf.len();
             match body.next().await {
                 Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
                 Some(Err(e)) if is_eof(&e) => return None,
-                Some(Err(e)) => return Some((Err(e), None)),
-                None => {
-                    // kube's line codec hands over what is left as a last line.
-                    return line_event(&buf).map(|ev| (ev, None));
+                Some(Err(e)) => {
+                    let e = kube::Error::ReadEvents(std::io::Error::other(e));
+                    return Some((Err(e), None));
                 }
+                None if blank(&buf) => return None,
+                None => return Some((Ok(buf.freeze()), None)),
             }
         }
     })
-}
-
-/// One JSON line as kube reads it; `None` for an empty or cut line.
-fn line_event(line: &[u8]) -> Option<Result<KubeWatchEvent<RawJson>, kube::Error>> {
-    let line = match std::str::from_utf8(line) {
-        Ok(l) => l.trim_end_matches('\r'),
-        Err(e) => {
-            return Some(Err(kube::Error::ReadEvents(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                e,
-            ))));
-        }
-    };
-    if line.trim().is_empty() {
-        return None;
-    }
-    kube_line::<RawJson>(line)
 }
 
 /// Encodes one raw watch event for the lean mode (I7), on a decode thread: the object's
@@ -646,9 +653,26 @@ mod tests {
         }
     }
 
-    /// kube's reading of `line` with the object left raw, then the pool's decode of it.
+    /// The pool's one-pass decode of a watch line.
     fn raw_path(line: &str) -> Option<Result<KubeWatchEvent<Pod>, kube::Error>> {
-        kube_line::<RawJson>(line).and_then(decode_event::<Pod>)
+        decode_line::<Pod>(Ok(bytes::Bytes::copy_from_slice(line.as_bytes())))
+    }
+
+    /// kube's reading of `line` with the object left raw (the lean mode's path), then the
+    /// object decoded from that text.
+    fn raw_object_path(line: &str) -> Option<Result<KubeWatchEvent<Pod>, kube::Error>> {
+        let decode = |r: RawJson| serde_json::from_str::<Pod>(r.get());
+        Some(
+            match kube_line::<RawJson>(line)? {
+                Ok(KubeWatchEvent::Added(r)) => decode(r).map(KubeWatchEvent::Added),
+                Ok(KubeWatchEvent::Modified(r)) => decode(r).map(KubeWatchEvent::Modified),
+                Ok(KubeWatchEvent::Deleted(r)) => decode(r).map(KubeWatchEvent::Deleted),
+                Ok(KubeWatchEvent::Bookmark(b)) => Ok(KubeWatchEvent::Bookmark(b)),
+                Ok(KubeWatchEvent::Error(s)) => Ok(KubeWatchEvent::Error(s)),
+                Err(e) => return Some(Err(e)),
+            }
+            .map_err(kube::Error::SerdeError),
+        )
     }
 
     fn pod(name: &str, rv: u64) -> String {
@@ -681,7 +705,7 @@ mod tests {
     fn watch_on(pool: DecodePool, lines: &[String]) -> Vec<String> {
         let raw: Vec<_> = lines
             .iter()
-            .filter_map(|l| kube_line::<RawJson>(l))
+            .map(|l| Ok(bytes::Bytes::copy_from_slice(l.as_bytes())))
             .collect();
         let stream = decode_watch::<Pod, _>(futures::stream::iter(raw), pool);
         futures::executor::block_on(stream.collect::<Vec<_>>())
@@ -748,7 +772,8 @@ mod tests {
     }
 
     /// An event whose object comes before its type (no API server sends that, but JSON allows
-    /// it): serde buffers the object, and the raw object is rebuilt from the buffer.
+    /// it): decoded as kube decodes it; for the lean mode's raw path serde buffers the object,
+    /// and the raw object is rebuilt from the buffer.
     #[test]
     fn r3_object_before_type_decodes_as_kube_decodes_it() {
         for obj in [
@@ -763,6 +788,9 @@ mod tests {
                 "{l}"
             );
         }
+        // The lean mode's raw object, rebuilt from serde's buffer, is the object's text.
+        let l = format!(r#"{{"object":{},"type":"ADDED"}}"#, pod("b", 8));
+        assert_eq!(rv(raw_object_path(&l)), Some(8));
         let l = format!(r#"{{"object":{},"type":"ADDED"}}"#, pod("b", 8));
         assert_eq!(rv(raw_path(&l)), Some(8));
     }
@@ -941,18 +969,79 @@ mod tests {
                 .map(|e| describe(Some(e)))
                 .collect();
             for chunk in [1, 9, 4096] {
-                let evs = json_lines(body(text.clone().into_bytes(), chunk))
-                    .filter_map(|e| futures::future::ready(decode_event::<Pod>(e)));
+                let evs = watch_lines(body(text.clone().into_bytes(), chunk))
+                    .filter_map(|e| futures::future::ready(decode_line::<Pod>(e)));
                 let got: Vec<String> = block_on(evs.map(|e| describe(Some(e))).collect());
                 assert_eq!(got, want, "chunks of {chunk}");
             }
+        }
+
+        /// Lines are cut as kube's `LinesCodec` cuts them: `\r\n` endings, blank lines, a
+        /// last line without its `\n`; a line that is not UTF-8 is a read error (kube's codec
+        /// fails on it); a body error ends the stream, quietly when it is an unexpected EOF.
+        #[test]
+        fn r12_watch_lines_cut_as_kubes_lines_codec() {
+            let text = format!(
+                "{}\r\n \t\r\n\n{}\n{}",
+                line("ADDED", &pod("a", 1)),
+                line("MODIFIED", &pod("a", 2)),
+                line("DELETED", &pod("a", 3))
+            );
+            for chunk in [1, 2, 7, 100_000] {
+                let evs = decode_watch::<Pod, _>(
+                    watch_lines(body(text.clone().into_bytes(), chunk)),
+                    test_pool(),
+                );
+                let got: Vec<Option<u64>> = block_on(evs.map(|e| rv(Some(e))).collect());
+                assert_eq!(got, vec![Some(1), Some(2), Some(3)], "chunks of {chunk}");
+            }
+            let mut bad = line("ADDED", &pod("a\u{e9}", 1)).into_bytes();
+            let at = bad
+                .iter()
+                .position(|b| *b == 0xc3)
+                .expect("the two bytes of é");
+            bad[at] = 0xff;
+            let got = events_of_lines(bad);
+            assert!(got[0].contains("Unable to decode input as UTF8"), "{got:?}");
+            // A body error after one event: the event, then a read error, then nothing.
+            let chunks = vec![
+                Ok(bytes::Bytes::from(line("ADDED", &pod("a", 1)) + "\n")),
+                Err(kube::Error::Service("reset".into())),
+                Ok(bytes::Bytes::from(line("ADDED", &pod("a", 2)) + "\n")),
+            ];
+            let got: Vec<String> = block_on(
+                decode_watch::<Pod, _>(watch_lines(futures::stream::iter(chunks)), test_pool())
+                    .map(|e| describe(Some(e)))
+                    .collect(),
+            );
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(
+                got[1].starts_with("other Error reading events stream"),
+                "{got:?}"
+            );
+            let eof = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "cut");
+            let chunks = vec![
+                Ok(bytes::Bytes::from(line("ADDED", &pod("a", 1)) + "\n")),
+                Err(kube::Error::ReadEvents(eof)),
+            ];
+            let got: Vec<String> = block_on(
+                decode_watch::<Pod, _>(watch_lines(futures::stream::iter(chunks)), test_pool())
+                    .map(|e| describe(Some(e)))
+                    .collect(),
+            );
+            assert_eq!(got.len(), 1, "{got:?}");
+        }
+
+        fn events_of_lines(bytes: Vec<u8>) -> Vec<String> {
+            let evs = decode_watch::<Pod, _>(watch_lines(body(bytes, 3)), test_pool());
+            block_on(evs.map(|e| describe(Some(e))).collect::<Vec<_>>())
         }
 
         proptest! {
             #[test]
             fn r12_any_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300), chunk in 1usize..40) {
                 let _ = events(data.clone(), chunk);
-                let _ = block_on(json_lines(body(data, chunk)).collect::<Vec<_>>());
+                let _ = block_on(decode_watch::<Pod, _>(watch_lines(body(data, chunk)), test_pool()).collect::<Vec<_>>());
             }
         }
     }

@@ -21,7 +21,7 @@ pub use crate::listwatch::list_decode::{
     Admit, DecodedList, Item, ItemCodec, Listed, ShardCounts, ShardInfo,
 };
 use crate::listwatch::{
-    decode::{DecodePool, decode_proto_watch, decode_watch, json_lines, proto_frames},
+    decode::{DecodePool, decode_proto_watch, decode_watch, proto_frames, watch_lines},
     list_decode::{self, ShardCheck, decode_list_sharded},
 };
 pub use crate::object::ScopeApi;
@@ -324,10 +324,7 @@ where
         if self.protobuf {
             return self.proto_watch(params, resource_version, shard);
         }
-        // The raw watch's request, its events' objects decoded into `K` by the pool (or, with
-        // one decode thread, the reflector's thread), in order (P8), with exact-size vectors.
-        let raw = self.raw_watch(params, resource_version, shard);
-        Box::pin(async move { Ok(decode_watch::<K, _>(raw.await?, DecodePool::shared())) })
+        self.json_watch(params, resource_version, shard)
     }
 
     fn watch_raw(
@@ -391,6 +388,41 @@ where
         }))
     }
 
+    /// `Api::watch`'s request (with the shard), sent as kube's `request_events` sends it; the
+    /// body cut into lines on the reflector's thread and each line decoded into `K` once, by
+    /// the pool (or, with one decode thread, the reflector's thread), in order (P8), with
+    /// exact-size vectors.
+    fn json_watch(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
+        let api = self.api.clone();
+        let shard = shard.cloned();
+        Box::pin(crate::runtime::on_io(async move {
+            let req = kube::core::Request::new(api.resource_url())
+                .watch(&params, &resource_version)
+                .map_err(kube::Error::BuildRequest)?;
+            let mut req = with_shard(req, shard.as_ref())?;
+            req.extensions_mut().insert("watch");
+            // As kube's `request_events`: watch streams are not compressed.
+            req.headers_mut()
+                .entry(http::header::ACCEPT_ENCODING)
+                .or_insert(http::HeaderValue::from_static("identity"));
+            let res = api
+                .into_client()
+                .send(req.map(kube::client::Body::from))
+                .await?;
+            let res = api_errors(res, false).await?;
+            let body = http_body_util::BodyExt::into_data_stream(res.into_body());
+            Ok(decode_watch::<K, _>(
+                watch_lines(body),
+                DecodePool::shared(),
+            ))
+        }))
+    }
+
     /// A LIST page (with the shard), decoded as it streams in.
     fn list_stream(
         &self,
@@ -437,7 +469,7 @@ where
             Ok(if protobuf {
                 decode_proto_watch::<K, _>(proto_frames(body), pool)
             } else {
-                decode_watch::<K, _>(json_lines(body), pool)
+                decode_watch::<K, _>(watch_lines(body), pool)
             })
         }))
     }
@@ -460,6 +492,15 @@ async fn send_negotiated(
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(kinformer::protobuf::is_protobuf);
+    Ok((protobuf, api_errors(res, protobuf).await?))
+}
+
+/// An error status read as kube reads it (a `Status` body, protobuf when the answer is, else
+/// JSON, else its text with the HTTP code); any other answer passes through.
+async fn api_errors(
+    res: http::Response<kube::client::Body>,
+    protobuf: bool,
+) -> Result<http::Response<kube::client::Body>, kube::Error> {
     let status = res.status();
     if status.is_client_error() || status.is_server_error() {
         let body = http_body_util::BodyExt::collect(res.into_body())
@@ -479,7 +520,7 @@ async fn send_negotiated(
         });
         return Err(kube::Error::Api(s.boxed()));
     }
-    Ok((protobuf, res))
+    Ok(res)
 }
 
 /// A LIST asking for protobuf: a protobuf answer read whole and its items decoded on the pool;

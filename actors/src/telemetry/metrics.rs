@@ -233,6 +233,7 @@ struct TelemetryInner {
 /// | `kinformer_listener_decode_failures_total` | counter | lean mode: notifications a typed handler was not given (an object that does not decode) |
 /// | `kinformer_listener_undeliverable_total` | counter | notifications a gone user actor (`Recipient`, mailbox closed) was not given (S3) |
 /// | `kinformer_listener_handle_duration_seconds` | histogram | handler time per notification |
+/// | `kinformer_decode_fallbacks_total` | counter | process-wide, no labels: objects decoded a second time by serde_json because simd-json refused them (`kinformer::exact::fallbacks`) |
 /// | `kinformer_shard_dropped_not_owned_total` | counter | workqueue (label `name`): keys dropped or purged as not owned by this replica (W5) |
 #[derive(Clone)]
 pub struct Telemetry {
@@ -866,6 +867,15 @@ impl Collector for KinformerCollector {
             })
             .collect();
         encode_informers(&mut enc, &informers)?;
+        // Process-wide, so no labels (and no `{}`, which some parsers refuse).
+        enc.encode_descriptor(
+            "kinformer_decode_fallbacks",
+            "Objects decoded a second time, by serde_json, because simd-json refused them \
+             (process-wide; a count rising with the events means each is decoded twice).",
+            None,
+            MetricType::Counter,
+        )?
+        .encode_counter::<NoLabelSet, u64, u64>(&kinformer::exact::fallbacks(), None)?;
         let queues: Vec<(Arc<str>, WorkQueueMetrics)> = self
             .sources
             .live_queues()
