@@ -65,7 +65,9 @@ impl<K: DeserializeOwned> ItemCodec<K> {
     pub(crate) fn apply(&self, json: &[u8]) -> Result<Listed<K>, serde_json::Error> {
         match self {
             // Exact-size vectors: a decoded pod holds 17% less (`kinformer::exact`).
-            ItemCodec::Typed => kinformer::exact::from_slice(json).map(Listed::Typed),
+            ItemCodec::Typed => {
+                kinformer::exact::from_slice(json).map(|o| Listed::Typed(Arc::new(o)))
+            }
             ItemCodec::Lean(state) => state
                 .encode(json)
                 .map(Listed::Lean)
@@ -76,8 +78,9 @@ impl<K: DeserializeOwned> ItemCodec<K> {
 
 /// One object as it was read, before admission: decoded (typed mode) or encoded (lean mode).
 pub enum Listed<K> {
-    /// The decoded object.
-    Typed(K),
+    /// The decoded object, put in its `Arc` on the thread that decoded it: the pipeline moves
+    /// a pointer from there on, not the object (a k8s-openapi `Pod` is kilobytes inline).
+    Typed(Arc<K>),
     /// The server's bytes, metadata parsed, compressed.
     Lean(RawObject),
 }
@@ -361,16 +364,52 @@ where
 }
 
 /// A watch body's lines ([`watch_lines`]) → typed events in the same order, each line decoded
-/// once ([`decode_line`]) in batches of what had already arrived, on `pool`.
-pub(crate) fn decode_watch<K, S>(
+/// once ([`decode_line`]) in batches of what had already arrived, on `pool`, its object put
+/// in its `Arc` there, as the pipeline carries it ([`Listed::Typed`]).
+pub(crate) fn decode_listed_watch<K, S>(
     lines: S,
     pool: DecodePool,
-) -> BoxStream<'static, Result<KubeWatchEvent<K>, kube::Error>>
+) -> BoxStream<'static, Result<KubeWatchEvent<Listed<K>>, kube::Error>>
 where
-    K: DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Send + Sync + 'static,
     S: Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + 'static,
 {
-    in_order(lines, pool, decode_line::<K>)
+    fn decode<K: DeserializeOwned>(
+        line: Result<bytes::Bytes, kube::Error>,
+    ) -> Option<Result<KubeWatchEvent<Listed<K>>, kube::Error>> {
+        decode_line::<K>(line).map(|r| r.map(listed_event))
+    }
+    in_order(lines, pool, decode::<K>)
+}
+
+/// A [`listed_event`]'s object out of its `Arc` again (moved, as the `Arc` is the only one).
+pub(crate) fn unlisted_event<K: Clone>(
+    ev: KubeWatchEvent<Listed<K>>,
+) -> Result<KubeWatchEvent<K>, kube::Error> {
+    let typed = |o: Listed<K>| match o {
+        Listed::Typed(o) => Ok(Arc::unwrap_or_clone(o)),
+        Listed::Lean(_) => Err(kube::Error::SerdeError(serde_json::Error::custom(
+            "a lean object in a typed watch",
+        ))),
+    };
+    Ok(match ev {
+        KubeWatchEvent::Added(o) => KubeWatchEvent::Added(typed(o)?),
+        KubeWatchEvent::Modified(o) => KubeWatchEvent::Modified(typed(o)?),
+        KubeWatchEvent::Deleted(o) => KubeWatchEvent::Deleted(typed(o)?),
+        KubeWatchEvent::Bookmark(b) => KubeWatchEvent::Bookmark(b),
+        KubeWatchEvent::Error(e) => KubeWatchEvent::Error(e),
+    })
+}
+
+/// A typed watch event as the pipeline carries it: its object in an `Arc` ([`Listed::Typed`]).
+pub fn listed_event<K>(ev: KubeWatchEvent<K>) -> KubeWatchEvent<Listed<K>> {
+    match ev {
+        KubeWatchEvent::Added(o) => KubeWatchEvent::Added(Listed::Typed(Arc::new(o))),
+        KubeWatchEvent::Modified(o) => KubeWatchEvent::Modified(Listed::Typed(Arc::new(o))),
+        KubeWatchEvent::Deleted(o) => KubeWatchEvent::Deleted(Listed::Typed(Arc::new(o))),
+        KubeWatchEvent::Bookmark(b) => KubeWatchEvent::Bookmark(b),
+        KubeWatchEvent::Error(e) => KubeWatchEvent::Error(e),
+    }
 }
 
 /// A protobuf failure as kube reports the like from JSON: broken bytes (envelope, wire
@@ -454,12 +493,17 @@ pub(crate) fn decode_proto_event<K: DeserializeOwned>(
 pub(crate) fn decode_proto_watch<K, S>(
     frames: S,
     pool: DecodePool,
-) -> BoxStream<'static, Result<KubeWatchEvent<K>, kube::Error>>
+) -> BoxStream<'static, Result<KubeWatchEvent<Listed<K>>, kube::Error>>
 where
-    K: DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Send + Sync + 'static,
     S: Stream<Item = Result<Vec<u8>, kube::Error>> + Send + 'static,
 {
-    in_order(frames, pool, decode_proto_event::<K>)
+    fn decode<K: DeserializeOwned>(
+        frame: Result<Vec<u8>, kube::Error>,
+    ) -> Option<Result<KubeWatchEvent<Listed<K>>, kube::Error>> {
+        decode_proto_event::<K>(frame).map(|r| r.map(listed_event))
+    }
+    in_order(frames, pool, decode::<K>)
 }
 
 /// Whether a body read error is the end of a watch kube resumes from (an unexpected EOF of
@@ -623,6 +667,20 @@ pub(crate) fn test_pool() -> DecodePool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The typed events of [`decode_listed_watch`], out of their `Arc`s.
+    fn decode_watch<K, S>(
+        lines: S,
+        pool: DecodePool,
+    ) -> BoxStream<'static, Result<KubeWatchEvent<K>, kube::Error>>
+    where
+        K: DeserializeOwned + Clone + Send + Sync + 'static,
+        S: Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + 'static,
+    {
+        decode_listed_watch::<K, _>(lines, pool)
+            .map(|e| e.and_then(unlisted_event))
+            .boxed()
+    }
     use k8s_openapi::api::core::v1::Pod;
     use proptest::prelude::*;
 
@@ -891,7 +949,8 @@ mod tests {
 
         fn events(bytes: Vec<u8>, chunk: usize) -> Vec<String> {
             let frames = proto_frames(body(bytes, chunk));
-            let evs = decode_proto_watch::<Pod, _>(frames, test_pool());
+            let evs = decode_proto_watch::<Pod, _>(frames, test_pool())
+                .map(|e| e.and_then(unlisted_event));
             block_on(evs.map(|e| describe(Some(e))).collect::<Vec<_>>())
         }
 

@@ -579,12 +579,13 @@ type PbRaw = (
 /// One protobuf LIST item's decode into `K`, on a decode thread.
 fn decode_pb_item<K: DeserializeOwned>(
     (body, range, schema, types): PbRaw,
-) -> Result<K, kinformer::protobuf::ProtobufError> {
+) -> Result<Arc<K>, kinformer::protobuf::ProtobufError> {
     kinformer::protobuf::decode_message::<K>(
         &body[range],
         schema,
         Some((types.0.as_str(), types.1.as_str())),
     )
+    .map(Arc::new)
 }
 
 /// Decodes a protobuf LIST body (`application/vnd.kubernetes.protobuf`, read whole: items are
@@ -624,7 +625,7 @@ where
         items: Vec::with_capacity(ranges.len()),
     };
     let mut in_flight = VecDeque::with_capacity(LIST_IN_FLIGHT + 1);
-    let mut admit_batch = |batch: Batch<Result<K, kinformer::protobuf::ProtobufError>>,
+    let mut admit_batch = |batch: Batch<Result<Arc<K>, kinformer::protobuf::ProtobufError>>,
                            out: &mut DecodedList<Item<K>>|
      -> Result<(), kube::Error> {
         for obj in batch
@@ -696,7 +697,7 @@ mod tests {
     /// A typed codec's item as the pipeline carries it.
     fn typed<K>(o: Listed<K>) -> Arc<LazyObject<K>> {
         match o {
-            Listed::Typed(o) => Arc::new(LazyObject::from_object(Arc::new(o))),
+            Listed::Typed(o) => Arc::new(LazyObject::from_object(o)),
             Listed::Lean(_) => panic!("a typed codec gave a lean object"),
         }
     }
@@ -753,7 +754,7 @@ mod tests {
                 o.metadata.name.clone().unwrap_or_default(),
                 t.map(|t| t.kind.clone()),
             ));
-            let mut o = o;
+            let mut o = Arc::unwrap_or_clone(o);
             o.data = None; // the transform
             Some((
                 Arc::new(LazyObject::from_object(Arc::new(o))),
@@ -853,7 +854,7 @@ mod parallel_tests {
         };
         let admit: Admit<ConfigMap> = Box::new(move |o, _| {
             let lazy = match (o, &state) {
-                (Listed::Typed(o), None) => LazyObject::from_object(Arc::new(o)),
+                (Listed::Typed(o), None) => LazyObject::from_object(o),
                 (Listed::Lean(raw), Some(s)) => LazyObject::from_raw(Arc::new(raw), Arc::clone(s)),
                 _ => panic!("the codec decides the form"),
             };
@@ -972,7 +973,7 @@ mod fuzz_tests {
                 let reader = futures::TryStreamExt::into_async_read(futures::stream::iter(chunks));
                 let admit: Admit<Pod> = Box::new(move |o, _| {
                     let lazy = match o {
-                        Listed::Typed(o) => LazyObject::from_object(Arc::new(o)),
+                        Listed::Typed(o) => LazyObject::from_object(o),
                         Listed::Lean(raw) => {
                             LazyObject::from_raw(Arc::new(raw), Arc::clone(&state))
                         }

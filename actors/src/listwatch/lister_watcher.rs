@@ -5,7 +5,7 @@
 //! decoding are kube's. The trait exists so one reflector serves typed, dynamic and
 //! metadata-only informers; it is not a test seam (tests run against the simulated API server).
 
-use std::fmt::Debug;
+use std::{fmt::Debug, sync::Arc};
 
 use futures::{StreamExt, stream::BoxStream};
 use kinformer::shard::ShardSelector;
@@ -21,7 +21,10 @@ pub use crate::listwatch::list_decode::{
     Admit, DecodedList, Item, ItemCodec, Listed, ShardCounts, ShardInfo,
 };
 use crate::listwatch::{
-    decode::{DecodePool, decode_proto_watch, decode_watch, proto_frames, watch_lines},
+    decode::{
+        DecodePool, decode_listed_watch, decode_proto_watch, listed_event, proto_frames,
+        unlisted_event, watch_lines,
+    },
     list_decode::{self, ShardCheck, decode_list_sharded},
 };
 pub use crate::object::ScopeApi;
@@ -32,6 +35,10 @@ pub type ListItems<K> =
 
 /// A boxed stream of watch events as kube decodes them.
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, kube::Error>>;
+
+/// A boxed stream of watch events whose objects are as the typed informer carries them
+/// ([`Listed::Typed`], in an `Arc`): [`ListerWatcher::watch_listed`].
+pub type ListedWatchStream<K> = BoxStream<'static, Result<WatchEvent<Listed<K>>, kube::Error>>;
 
 /// A boxed stream of watch events whose objects are left as the server's JSON (the lean
 /// mode's watch, I7).
@@ -82,7 +89,7 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
             let mut items = Vec::with_capacity(l.items.len());
             for o in l.items {
                 let listed = match &codec {
-                    ItemCodec::Typed => Listed::Typed(o),
+                    ItemCodec::Typed => Listed::Typed(Arc::new(o)),
                     ItemCodec::Lean(_) => codec
                         .apply(to_raw(&o)?.get().as_bytes())
                         .map_err(kube::Error::SerdeError)?,
@@ -159,6 +166,23 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
         self.watch(params, resource_version)
     }
 
+    /// [`watch_sharded`](Self::watch_sharded) with each object as the typed informer carries
+    /// it, in an `Arc` ([`Listed::Typed`]). The default wraps what `watch_sharded` gives;
+    /// [`KubeListerWatcher`] puts each object in its `Arc` on the thread that decoded it, so
+    /// the reflector's thread moves pointers rather than kilobytes of object.
+    fn watch_listed(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<ListedWatchStream<K>, kube::Error>>
+    where
+        K: Send + 'static,
+    {
+        let watch = self.watch_sharded(params, resource_version, shard);
+        Box::pin(async move { Ok(watch.await?.map(|ev| ev.map(listed_event)).boxed()) })
+    }
+
     /// [`watch_raw`](Self::watch_raw) of one shard (K1); the default ignores the shard.
     fn watch_raw_sharded(
         &self,
@@ -203,7 +227,7 @@ fn with_shard(
 /// Whether a listed (decoded or lean) object is in `shard` (K1), by its uid or namespace.
 pub fn listed_in_shard<K: Resource>(shard: &ShardSelector, obj: &Listed<K>) -> bool {
     match obj {
-        Listed::Typed(o) => shard.matches_object(o),
+        Listed::Typed(o) => shard.matches_object(&**o),
         Listed::Lean(raw) => {
             let m = raw.meta();
             shard.matches(m.uid(), m.namespace())
@@ -321,10 +345,17 @@ where
         resource_version: String,
         shard: Option<&ShardSelector>,
     ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
-        if self.protobuf {
-            return self.proto_watch(params, resource_version, shard);
-        }
-        self.json_watch(params, resource_version, shard)
+        let watch = self.typed_watch(params, resource_version, shard);
+        Box::pin(async move { Ok(watch.await?.map(|ev| ev.and_then(unlisted_event)).boxed()) })
+    }
+
+    fn watch_listed(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<ListedWatchStream<K>, kube::Error>> {
+        self.typed_watch(params, resource_version, shard)
     }
 
     fn watch_raw(
@@ -388,41 +419,6 @@ where
         }))
     }
 
-    /// `Api::watch`'s request (with the shard), sent as kube's `request_events` sends it; the
-    /// body cut into lines on the reflector's thread and each line decoded into `K` once, by
-    /// the pool (or, with one decode thread, the reflector's thread), in order (P8), with
-    /// exact-size vectors.
-    fn json_watch(
-        &self,
-        params: WatchParams,
-        resource_version: String,
-        shard: Option<&ShardSelector>,
-    ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
-        let api = self.api.clone();
-        let shard = shard.cloned();
-        Box::pin(crate::runtime::on_io(async move {
-            let req = kube::core::Request::new(api.resource_url())
-                .watch(&params, &resource_version)
-                .map_err(kube::Error::BuildRequest)?;
-            let mut req = with_shard(req, shard.as_ref())?;
-            req.extensions_mut().insert("watch");
-            // As kube's `request_events`: watch streams are not compressed.
-            req.headers_mut()
-                .entry(http::header::ACCEPT_ENCODING)
-                .or_insert(http::HeaderValue::from_static("identity"));
-            let res = api
-                .into_client()
-                .send(req.map(kube::client::Body::from))
-                .await?;
-            let res = api_errors(res, false).await?;
-            let body = http_body_util::BodyExt::into_data_stream(res.into_body());
-            Ok(decode_watch::<K, _>(
-                watch_lines(body),
-                DecodePool::shared(),
-            ))
-        }))
-    }
-
     /// A LIST page (with the shard), decoded as it streams in.
     fn list_stream(
         &self,
@@ -442,16 +438,20 @@ where
         stream_list(client, req, shard, codec, admit)
     }
 
-    /// `Api::watch`'s request (with the shard) asking for protobuf; the answer read by its
-    /// `Content-Type`, its objects decoded on the pool in order (P8).
-    fn proto_watch(
+    /// `Api::watch`'s request (with the shard), sent as kube's `request_events` sends it, or
+    /// asking for protobuf (JSON accepted) with the protobuf option; the answer read by its
+    /// `Content-Type`. Each JSON line or protobuf frame is decoded into `K` once, by the pool
+    /// (or, with one decode thread, the reflector's thread), in order (P8), with exact-size
+    /// vectors; the reflector's thread only cuts the body into lines or frames.
+    fn typed_watch(
         &self,
         params: WatchParams,
         resource_version: String,
         shard: Option<&ShardSelector>,
-    ) -> futures::future::BoxFuture<'static, Result<WatchStream<K>, kube::Error>> {
+    ) -> futures::future::BoxFuture<'static, Result<ListedWatchStream<K>, kube::Error>> {
         let api = self.api.clone();
         let shard = shard.cloned();
+        let ask_protobuf = self.protobuf;
         Box::pin(crate::runtime::on_io(async move {
             let req = kube::core::Request::new(api.resource_url())
                 .watch(&params, &resource_version)
@@ -463,13 +463,19 @@ where
                 http::header::ACCEPT_ENCODING,
                 http::HeaderValue::from_static("identity"),
             );
-            let (protobuf, res) = send_negotiated(&api.into_client(), req).await?;
+            let client = api.into_client();
+            let (protobuf, res) = if ask_protobuf {
+                send_negotiated(&client, req).await?
+            } else {
+                let res = client.send(req.map(kube::client::Body::from)).await?;
+                (false, api_errors(res, false).await?)
+            };
             let body = http_body_util::BodyExt::into_data_stream(res.into_body());
             let pool = DecodePool::shared();
             Ok(if protobuf {
                 decode_proto_watch::<K, _>(proto_frames(body), pool)
             } else {
-                decode_watch::<K, _>(watch_lines(body), pool)
+                decode_listed_watch::<K, _>(watch_lines(body), pool)
             })
         }))
     }

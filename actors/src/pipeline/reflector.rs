@@ -50,10 +50,7 @@ async fn open_watch<K: InformerObject>(
     shard: Option<ShardSelector>,
 ) -> Result<Events<K>, kube::Error> {
     match cx.lean() {
-        None => {
-            let events = cx.lw.watch_sharded(params, rv, shard.as_ref()).await?;
-            Ok(events.map(|ev| ev.map(typed_event)).boxed())
-        }
+        None => cx.lw.watch_listed(params, rv, shard.as_ref()).await,
         Some(state) => {
             let events = cx.lw.watch_raw_sharded(params, rv, shard.as_ref()).await?;
             Ok(encode_watch(
@@ -62,16 +59,6 @@ async fn open_watch<K: InformerObject>(
                 Arc::clone(state),
             ))
         }
-    }
-}
-
-fn typed_event<K>(ev: KubeWatchEvent<K>) -> KubeWatchEvent<Listed<K>> {
-    match ev {
-        KubeWatchEvent::Added(o) => KubeWatchEvent::Added(Listed::Typed(o)),
-        KubeWatchEvent::Modified(o) => KubeWatchEvent::Modified(Listed::Typed(o)),
-        KubeWatchEvent::Deleted(o) => KubeWatchEvent::Deleted(Listed::Typed(o)),
-        KubeWatchEvent::Bookmark(b) => KubeWatchEvent::Bookmark(b),
-        KubeWatchEvent::Error(e) => KubeWatchEvent::Error(e),
     }
 }
 

@@ -126,15 +126,20 @@ impl<K: InformerObject> ReflectorContext<K> {
         Some((lazy, id))
     }
 
-    fn admit_typed(&self, obj: K, list_type: Option<&TypeMeta>) -> Result<LazyObject<K>, String> {
+    fn admit_typed(
+        &self,
+        obj: Arc<K>,
+        list_type: Option<&TypeMeta>,
+    ) -> Result<LazyObject<K>, String> {
         if let Some(v) = &self.validate {
             v(&obj, list_type)?;
         }
         let obj = match &self.transform {
-            Some(t) => t(obj),
+            // The decoder's `Arc` is the only one: the object is moved out, not cloned.
+            Some(t) => Arc::new(t(Arc::unwrap_or_clone(obj))),
             None => obj,
         };
-        Ok(LazyObject::from_object(Arc::new(obj)))
+        Ok(LazyObject::from_object(obj))
     }
 
     /// The lean mode's admission (I7): the R5 type check on the parsed metadata; a user's
