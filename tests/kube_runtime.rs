@@ -2,11 +2,9 @@
 //! as kube-rs's watcher event stream, trigger stream and `reflector::Store`, over HTTP against
 //! the simulated API server.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::SharedIndexInformer;

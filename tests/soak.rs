@@ -5,21 +5,20 @@
 //! after warm-up) and that the thread count does not grow, then that the cache still equals the
 //! server once churn stops.
 //!
-//! It is `#[ignore]`d (it runs for 30 minutes by default). Run it with:
+//! It is `#[ignore]`d (it runs for 30 minutes by default). Run it by its name, so that no other
+//! test shares the process it measures:
 //!
 //! ```text
-//! KINFORMER_SOAK_SECS=1800 cargo test -p kinformer-actors --test soak -- --ignored --nocapture
+//! KINFORMER_SOAK_SECS=1800 cargo test -p kinformer-actors --test it -- --ignored --nocapture soak::soak_memory_is_flat
 //! ```
 //!
 //! `KINFORMER_SOAK_SECS` is the churn duration in seconds (default 1800, at least 60). The
 //! simulated API server runs in the same process, so its memory is counted too: compaction keeps
 //! its watch cache bounded. Linux only (it reads `/proc`).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_actors::{ListenerConfig, OverflowPolicy, SharedIndexInformer};
 use kinformer_sim::{ChurnConfig, ChurnKind};
