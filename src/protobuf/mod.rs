@@ -44,7 +44,10 @@ use std::ops::Range;
 
 use serde::Deserialize;
 
-pub use encode::{encode_list, encode_message, encode_object, encode_watch_frame, envelope_raw};
+pub use encode::{
+    encode_list, encode_list_of_messages, encode_message, encode_object, encode_object_as,
+    encode_watch_frame, envelope_raw, object_message, watch_frame,
+};
 pub use schema::{Field, Kind, Message, kind_schema};
 use wire::{Fields, bytes, string};
 

@@ -1182,6 +1182,9 @@ pub(crate) fn watch_frame_of_message(
 }
 
 #[cfg(test)]
+mod golden;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
