@@ -49,6 +49,7 @@ pub use encode::{
     encode_watch_frame, envelope_raw, object_message, watch_frame,
 };
 pub use schema::{Field, Kind, Message, kind_schema};
+pub use time::{go_duration, rfc3339};
 use wire::{Fields, bytes, string};
 
 /// The media type of Kubernetes' protobuf encoding.

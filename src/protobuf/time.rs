@@ -22,7 +22,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// `secs` since the Unix epoch as RFC 3339 in UTC (`2006-01-02T15:04:05Z`), with
 /// `.µµµµµµ` when `micros` is given. Years outside 0..=9999 (which RFC 3339 cannot write,
 /// and Go refuses to marshal) are an error.
-pub(crate) fn rfc3339(secs: i64, micros: Option<u32>) -> Result<String, ProtobufError> {
+pub fn rfc3339(secs: i64, micros: Option<u32>) -> Result<String, ProtobufError> {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
@@ -39,7 +39,7 @@ pub(crate) fn rfc3339(secs: i64, micros: Option<u32>) -> Result<String, Protobuf
 }
 
 /// Go's `time.Duration.String()`: `0s`, `1.5µs`, `2ms`, `1m30s`, `-1h0m0.5s`.
-pub(crate) fn go_duration(ns: i64) -> String {
+pub fn go_duration(ns: i64) -> String {
     if ns == 0 {
         return "0s".into();
     }
