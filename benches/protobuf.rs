@@ -51,6 +51,15 @@ fn decode(c: &mut Criterion) {
     );
     let mut g = c.benchmark_group("pod_decode");
     g.throughput(Throughput::Elements(PODS as u64));
+    g.bench_function("json_serde_json", |b| {
+        b.iter(|| {
+            for j in &json {
+                let p: Pod = serde_json::from_slice(j).expect("decodes");
+                black_box(p);
+            }
+        })
+    });
+    // `kinformer::exact`: simd-json (serde_json where it refuses), what the typed informer runs.
     g.bench_function("json", |b| {
         b.iter(|| {
             for j in &json {

@@ -31,7 +31,7 @@ impl Val<'_> {
 
 /// The fields of one message, in wire order; stops at the first malformed one (after
 /// yielding its error).
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Fields<'a> {
     pub(crate) buf: &'a [u8],
 }
