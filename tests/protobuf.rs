@@ -471,3 +471,394 @@ async fn a_protobuf_informer_recovers_from_every_stream_fault() {
     );
     pb.shutdown().await;
 }
+
+// Bad input in protobuf (issue 27 item 3): the counterparts of `bad_input.rs`'s JSON cases, from
+// a scripted server on loopback that answers each LIST and WATCH of `pods` with the next canned
+// reply, as bytes with their `Content-Type` (what no real server would send, or not on demand).
+
+/// One canned answer of [`PbServer`].
+#[derive(Clone, Debug)]
+enum PbReply {
+    /// `200` with this `Content-Type` and whole body, then the connection closes.
+    Body(&'static str, Vec<u8>),
+    /// `200` announcing the body's whole length, then only its first half and a closed
+    /// connection.
+    Cut(&'static str, Vec<u8>),
+    /// `200`, these bytes (a watch stream), then the connection closes.
+    Stream(&'static str, Vec<u8>),
+    /// `200`, these bytes, then the stream stays open and silent.
+    Open(&'static str, Vec<u8>),
+}
+
+/// The queues of [`PbServer`]: LISTs and WATCHes each take the next reply, or the default.
+struct PbScript {
+    lists: std::collections::VecDeque<PbReply>,
+    list_default: PbReply,
+    watches: std::collections::VecDeque<PbReply>,
+    /// Request lines received, in order.
+    seen: Vec<String>,
+}
+
+/// A scripted server for `pods` speaking protobuf (and JSON when told), on loopback.
+#[derive(Clone)]
+struct PbServer {
+    url: String,
+    script: Arc<Mutex<PbScript>>,
+}
+
+const PB_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+const JSON: &str = "application/json";
+
+impl PbServer {
+    async fn start(lists: Vec<PbReply>, list_default: PbReply, watches: Vec<PbReply>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let script = Arc::new(Mutex::new(PbScript {
+            lists: lists.into(),
+            list_default,
+            watches: watches.into(),
+            seen: Vec::new(),
+        }));
+        let s = Arc::clone(&script);
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                tokio::spawn(pb_serve(conn, Arc::clone(&s)));
+            }
+        });
+        PbServer { url, script }
+    }
+
+    fn client(&self) -> Client {
+        Client::try_from(kube::Config::new(self.url.parse().expect("url"))).expect("client")
+    }
+
+    fn requests(&self, watch: bool) -> usize {
+        let s = self.script.lock().unwrap();
+        s.seen
+            .iter()
+            .filter(|l| l.contains("watch=true") == watch)
+            .count()
+    }
+}
+
+async fn pb_serve(mut conn: tokio::net::TcpStream, script: Arc<Mutex<PbScript>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let line = String::from_utf8_lossy(&head)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let reply = {
+        let mut s = script.lock().unwrap();
+        s.seen.push(line.clone());
+        if line.contains("watch=true") {
+            s.watches.pop_front()
+        } else {
+            Some(
+                s.lists
+                    .pop_front()
+                    .unwrap_or_else(|| s.list_default.clone()),
+            )
+        }
+    };
+    let ok = |ct: &str| format!("HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nConnection: close\r\n");
+    match reply {
+        Some(PbReply::Body(ct, b)) => {
+            let head = format!("{}Content-Length: {}\r\n\r\n", ok(ct), b.len());
+            let _ = conn.write_all(head.as_bytes()).await;
+            let _ = conn.write_all(&b).await;
+        }
+        Some(PbReply::Cut(ct, b)) => {
+            let head = format!("{}Content-Length: {}\r\n\r\n", ok(ct), b.len());
+            let _ = conn.write_all(head.as_bytes()).await;
+            let _ = conn.write_all(&b[..b.len() / 2]).await;
+        }
+        Some(PbReply::Stream(ct, b)) => {
+            let _ = conn.write_all(format!("{}\r\n", ok(ct)).as_bytes()).await;
+            let _ = conn.write_all(&b).await;
+        }
+        Some(PbReply::Open(ct, b)) => {
+            let _ = conn.write_all(format!("{}\r\n", ok(ct)).as_bytes()).await;
+            let _ = conn.write_all(&b).await;
+            let _ = conn.flush().await;
+            std::future::pending::<()>().await;
+        }
+        // No more watches scripted: the request hangs (a quiet watch).
+        None => std::future::pending::<()>().await,
+    }
+    let _ = conn.shutdown().await;
+}
+
+fn pod_value(name: &str, rv: u64) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": "a", "name": name, "resourceVersion": rv.to_string(),
+            "uid": format!("uid-{name}"), "labels": {"app": name}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}})
+}
+
+/// A protobuf `PodList` at `rv`; each item's message followed by `extra` (unknown fields).
+fn pb_list(rv: u64, pods: &[serde_json::Value], extra: &[u8]) -> Vec<u8> {
+    let msgs: Vec<Vec<u8>> = pods
+        .iter()
+        .map(|p| {
+            let mut m = kinformer::protobuf::object_message("v1", "Pod", p).expect("encodes");
+            m.extend_from_slice(extra);
+            m
+        })
+        .collect();
+    kinformer::protobuf::encode_list_of_messages(
+        "v1",
+        "Pod",
+        &json!({"resourceVersion": rv.to_string()}),
+        msgs.iter().map(Vec::as_slice),
+    )
+    .expect("a list")
+}
+
+/// One protobuf watch frame of `pod`, its message followed by `extra` (unknown fields).
+fn pb_frame(event_type: &str, pod: &serde_json::Value, extra: &[u8]) -> Vec<u8> {
+    let mut m = kinformer::protobuf::object_message("v1", "Pod", pod).expect("encodes");
+    m.extend_from_slice(extra);
+    let obj = kinformer::protobuf::envelope_raw("v1", "Pod", &m);
+    kinformer::protobuf::watch_frame(event_type, &obj).expect("a frame")
+}
+
+/// Unknown fields as a newer server would add them: a string (99), a varint (100), a nested
+/// message (101) and a fixed64 (102); none of them in the schema.
+fn unknown_fields() -> Vec<u8> {
+    // Keys are `number << 3 | wire type` as varints: 99/2 = 9a 06, 100/0 = a0 06,
+    // 101/2 = aa 06, 102/1 = b1 06.
+    let mut b = vec![0x9a, 0x06, 5];
+    b.extend_from_slice(b"newer");
+    b.extend_from_slice(&[0xa0, 0x06, 0xac, 0x02]); // 300
+    b.extend_from_slice(&[0xaa, 0x06, 3, 0x08, 0x96, 0x01]);
+    b.extend_from_slice(&[0xb1, 0x06]);
+    b.extend_from_slice(&7u64.to_le_bytes());
+    b
+}
+
+/// A Pod informer on `client` asking for protobuf, recording watch errors as text.
+async fn pb_pod_informer(client: Client) -> (SharedIndexInformer<Pod>, Arc<Mutex<Vec<String>>>) {
+    let informer = SharedIndexInformer::<Pod>::with_config(client, None, protobuf_config());
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let e = Arc::clone(&errors);
+    informer
+        .set_watch_error_handler(move |err| e.lock().unwrap().push(err.to_string()))
+        .unwrap();
+    (informer, errors)
+}
+
+/// Each cached pod's key and resourceVersion.
+fn pod_rvs(informer: &SharedIndexInformer<Pod>) -> BTreeMap<String, String> {
+    cache(informer)
+        .into_iter()
+        .map(|(k, p)| (k, p.metadata.resource_version.clone().unwrap_or_default()))
+        .collect()
+}
+
+fn rvs(pairs: &[(&str, u64)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(n, rv)| (format!("a/{n}"), rv.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn protobuf_lists_cut_truncated_or_with_a_wrong_magic_fail_whole_and_are_retried() {
+    let good = pb_list(10, &[pod_value("p0", 3), pod_value("p1", 4)], &[]);
+    let mut truncated = good.clone();
+    truncated.truncate(good.len() - 7);
+    let mut bad_magic = good.clone();
+    bad_magic[..4].copy_from_slice(b"k8x\0");
+    let server = PbServer::start(
+        vec![
+            PbReply::Cut(PROTOBUF, good.clone()),
+            PbReply::Body(PROTOBUF, truncated),
+            PbReply::Body(PROTOBUF, bad_magic),
+        ],
+        PbReply::Body(PROTOBUF, good),
+        vec![],
+    )
+    .await;
+    let (informer, errors) = pb_pod_informer(server.client()).await;
+    start_synced(&informer).await;
+    assert_eq!(server.requests(false), 4, "three failed LISTs, one good");
+    assert_eq!(pod_rvs(&informer), rvs(&[("p0", 3), ("p1", 4)]));
+    let h = informer.health();
+    assert!(h.restarts >= 3, "each failed LIST restarts: {h:?}");
+    let errors = errors.lock().unwrap().clone();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("does not appear to be a protobuf message")),
+        "the wrong magic is reported as such: {errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("malformed protobuf")),
+        "the truncated list is reported as malformed: {errors:?}"
+    );
+    informer.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_protobuf_fields_are_skipped_in_lists_and_watch_events() {
+    let extra = unknown_fields();
+    let server = PbServer::start(
+        vec![],
+        PbReply::Body(
+            PROTOBUF,
+            pb_list(10, &[pod_value("p0", 3), pod_value("p1", 4)], &extra),
+        ),
+        vec![PbReply::Open(
+            PB_WATCH,
+            [
+                pb_frame("ADDED", &pod_value("p2", 11), &extra),
+                pb_frame("MODIFIED", &pod_value("p0", 12), &extra),
+            ]
+            .concat(),
+        )],
+    )
+    .await;
+    let (informer, errors) = pb_pod_informer(server.client()).await;
+    start_synced(&informer).await;
+    eventually("the watch events are applied", || {
+        pod_rvs(&informer) == rvs(&[("p0", 12), ("p1", 4), ("p2", 11)])
+    })
+    .await;
+    // The objects are the ones without the unknown fields.
+    let want: Pod = serde_json::from_value(pod_value("p2", 11)).unwrap();
+    assert_eq!(*cache(&informer)["a/p2"], want);
+    assert_eq!(server.requests(false), 1, "no relist");
+    assert_eq!(server.requests(true), 1, "the same watch goes on");
+    assert!(errors.lock().unwrap().is_empty(), "{:?}", errors.lock());
+    informer.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_switching_between_protobuf_and_json_is_followed() {
+    // LIST in protobuf, then a WATCH answered in JSON (as after a restart into a server
+    // without protobuf), which ends; the next WATCH is protobuf again, then a relist (410)
+    // answered in JSON.
+    let json_line =
+        |t: &str, p: &serde_json::Value| format!("{{\"type\":\"{t}\",\"object\":{p}}}\n");
+    let expired = kinformer::protobuf::watch_frame(
+        "ERROR",
+        &kinformer::protobuf::encode_object_as(
+            "v1",
+            "Status",
+            &json!({"status": "Failure", "message": "too old resource version",
+                "reason": "Expired", "code": 410}),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let json_list = json!({"kind": "PodList", "apiVersion": "v1",
+        "metadata": {"resourceVersion": "30"},
+        "items": [pod_value("p0", 3), pod_value("p2", 11), pod_value("p3", 21),
+            pod_value("p4", 30)]})
+    .to_string();
+    let server = PbServer::start(
+        vec![PbReply::Body(
+            PROTOBUF,
+            pb_list(10, &[pod_value("p0", 3)], &[]),
+        )],
+        PbReply::Body(JSON, json_list.into_bytes()),
+        vec![
+            PbReply::Stream(JSON, json_line("ADDED", &pod_value("p2", 11)).into_bytes()),
+            PbReply::Stream(
+                PB_WATCH,
+                [pb_frame("ADDED", &pod_value("p3", 21), &[]), expired].concat(),
+            ),
+            PbReply::Open(JSON, json_line("ADDED", &pod_value("p5", 31)).into_bytes()),
+        ],
+    )
+    .await;
+    let (informer, errors) = pb_pod_informer(server.client()).await;
+    start_synced(&informer).await;
+    eventually("every answer is read, whatever its encoding", || {
+        pod_rvs(&informer) == rvs(&[("p0", 3), ("p2", 11), ("p3", 21), ("p4", 30), ("p5", 31)])
+    })
+    .await;
+    assert_eq!(server.requests(false), 2, "the 410 relisted once");
+    assert!(
+        errors
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|e| !e.contains("protobuf")),
+        "no decoding error: {:?}",
+        errors.lock()
+    );
+    informer.shutdown().await;
+}
+
+#[tokio::test]
+async fn broken_protobuf_watch_streams_are_typed_errors_and_the_watch_is_reopened() {
+    let list = pb_list(10, &[pod_value("p0", 3)], &[]);
+    // A frame length over the 16 MiB limit (the bytes after it are never read).
+    let mut too_long = pb_frame("ADDED", &pod_value("p1", 11), &[]);
+    too_long[..4].copy_from_slice(&(16u32 * 1024 * 1024 + 1).to_be_bytes());
+    // A good event, then a frame cut short by the end of the stream.
+    let mut cut = pb_frame("ADDED", &pod_value("p3", 13), &[]);
+    cut.truncate(cut.len() - 9);
+    // A frame whose object has a wrong magic.
+    let mut bad_object = pb_frame("ADDED", &pod_value("p4", 14), &[]);
+    let at = bad_object
+        .windows(4)
+        .position(|w| w == b"k8s\0")
+        .expect("the object's envelope");
+    bad_object[at + 2] = b'x';
+    let server = PbServer::start(
+        vec![],
+        PbReply::Body(PROTOBUF, list),
+        vec![
+            PbReply::Stream(PB_WATCH, too_long),
+            PbReply::Stream(
+                PB_WATCH,
+                [pb_frame("ADDED", &pod_value("p2", 12), &[]), cut].concat(),
+            ),
+            PbReply::Stream(PB_WATCH, bad_object),
+            PbReply::Open(
+                PB_WATCH,
+                [
+                    pb_frame("ADDED", &pod_value("p3", 13), &[]),
+                    pb_frame("ADDED", &pod_value("p5", 15), &[]),
+                ]
+                .concat(),
+            ),
+        ],
+    )
+    .await;
+    let (informer, errors) = pb_pod_informer(server.client()).await;
+    start_synced(&informer).await;
+    eventually("the events after the broken frames are applied", || {
+        pod_rvs(&informer) == rvs(&[("p0", 3), ("p2", 12), ("p3", 13), ("p5", 15)])
+    })
+    .await;
+    assert!(
+        server.requests(true) >= 4,
+        "each broken stream reopened the watch"
+    );
+    let errors = errors.lock().unwrap().clone();
+    for what in [
+        "larger than the limit",
+        "ended inside a frame",
+        "does not appear to be a protobuf message",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.contains(what)),
+            "{what:?} reported: {errors:?}"
+        );
+    }
+    informer.shutdown().await;
+}

@@ -4,16 +4,27 @@
 //!
 //! Each message is a map whose keys are the fields' JSON names, in wire order (gogo-protobuf
 //! writes them in field-number order). A repeated field (or map) is one key whose value
-//! gathers every occurrence of the field in its message; later occurrences are skipped.
-//! Inlined structs (`json:",inline"`, e.g. a `Volume`'s `VolumeSource`) give their fields to
-//! the parent's map. Fields the schema does not know are skipped, as protobuf does. A single
-//! (non-repeated) field that occurs twice is given twice and the target keeps the last
-//! (protobuf would merge two occurrences of a message; gogo-protobuf never writes one twice).
+//! gathers every occurrence of the field in its message. Inlined structs (`json:",inline"`,
+//! e.g. a `Volume`'s `VolumeSource`) give their fields to the parent's map. Fields the schema
+//! does not know are skipped, as protobuf does. A single (non-repeated) field that occurs
+//! twice is given twice and the target keeps the last (protobuf would merge two occurrences of
+//! a message; gogo-protobuf never writes one twice).
+//!
+//! One pass over the bytes: Go writes a repeated field's occurrences next to each other, so
+//! its elements are the run of that field at its first occurrence (the run's keys are read
+//! once ahead, for the exact size hint, and its values once, by the target). Should the same
+//! field come again later in the message (valid protobuf, never written by Go), the object is
+//! read again in the general mode, which gathers occurrences from the whole message
+//! ([`ProtobufError::Interleaved`] says so to [`super::decode_message`], never to a caller).
+//! Fields are found by number in the message's `index` (an array lookup); the reading state
+//! of a message is a few words per inlined level; nothing is allocated but what the target
+//! keeps, and strings are lent (`visit_borrowed_str`).
 //!
 //! Go's JSON leaves out the zero value of a non-pointer `omitempty` scalar; protobuf (gogo)
 //! writes every non-pointer field. So such a field at its zero value reads as absent
 //! (`deserialize_option` → `None`), and the decoded object equals the one decoded from the
-//! server's JSON.
+//! server's JSON. A zero `metav1.Time` (an empty message, or Go's zero instant) reads as
+//! `null`, as Go's JSON writes it.
 
 use base64::Engine as _;
 use serde::de::{
@@ -27,16 +38,15 @@ use super::{
     wire::{Fields, Val, bytes, string, varint},
 };
 
-/// Deepest nesting of inlined structs (Kubernetes has two levels at most).
+/// Levels of one message's reading state: itself and its inlined structs (Kubernetes nests
+/// two at most: `Volume` → `VolumeSource`, `Probe` → `ProbeHandler`).
 const MAX_INLINE: usize = 4;
 
 /// Deepest nesting of messages; deeper input is refused rather than risking the stack.
 const MAX_DEPTH: u32 = 100;
 
-static EMPTY: Message = Message {
-    name: "",
-    fields: &[],
-};
+/// Go's zero `time.Time` in Unix seconds (`time.Time{}.Unix()`).
+const GO_ZERO_SECS: i64 = -62_135_596_800;
 
 /// A whole message of schema `msg`, with `apiVersion` and `kind` (from the envelope) as its
 /// first two keys when given.
@@ -44,13 +54,17 @@ pub(crate) struct ObjectDe<'de> {
     pub(crate) buf: &'de [u8],
     pub(crate) msg: &'static Message,
     pub(crate) types: Option<(&'de str, &'de str)>,
+    /// The general mode: repeated fields gathered from anywhere in their message.
+    pub(crate) gather: bool,
 }
 
 impl<'de> Deserializer<'de> for ObjectDe<'de> {
     type Error = ProtobufError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ProtobufError> {
-        visitor.visit_map(MessageAccess::new(self.buf, self.msg, self.types, 0))
+        let mut access = MessageAccess::new(self.buf, self.msg, 0, self.gather);
+        access.types = self.types;
+        visitor.visit_map(access)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ProtobufError> {
@@ -80,14 +94,13 @@ impl<'de> Deserializer<'de> for ObjectDe<'de> {
 }
 
 /// Reading position in one (possibly inlined) message.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 struct Level<'de> {
     fields: Fields<'de>,
     msg: &'static Message,
-    /// Repeated and map fields already given (bit n: field n < 64).
+    /// Repeated and map fields already given (bit n: field number n; every number in the
+    /// tables is below 64, checked by a test).
     seen: u64,
-    /// The same for field numbers of 64 and more (rare; allocated only then).
-    seen_hi: Vec<u32>,
 }
 
 impl<'de> Level<'de> {
@@ -96,23 +109,15 @@ impl<'de> Level<'de> {
             fields: Fields::new(buf),
             msg,
             seen: 0,
-            seen_hi: Vec::new(),
         }
     }
 
     /// Marks `n` as given; false when it already was.
     fn first_time(&mut self, n: u32) -> bool {
-        if n < 64 {
-            let bit = 1u64 << n;
-            let first = self.seen & bit == 0;
-            self.seen |= bit;
-            first
-        } else if self.seen_hi.contains(&n) {
-            false
-        } else {
-            self.seen_hi.push(n);
-            true
-        }
+        let bit = 1u64 << (n & 63);
+        let first = self.seen & bit == 0;
+        self.seen |= bit;
+        first
     }
 }
 
@@ -123,44 +128,76 @@ enum Pending<'de> {
     Field {
         field: &'static Field,
         first: Val<'de>,
+        /// For a repeated field or map: where its other occurrences are (its run, or the rest
+        /// of the message in the general mode).
         rest: &'de [u8],
+        /// Its elements, when known (non-packed): the exact size hint.
+        count: Option<usize>,
     },
 }
 
 /// A message as a map of its fields' JSON names.
 struct MessageAccess<'de> {
-    types: [Option<(&'static str, &'de str)>; 2],
-    next_type: usize,
     levels: [Level<'de>; MAX_INLINE],
     top: usize,
+    types: Option<(&'de str, &'de str)>,
+    next_type: u8,
     pending: Pending<'de>,
     depth: u32,
+    gather: bool,
 }
 
 impl<'de> MessageAccess<'de> {
-    fn new(
-        buf: &'de [u8],
-        msg: &'static Message,
-        types: Option<(&'de str, &'de str)>,
-        depth: u32,
-    ) -> Self {
-        let types = match types {
-            Some((v, k)) => [
-                (!v.is_empty()).then_some(("apiVersion", v)),
-                (!k.is_empty()).then_some(("kind", k)),
-            ],
-            None => [None, None],
-        };
-        let empty = Level::new(&[], &EMPTY);
+    fn new(buf: &'de [u8], msg: &'static Message, depth: u32, gather: bool) -> Self {
+        let level = Level::new(buf, msg);
         MessageAccess {
-            types,
-            next_type: 0,
-            levels: [Level::new(buf, msg), empty.clone(), empty.clone(), empty],
+            // Only `levels[..=top]` is read; the others are overwritten when entered.
+            levels: [level; MAX_INLINE],
             top: 0,
+            types: None,
+            next_type: 0,
             pending: Pending::None,
             depth,
+            gather,
         }
     }
+
+    /// The envelope's `apiVersion` then `kind`, before the fields (empty ones left out).
+    fn next_type(&mut self) -> Option<(&'static str, &'de str)> {
+        let (v, k) = self.types?;
+        while self.next_type < 2 {
+            self.next_type += 1;
+            match self.next_type {
+                1 if !v.is_empty() => return Some(("apiVersion", v)),
+                2 if !k.is_empty() => return Some(("kind", k)),
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// The run of field `number` at the start of `buf` (its occurrences next to each other):
+/// its length in bytes and how many occurrences it holds. Stops at anything malformed, which
+/// the message's own reading then reports.
+fn run_of(number: u32, buf: &[u8]) -> (usize, usize) {
+    let mut fields = Fields::new(buf);
+    let mut count = 0;
+    loop {
+        let before = fields.buf.len();
+        match fields.next() {
+            Some(Ok((n, _))) if n == number => count += 1,
+            _ => return (buf.len() - before, count),
+        }
+    }
+}
+
+/// The occurrences of field `number` in `rest`.
+fn count_in(number: u32, rest: &[u8]) -> usize {
+    Fields::new(rest)
+        .map_while(Result::ok)
+        .filter(|(n, _)| *n == number)
+        .count()
 }
 
 impl<'de> MapAccess<'de> for MessageAccess<'de> {
@@ -170,15 +207,13 @@ impl<'de> MapAccess<'de> for MessageAccess<'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, ProtobufError> {
-        while self.next_type < 2 {
-            let t = self.types[self.next_type];
-            self.next_type += 1;
-            if let Some((key, value)) = t {
-                self.pending = Pending::Str(value);
-                return seed
-                    .deserialize(BorrowedStrDeserializer::new(key))
-                    .map(Some);
-            }
+        if self.next_type < 2
+            && let Some((key, value)) = self.next_type()
+        {
+            self.pending = Pending::Str(value);
+            return seed
+                .deserialize(BorrowedStrDeserializer::new(key))
+                .map(Some);
         }
         loop {
             let level = &mut self.levels[self.top];
@@ -194,10 +229,8 @@ impl<'de> MapAccess<'de> for MessageAccess<'de> {
             let Some(field) = level.msg.field(n) else {
                 continue;
             };
-            match field.kind {
+            let multi = match field.kind {
                 Kind::Unsupported => continue,
-                Kind::Map(_) if !level.first_time(n) => continue,
-                _ if field.repeated && !level.first_time(n) => continue,
                 Kind::Message(m) if field.inline => {
                     if self.top + 1 >= MAX_INLINE {
                         return Err(ProtobufError::Wire(format!(
@@ -210,12 +243,33 @@ impl<'de> MapAccess<'de> for MessageAccess<'de> {
                     self.levels[self.top] = Level::new(b, m);
                     continue;
                 }
-                _ => {}
-            }
+                Kind::Map(_) => true,
+                _ => field.repeated,
+            };
+            let (rest, count): (&'de [u8], Option<usize>) = if !multi {
+                (&[], None)
+            } else if !level.first_time(n) {
+                if self.gather {
+                    // Already given whole, with the occurrences after the first.
+                    continue;
+                }
+                return Err(ProtobufError::Interleaved);
+            } else {
+                let packed = !matches!(field.kind, Kind::Map(_)) && packable(field.kind);
+                let rest = level.fields.buf;
+                if self.gather {
+                    (rest, (!packed).then(|| 1 + count_in(n, rest)))
+                } else {
+                    let (len, more) = run_of(n, rest);
+                    level.fields.buf = &rest[len..];
+                    (&rest[..len], (!packed).then_some(1 + more))
+                }
+            };
             self.pending = Pending::Field {
                 field,
                 first: val,
-                rest: level.fields.buf,
+                rest,
+                count,
             };
             return seed
                 .deserialize(BorrowedStrDeserializer::new(field.name))
@@ -229,11 +283,18 @@ impl<'de> MapAccess<'de> for MessageAccess<'de> {
     ) -> Result<V::Value, ProtobufError> {
         match std::mem::replace(&mut self.pending, Pending::None) {
             Pending::Str(s) => seed.deserialize(BorrowedStrDeserializer::new(s)),
-            Pending::Field { field, first, rest } => seed.deserialize(FieldDe {
+            Pending::Field {
                 field,
                 first,
                 rest,
+                count,
+            } => seed.deserialize(FieldDe {
+                field,
+                first,
+                rest,
+                count,
                 depth: self.depth,
+                gather: self.gather,
             }),
             Pending::None => Err(ProtobufError::Value(
                 "next_value called before next_key".into(),
@@ -242,13 +303,15 @@ impl<'de> MapAccess<'de> for MessageAccess<'de> {
     }
 }
 
-/// One field's value: its first occurrence, and for a repeated field or a map the rest of
-/// the message where the other occurrences are.
+/// One field's value: its first occurrence, and for a repeated field or a map where the
+/// other occurrences are.
 struct FieldDe<'de> {
     field: &'static Field,
     first: Val<'de>,
     rest: &'de [u8],
+    count: Option<usize>,
     depth: u32,
+    gather: bool,
 }
 
 impl FieldDe<'_> {
@@ -259,9 +322,8 @@ impl FieldDe<'_> {
     /// What the JSON of the Go value would have left out or written as `null`.
     fn is_absent(&self) -> bool {
         match self.field.kind {
-            Kind::Time | Kind::MicroTime | Kind::RawExtension | Kind::FieldsV1 => {
-                self.first.is_zero()
-            }
+            Kind::Time | Kind::MicroTime => zero_time(self.first),
+            Kind::RawExtension | Kind::FieldsV1 => self.first.is_zero(),
             Kind::String
             | Kind::Bool
             | Kind::Int32
@@ -282,24 +344,31 @@ impl<'de> Deserializer<'de> for FieldDe<'de> {
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ProtobufError> {
         match self.field.kind {
-            Kind::Map(value) => visitor.visit_map(MapEntries::new(
-                self.field.number,
+            Kind::Map(value) => visitor.visit_map(MapEntries {
                 value,
-                self.first,
-                self.rest,
-                self.depth,
-            )),
-            kind if self.field.repeated => visitor.visit_seq(Repeated::new(
-                self.field.number,
+                next: Some(self.first),
+                rest: Fields::new(self.rest),
+                number: self.field.number,
+                pending: None,
+                left: self.count.unwrap_or(1),
+                depth: self.depth,
+                gather: self.gather,
+            }),
+            kind if self.field.repeated => visitor.visit_seq(Repeated {
+                number: self.field.number,
                 kind,
-                self.first,
-                self.rest,
-                self.depth,
-            )),
+                next: Some(self.first),
+                rest: Fields::new(self.rest),
+                packed: &[],
+                left: self.count,
+                depth: self.depth,
+                gather: self.gather,
+            }),
             _ => ValueDe {
                 kind: self.field.kind,
                 val: self.first,
                 depth: self.depth,
+                gather: self.gather,
             }
             .deserialize_any(visitor),
         }
@@ -328,12 +397,13 @@ impl<'de> Deserializer<'de> for FieldDe<'de> {
         visitor: V,
     ) -> Result<V::Value, ProtobufError> {
         if self.single() {
-            ValueDe {
+            let v = ValueDe {
                 kind: self.field.kind,
                 val: self.first,
                 depth: self.depth,
-            }
-            .deserialize_enum(name, variants, visitor)
+                gather: self.gather,
+            };
+            v.deserialize_enum(name, variants, visitor)
         } else {
             self.deserialize_any(visitor)
         }
@@ -353,12 +423,23 @@ impl<'de> Deserializer<'de> for FieldDe<'de> {
     }
 }
 
+/// Whether a `metav1.Time` value is Go's zero time (JSON `null`): an empty message, or
+/// Go's zero instant written out.
+fn zero_time(v: Val<'_>) -> bool {
+    match v {
+        Val::Bytes([]) => true,
+        Val::Bytes(b) => matches!(timestamp(b), Ok((GO_ZERO_SECS, 0))),
+        _ => false,
+    }
+}
+
 /// One value (a single field's, or one element of a repeated field or map).
 #[derive(Clone, Copy)]
 struct ValueDe<'de> {
     kind: Kind,
     val: Val<'de>,
     depth: u32,
+    gather: bool,
 }
 
 impl<'de> Deserializer<'de> for ValueDe<'de> {
@@ -385,13 +466,14 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
             Kind::Bytes => visitor
                 .visit_string(base64::engine::general_purpose::STANDARD.encode(bytes(v, "bytes")?)),
             Kind::Time | Kind::MicroTime => {
-                let b = bytes(v, "Time")?;
-                if b.is_empty() {
+                if zero_time(v) {
                     return visitor.visit_unit();
                 }
-                let (secs, nanos) = timestamp(b)?;
+                let (secs, nanos) = timestamp(bytes(v, "Time")?)?;
                 let micros = matches!(self.kind, Kind::MicroTime).then_some(nanos / 1000);
-                visitor.visit_string(super::time::rfc3339(secs, micros)?)
+                // On the stack: the target parses the text and keeps its own value.
+                let mut buf = [0u8; super::time::RFC3339_MAX];
+                visitor.visit_str(super::time::rfc3339_into(secs, micros, &mut buf)?)
             }
             Kind::Duration => {
                 let mut ns = 0i64;
@@ -453,8 +535,8 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
                 visitor.visit_map(MessageAccess::new(
                     bytes(v, m.name)?,
                     m,
-                    None,
                     self.depth + 1,
+                    self.gather,
                 ))
             }
             Kind::Map(_) => Err(ProtobufError::Value("a map inside a map".into())),
@@ -463,10 +545,11 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ProtobufError> {
-        let null = matches!(
-            self.kind,
-            Kind::Time | Kind::MicroTime | Kind::RawExtension | Kind::FieldsV1
-        ) && self.val.is_zero();
+        let null = match self.kind {
+            Kind::Time | Kind::MicroTime => zero_time(self.val),
+            Kind::RawExtension | Kind::FieldsV1 => self.val.is_zero(),
+            _ => false,
+        };
         if null {
             visitor.visit_none()
         } else {
@@ -538,15 +621,24 @@ fn packable(kind: Kind) -> bool {
     )
 }
 
-/// The occurrences of field `number` after the first, in `rest`.
-fn count_more(number: u32, rest: &[u8]) -> usize {
-    Fields::new(rest)
-        .map_while(Result::ok)
-        .filter(|(n, _)| *n == number)
-        .count()
+/// The next occurrence of field `number` in `rest`: the next field of the run, or in the
+/// general mode the next one of that number anywhere after.
+fn next_occurrence<'de>(
+    number: u32,
+    rest: &mut Fields<'de>,
+    gather: bool,
+) -> Result<Option<Val<'de>>, ProtobufError> {
+    for f in rest.by_ref() {
+        let (n, v) = f?;
+        if n == number || !gather {
+            // A run holds only this field.
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
 }
 
-/// A repeated field's elements, from every occurrence in its message (and packed runs).
+/// A repeated field's elements, from every occurrence (and packed runs).
 struct Repeated<'de> {
     number: u32,
     kind: Kind,
@@ -556,22 +648,10 @@ struct Repeated<'de> {
     /// Elements left, when known (non-packed): the exact size hint.
     left: Option<usize>,
     depth: u32,
+    gather: bool,
 }
 
 impl<'de> Repeated<'de> {
-    fn new(number: u32, kind: Kind, first: Val<'de>, rest: &'de [u8], depth: u32) -> Self {
-        let left = (!packable(kind)).then(|| 1 + count_more(number, rest));
-        Repeated {
-            number,
-            kind,
-            next: Some(first),
-            rest: Fields::new(rest),
-            packed: &[],
-            left,
-            depth,
-        }
-    }
-
     /// One number of a packed run.
     fn packed_one(&mut self) -> Result<Val<'de>, ProtobufError> {
         let mut b = self.packed;
@@ -613,15 +693,7 @@ impl<'de> SeqAccess<'de> for Repeated<'de> {
             } else if let Some(v) = self.next.take() {
                 v
             } else {
-                let mut found = None;
-                for f in self.rest.by_ref() {
-                    let (n, v) = f?;
-                    if n == self.number {
-                        found = Some(v);
-                        break;
-                    }
-                }
-                match found {
+                match next_occurrence(self.number, &mut self.rest, self.gather)? {
                     Some(v) => v,
                     None => return Ok(None),
                 }
@@ -638,6 +710,7 @@ impl<'de> SeqAccess<'de> for Repeated<'de> {
                     kind: self.kind,
                     val,
                     depth: self.depth,
+                    gather: self.gather,
                 })
                 .map(Some);
         }
@@ -648,35 +721,16 @@ impl<'de> SeqAccess<'de> for Repeated<'de> {
     }
 }
 
-/// A map field's entries (`key` 1, `value` 2), from every occurrence in its message.
+/// A map field's entries (`key` 1, `value` 2), from every occurrence.
 struct MapEntries<'de> {
-    number: u32,
     value: &'static Kind,
     next: Option<Val<'de>>,
     rest: Fields<'de>,
+    number: u32,
     pending: Option<Val<'de>>,
     left: usize,
     depth: u32,
-}
-
-impl<'de> MapEntries<'de> {
-    fn new(
-        number: u32,
-        value: &'static Kind,
-        first: Val<'de>,
-        rest: &'de [u8],
-        depth: u32,
-    ) -> Self {
-        MapEntries {
-            number,
-            value,
-            next: Some(first),
-            rest: Fields::new(rest),
-            pending: None,
-            left: 1 + count_more(number, rest),
-            depth,
-        }
-    }
+    gather: bool,
 }
 
 /// The value a map entry without one has: its kind's zero.
@@ -698,20 +752,10 @@ impl<'de> MapAccess<'de> for MapEntries<'de> {
     ) -> Result<Option<K::Value>, ProtobufError> {
         let entry = match self.next.take() {
             Some(v) => v,
-            None => {
-                let mut found = None;
-                for f in self.rest.by_ref() {
-                    let (n, v) = f?;
-                    if n == self.number {
-                        found = Some(v);
-                        break;
-                    }
-                }
-                match found {
-                    Some(v) => v,
-                    None => return Ok(None),
-                }
-            }
+            None => match next_occurrence(self.number, &mut self.rest, self.gather)? {
+                Some(v) => v,
+                None => return Ok(None),
+            },
         };
         self.left = self.left.saturating_sub(1);
         let (mut key, mut value) = ("", None);
@@ -739,6 +783,7 @@ impl<'de> MapAccess<'de> for MapEntries<'de> {
             kind: *self.value,
             val,
             depth: self.depth,
+            gather: self.gather,
         })
     }
 

@@ -4,8 +4,11 @@
 //!
 //! Fields are written in field-number order, as gogo-protobuf writes them; a field absent from
 //! the JSON (or `null`) is not written, where Go writes a non-pointer field's zero value: the
-//! decoded object is the same, the bytes are not. Keys the schema does not know are an error
-//! (nothing is silently dropped).
+//! decoded object is the same, the bytes are not. A non-pointer `metav1.Time` at `null` (Go's
+//! zero time) is an empty message, timestamps carry both `seconds` and `nanos`, and an
+//! `IntOrString` all three of its fields, as Go writes them. Keys the schema does not know are
+//! an error (nothing is silently dropped); a field of a package without schema may only be
+//! empty. This is the simulated API server's encoder: its answers are these bytes.
 
 use base64::Engine as _;
 use prost::encoding::{WireType, encode_key, encode_varint};
@@ -35,14 +38,11 @@ fn timestamp(s: &str, micros: bool) -> Result<Vec<u8>, ProtobufError> {
     let ts: k8s_openapi::jiff::Timestamp = s
         .parse()
         .map_err(|e| ProtobufError::Encode(format!("time {s:?}: {e}")))?;
+    // `metav1.Time` is whole seconds on the wire (its `nanos` 0); `MicroTime` keeps them.
+    let nanos = if micros { ts.subsec_nanosecond() } else { 0 };
     let mut t = Vec::new();
-    if ts.as_second() != 0 {
-        put_varint(&mut t, 1, ts.as_second() as u64);
-    }
-    let nanos = ts.subsec_nanosecond();
-    if micros && nanos != 0 {
-        put_varint(&mut t, 2, nanos as u64);
-    }
+    put_varint(&mut t, 1, ts.as_second() as u64);
+    put_varint(&mut t, 2, nanos as u64);
     Ok(t)
 }
 
@@ -139,12 +139,14 @@ fn encode_value(out: &mut Vec<u8>, n: u32, kind: Kind, v: &Value) -> Result<(), 
             match v {
                 Value::String(s) => {
                     put_varint(&mut r, 1, 1);
+                    put_varint(&mut r, 2, 0);
                     put_len(&mut r, 3, s.as_bytes());
                 }
                 _ => {
                     put_varint(&mut r, 1, 0);
                     let i = v.as_i64().ok_or_else(|| bad("IntOrString", v))?;
                     put_varint(&mut r, 2, i as u64);
+                    put_len(&mut r, 3, b"");
                 }
             }
             put_len(out, n, &r);
@@ -199,6 +201,14 @@ fn encode_fields(
         };
         used.push(f.name.to_string());
         if x.is_null() {
+            // Go's zero `metav1.Time` value (not a nil pointer) is written, as an empty message.
+            if !f.pointer && !f.repeated && matches!(f.kind, Kind::Time | Kind::MicroTime) {
+                put_len(out, f.number, &[]);
+            }
+            continue;
+        }
+        if matches!(f.kind, Kind::Unsupported) && is_empty_json(x) {
+            // Nothing to write for a field of a package without schema while it is empty.
             continue;
         }
         if f.repeated {
@@ -210,6 +220,14 @@ fn encode_fields(
         }
     }
     Ok(())
+}
+
+fn is_empty_json(v: &Value) -> bool {
+    match v {
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
 }
 
 /// One message of `msg` from its JSON object (without `apiVersion`/`kind`).
@@ -243,28 +261,63 @@ pub fn envelope_raw(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     out
 }
 
+fn schema_for(api_version: &str, kind: &str) -> Result<&'static Message, ProtobufError> {
+    kind_schema(api_version, kind).ok_or_else(|| ProtobufError::UnknownKind {
+        api_version: api_version.into(),
+        kind: kind.into(),
+    })
+}
+
+/// The message (no envelope) of an object of (apiVersion, kind), from its JSON (its own
+/// `apiVersion` and `kind` keys, if any, are not fields): what [`encode_list_of_messages`] and
+/// [`watch_frame`] take once [`envelope_raw`] wraps it, so a server can encode each object once.
+pub fn object_message(api_version: &str, kind: &str, v: &Value) -> Result<Vec<u8>, ProtobufError> {
+    encode_message(v, schema_for(api_version, kind)?)
+}
+
+/// An object of (apiVersion, kind) as kube's protobuf serializer writes it (the envelope's
+/// types from the arguments, not from the JSON).
+pub fn encode_object_as(
+    api_version: &str,
+    kind: &str,
+    v: &Value,
+) -> Result<Vec<u8>, ProtobufError> {
+    Ok(envelope_raw(
+        api_version,
+        kind,
+        &object_message(api_version, kind, v)?,
+    ))
+}
+
 /// An object (with its `apiVersion` and `kind`) as kube's protobuf serializer writes it.
 pub fn encode_object(v: &Value) -> Result<Vec<u8>, ProtobufError> {
     let av = v["apiVersion"].as_str().unwrap_or_default();
     let k = v["kind"].as_str().unwrap_or_default();
-    let schema = kind_schema(av, k).ok_or_else(|| ProtobufError::UnknownKind {
-        api_version: av.into(),
-        kind: k.into(),
-    })?;
-    Ok(envelope_raw(av, k, &encode_message(v, schema)?))
+    encode_object_as(av, k, v)
 }
 
-/// A `<kind>List` of `items` (their JSON, `apiVersion`/`kind` optional) with `list_meta`.
+/// A `<kind>List` of `items`(their JSON, `apiVersion`/`kind` optional) with `list_meta`.
 pub fn encode_list(
     api_version: &str,
     kind: &str,
     list_meta: &Value,
     items: &[Value],
 ) -> Result<Vec<u8>, ProtobufError> {
-    let schema = kind_schema(api_version, kind).ok_or_else(|| ProtobufError::UnknownKind {
-        api_version: api_version.into(),
-        kind: kind.into(),
-    })?;
+    let msgs = items
+        .iter()
+        .map(|item| object_message(api_version, kind, item))
+        .collect::<Result<Vec<_>, _>>()?;
+    encode_list_of_messages(api_version, kind, list_meta, msgs.iter().map(Vec::as_slice))
+}
+
+/// A `<kind>List` as [`encode_list`] writes it, from items already encoded by
+/// [`object_message`] (a server renders each object once and lists pages of them).
+pub fn encode_list_of_messages<'a>(
+    api_version: &str,
+    kind: &str,
+    list_meta: &Value,
+    items: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<u8>, ProtobufError> {
     let mut raw = Vec::new();
     put_len(
         &mut raw,
@@ -272,7 +325,7 @@ pub fn encode_list(
         &encode_message(list_meta, &super::schema::META_V1_LIST_META)?,
     );
     for item in items {
-        put_len(&mut raw, 2, &encode_message(item, schema)?);
+        put_len(&mut raw, 2, item);
     }
     Ok(envelope_raw(api_version, &format!("{kind}List"), &raw))
 }
@@ -280,9 +333,16 @@ pub fn encode_list(
 /// One watch frame: a 4-byte big-endian length, then a `metav1.WatchEvent` whose object is
 /// `object` (with its `apiVersion` and `kind`) as [`encode_object`] writes it.
 pub fn encode_watch_frame(event_type: &str, object: &Value) -> Result<Vec<u8>, ProtobufError> {
-    let obj = encode_object(object)?;
+    watch_frame(event_type, &encode_object(object)?)
+}
+
+/// One watch frame (`;stream=watch`, written bare as kube's `RawSerializer` and
+/// `LengthDelimitedFramer` do): a 4-byte big-endian length, then a `metav1.WatchEvent`
+/// (`type` 1, `object` 2: a `RawExtension` whose `raw` is `enveloped`, an object with its
+/// envelope as [`envelope_raw`] or [`encode_object_as`] write it).
+pub fn watch_frame(event_type: &str, enveloped: &[u8]) -> Result<Vec<u8>, ProtobufError> {
     let mut ext = Vec::new();
-    put_len(&mut ext, 1, &obj);
+    put_len(&mut ext, 1, enveloped);
     let mut ev = Vec::new();
     put_len(&mut ev, 1, event_type.as_bytes());
     put_len(&mut ev, 2, &ext);

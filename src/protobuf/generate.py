@@ -203,10 +203,17 @@ class Gen:
                 f'repeated: {"true" if rep else "false"}, pointer: {"true" if pointer else "false"}, '
                 f'omitempty: {"true" if f["omitempty"] else "false"}, '
                 f'inline: {"true" if f["inline"] else "false"} }},')
+        # `index[n]`: 1 + the position in `fields` of field number n, 0 when none (the
+        # decoder's direct lookup by number).
+        numbers = [int(re.search(r"number: (\d+)", x).group(1)) for x in fields]
+        index = [0] * (max(numbers, default=0) + 1)
+        for i, n in enumerate(numbers):
+            index[n] = i + 1
         self.order.append(
             f'/// `{name}` ({prefix.lower().replace("_", "/")}).\n'
             f'pub static {ident}: Message = Message {{\n    name: "{name}",\n    fields: &[\n        '
-            + "\n        ".join(fields) + "\n    ],\n};\n")
+            + "\n        ".join(fields) + "\n    ],\n"
+            + f'    index: &[{", ".join(str(i) for i in index)}],\n}};\n')
         return ident
 
 

@@ -44,8 +44,12 @@ use std::ops::Range;
 
 use serde::Deserialize;
 
-pub use encode::{encode_list, encode_message, encode_object, encode_watch_frame, envelope_raw};
+pub use encode::{
+    encode_list, encode_list_of_messages, encode_message, encode_object, encode_object_as,
+    encode_watch_frame, envelope_raw, object_message, watch_frame,
+};
 pub use schema::{Field, Kind, Message, kind_schema};
+pub use time::{go_duration, rfc3339};
 use wire::{Fields, bytes, string};
 
 /// The media type of Kubernetes' protobuf encoding.
@@ -94,6 +98,11 @@ pub enum ProtobufError {
     /// A value the target type refused (a serde error: wrong kind, bad value).
     #[error("{0}")]
     Value(String),
+    /// A repeated field's occurrences were not next to each other, which the decoder's one-pass
+    /// mode does not read (Go never writes them so). Internal: [`decode_message`] then reads the
+    /// object again in the general mode, and never returns this.
+    #[error("a repeated field's occurrences are not contiguous")]
+    Interleaved,
     /// JSON that cannot be encoded by the schema (`encode_*`).
     #[error("cannot encode to protobuf: {0}")]
     Encode(String),
@@ -196,11 +205,17 @@ pub fn decode_message<'a, T: Deserialize<'a>>(
     schema: &'static Message,
     types: Option<(&'a str, &'a str)>,
 ) -> Result<T, ProtobufError> {
-    T::deserialize(de::ObjectDe {
+    let object = |gather| de::ObjectDe {
         buf: raw,
         msg: schema,
         types,
-    })
+        gather,
+    };
+    match T::deserialize(object(false)) {
+        // Valid protobuf that Go does not write: read again, gathering repeated fields.
+        Err(ProtobufError::Interleaved) => T::deserialize(object(true)),
+        r => r,
+    }
 }
 
 /// A list, read: its type, its metadata's message and its items' positions.

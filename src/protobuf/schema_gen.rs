@@ -9,6 +9,7 @@ pub static META_V1_SHARD_INFO: Message = Message {
     fields: &[
         Field { number: 1, name: "selector", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ListMeta` (meta/v1).
@@ -21,6 +22,7 @@ pub static META_V1_LIST_META: Message = Message {
         Field { number: 4, name: "remainingItemCount", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 5, name: "shardInfo", kind: Kind::Message(&META_V1_SHARD_INFO), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `StatusCause` (meta/v1).
@@ -31,6 +33,7 @@ pub static META_V1_STATUS_CAUSE: Message = Message {
         Field { number: 2, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "field", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `StatusDetails` (meta/v1).
@@ -44,6 +47,7 @@ pub static META_V1_STATUS_DETAILS: Message = Message {
         Field { number: 5, name: "retryAfterSeconds", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "uid", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `Status` (meta/v1).
@@ -57,6 +61,7 @@ pub static META_V1_STATUS: Message = Message {
         Field { number: 5, name: "details", kind: Kind::Message(&META_V1_STATUS_DETAILS), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 6, name: "code", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `OwnerReference` (meta/v1).
@@ -70,6 +75,7 @@ pub static META_V1_OWNER_REFERENCE: Message = Message {
         Field { number: 6, name: "controller", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 7, name: "blockOwnerDeletion", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 0, 2, 3, 4, 5, 6],
 };
 
 /// `ManagedFieldsEntry` (meta/v1).
@@ -84,6 +90,7 @@ pub static META_V1_MANAGED_FIELDS_ENTRY: Message = Message {
         Field { number: 7, name: "fieldsV1", kind: Kind::FieldsV1, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 8, name: "subresource", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 0, 5, 6, 7],
 };
 
 /// `ObjectMeta` (meta/v1).
@@ -106,6 +113,7 @@ pub static META_V1_OBJECT_META: Message = Message {
         Field { number: 14, name: "finalizers", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 17, name: "managedFields", kind: Kind::Message(&META_V1_MANAGED_FIELDS_ENTRY), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0, 0, 15],
 };
 
 /// `WatchEvent` (meta/v1).
@@ -115,6 +123,7 @@ pub static META_V1_WATCH_EVENT: Message = Message {
         Field { number: 1, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "object", kind: Kind::RawExtension, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ObjectReference` (core/v1).
@@ -129,6 +138,7 @@ pub static CORE_V1_OBJECT_REFERENCE: Message = Message {
         Field { number: 6, name: "resourceVersion", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 7, name: "fieldPath", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7],
 };
 
 /// `Binding` (core/v1).
@@ -138,6 +148,7 @@ pub static CORE_V1_BINDING: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "target", kind: Kind::Message(&CORE_V1_OBJECT_REFERENCE), repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ComponentCondition` (core/v1).
@@ -149,6 +160,7 @@ pub static CORE_V1_COMPONENT_CONDITION: Message = Message {
         Field { number: 3, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "error", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `ComponentStatus` (core/v1).
@@ -158,6 +170,7 @@ pub static CORE_V1_COMPONENT_STATUS: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "conditions", kind: Kind::Message(&CORE_V1_COMPONENT_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ComponentStatusList` (core/v1).
@@ -167,6 +180,7 @@ pub static CORE_V1_COMPONENT_STATUS_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_COMPONENT_STATUS), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ConfigMap` (core/v1).
@@ -178,6 +192,7 @@ pub static CORE_V1_CONFIG_MAP: Message = Message {
         Field { number: 3, name: "binaryData", kind: Kind::Map(&Kind::Bytes), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "immutable", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `ConfigMapList` (core/v1).
@@ -187,6 +202,7 @@ pub static CORE_V1_CONFIG_MAP_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_CONFIG_MAP), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `EndpointAddress` (core/v1).
@@ -198,6 +214,7 @@ pub static CORE_V1_ENDPOINT_ADDRESS: Message = Message {
         Field { number: 3, name: "hostname", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "nodeName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `EndpointPort` (core/v1).
@@ -209,6 +226,7 @@ pub static CORE_V1_ENDPOINT_PORT: Message = Message {
         Field { number: 3, name: "protocol", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "appProtocol", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `EndpointSubset` (core/v1).
@@ -219,6 +237,7 @@ pub static CORE_V1_ENDPOINT_SUBSET: Message = Message {
         Field { number: 2, name: "notReadyAddresses", kind: Kind::Message(&CORE_V1_ENDPOINT_ADDRESS), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "ports", kind: Kind::Message(&CORE_V1_ENDPOINT_PORT), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `Endpoints` (core/v1).
@@ -228,6 +247,7 @@ pub static CORE_V1_ENDPOINTS: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "subsets", kind: Kind::Message(&CORE_V1_ENDPOINT_SUBSET), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `EndpointsList` (core/v1).
@@ -237,6 +257,7 @@ pub static CORE_V1_ENDPOINTS_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_ENDPOINTS), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `EventSource` (core/v1).
@@ -246,6 +267,7 @@ pub static CORE_V1_EVENT_SOURCE: Message = Message {
         Field { number: 1, name: "component", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "host", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `EventSeries` (core/v1).
@@ -255,6 +277,7 @@ pub static CORE_V1_EVENT_SERIES: Message = Message {
         Field { number: 1, name: "count", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "lastObservedTime", kind: Kind::MicroTime, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Event` (core/v1).
@@ -277,6 +300,7 @@ pub static CORE_V1_EVENT: Message = Message {
         Field { number: 14, name: "reportingComponent", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 15, name: "reportingInstance", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
 };
 
 /// `EventList` (core/v1).
@@ -286,6 +310,7 @@ pub static CORE_V1_EVENT_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_EVENT), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `LimitRangeItem` (core/v1).
@@ -299,6 +324,7 @@ pub static CORE_V1_LIMIT_RANGE_ITEM: Message = Message {
         Field { number: 5, name: "defaultRequest", kind: Kind::Map(&Kind::Quantity), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "maxLimitRequestRatio", kind: Kind::Map(&Kind::Quantity), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `LimitRangeSpec` (core/v1).
@@ -307,6 +333,7 @@ pub static CORE_V1_LIMIT_RANGE_SPEC: Message = Message {
     fields: &[
         Field { number: 1, name: "limits", kind: Kind::Message(&CORE_V1_LIMIT_RANGE_ITEM), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `LimitRange` (core/v1).
@@ -316,6 +343,7 @@ pub static CORE_V1_LIMIT_RANGE: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_LIMIT_RANGE_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `LimitRangeList` (core/v1).
@@ -325,6 +353,7 @@ pub static CORE_V1_LIMIT_RANGE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_LIMIT_RANGE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NamespaceSpec` (core/v1).
@@ -333,6 +362,7 @@ pub static CORE_V1_NAMESPACE_SPEC: Message = Message {
     fields: &[
         Field { number: 1, name: "finalizers", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `NamespaceCondition` (core/v1).
@@ -345,6 +375,7 @@ pub static CORE_V1_NAMESPACE_CONDITION: Message = Message {
         Field { number: 5, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 0, 3, 4, 5],
 };
 
 /// `NamespaceStatus` (core/v1).
@@ -354,6 +385,7 @@ pub static CORE_V1_NAMESPACE_STATUS: Message = Message {
         Field { number: 1, name: "phase", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "conditions", kind: Kind::Message(&CORE_V1_NAMESPACE_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Namespace` (core/v1).
@@ -364,6 +396,7 @@ pub static CORE_V1_NAMESPACE: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_NAMESPACE_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&CORE_V1_NAMESPACE_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `NamespaceList` (core/v1).
@@ -373,6 +406,7 @@ pub static CORE_V1_NAMESPACE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_NAMESPACE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Taint` (core/v1).
@@ -384,6 +418,7 @@ pub static CORE_V1_TAINT: Message = Message {
         Field { number: 3, name: "effect", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 4, name: "timeAdded", kind: Kind::Time, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `ConfigMapNodeConfigSource` (core/v1).
@@ -396,6 +431,7 @@ pub static CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE: Message = Message {
         Field { number: 4, name: "resourceVersion", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "kubeletConfigKey", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `NodeConfigSource` (core/v1).
@@ -404,6 +440,7 @@ pub static CORE_V1_NODE_CONFIG_SOURCE: Message = Message {
     fields: &[
         Field { number: 2, name: "configMap", kind: Kind::Message(&CORE_V1_CONFIG_MAP_NODE_CONFIG_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 0, 1],
 };
 
 /// `NodePodPreemptionPolicy` (core/v1).
@@ -412,6 +449,7 @@ pub static CORE_V1_NODE_POD_PREEMPTION_POLICY: Message = Message {
     fields: &[
         Field { number: 1, name: "disableResizePreemption", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `NodeSpec` (core/v1).
@@ -427,6 +465,7 @@ pub static CORE_V1_NODE_SPEC: Message = Message {
         Field { number: 7, name: "podCIDRs", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 8, name: "podPreemptionPolicy", kind: Kind::Message(&CORE_V1_NODE_POD_PREEMPTION_POLICY), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8],
 };
 
 /// `NodeCondition` (core/v1).
@@ -440,6 +479,7 @@ pub static CORE_V1_NODE_CONDITION: Message = Message {
         Field { number: 5, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `NodeAddress` (core/v1).
@@ -449,6 +489,7 @@ pub static CORE_V1_NODE_ADDRESS: Message = Message {
         Field { number: 1, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "address", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `DaemonEndpoint` (core/v1).
@@ -457,6 +498,7 @@ pub static CORE_V1_DAEMON_ENDPOINT: Message = Message {
     fields: &[
         Field { number: 1, name: "Port", kind: Kind::Int32, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `NodeDaemonEndpoints` (core/v1).
@@ -465,6 +507,7 @@ pub static CORE_V1_NODE_DAEMON_ENDPOINTS: Message = Message {
     fields: &[
         Field { number: 1, name: "kubeletEndpoint", kind: Kind::Message(&CORE_V1_DAEMON_ENDPOINT), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `NodeSwapStatus` (core/v1).
@@ -473,6 +516,7 @@ pub static CORE_V1_NODE_SWAP_STATUS: Message = Message {
     fields: &[
         Field { number: 1, name: "capacity", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `NodeSystemInfo` (core/v1).
@@ -491,6 +535,7 @@ pub static CORE_V1_NODE_SYSTEM_INFO: Message = Message {
         Field { number: 10, name: "architecture", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 11, name: "swap", kind: Kind::Message(&CORE_V1_NODE_SWAP_STATUS), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
 };
 
 /// `ContainerImage` (core/v1).
@@ -500,6 +545,7 @@ pub static CORE_V1_CONTAINER_IMAGE: Message = Message {
         Field { number: 1, name: "names", kind: Kind::String, repeated: true, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "sizeBytes", kind: Kind::Int64, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `AttachedVolume` (core/v1).
@@ -509,6 +555,7 @@ pub static CORE_V1_ATTACHED_VOLUME: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "devicePath", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NodeConfigStatus` (core/v1).
@@ -520,6 +567,7 @@ pub static CORE_V1_NODE_CONFIG_STATUS: Message = Message {
         Field { number: 3, name: "lastKnownGood", kind: Kind::Message(&CORE_V1_NODE_CONFIG_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "error", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `NodeRuntimeHandlerFeatures` (core/v1).
@@ -529,6 +577,7 @@ pub static CORE_V1_NODE_RUNTIME_HANDLER_FEATURES: Message = Message {
         Field { number: 1, name: "recursiveReadOnlyMounts", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 2, name: "userNamespaces", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NodeRuntimeHandler` (core/v1).
@@ -538,6 +587,7 @@ pub static CORE_V1_NODE_RUNTIME_HANDLER: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "features", kind: Kind::Message(&CORE_V1_NODE_RUNTIME_HANDLER_FEATURES), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NodeFeatures` (core/v1).
@@ -546,6 +596,7 @@ pub static CORE_V1_NODE_FEATURES: Message = Message {
     fields: &[
         Field { number: 1, name: "supplementalGroupsPolicy", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `NodeStatus` (core/v1).
@@ -567,6 +618,7 @@ pub static CORE_V1_NODE_STATUS: Message = Message {
         Field { number: 13, name: "features", kind: Kind::Message(&CORE_V1_NODE_FEATURES), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 14, name: "declaredFeatures", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
 };
 
 /// `Node` (core/v1).
@@ -577,6 +629,7 @@ pub static CORE_V1_NODE: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_NODE_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&CORE_V1_NODE_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `NodeList` (core/v1).
@@ -586,6 +639,7 @@ pub static CORE_V1_NODE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_NODE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `GCEPersistentDiskVolumeSource` (core/v1).
@@ -597,6 +651,7 @@ pub static CORE_V1_GCE_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
         Field { number: 3, name: "partition", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `AWSElasticBlockStoreVolumeSource` (core/v1).
@@ -608,6 +663,7 @@ pub static CORE_V1_AWS_ELASTIC_BLOCK_STORE_VOLUME_SOURCE: Message = Message {
         Field { number: 3, name: "partition", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `HostPathVolumeSource` (core/v1).
@@ -617,6 +673,7 @@ pub static CORE_V1_HOST_PATH_VOLUME_SOURCE: Message = Message {
         Field { number: 1, name: "path", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "type", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `GlusterfsPersistentVolumeSource` (core/v1).
@@ -628,6 +685,7 @@ pub static CORE_V1_GLUSTERFS_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 3, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "endpointsNamespace", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `NFSVolumeSource` (core/v1).
@@ -638,6 +696,7 @@ pub static CORE_V1_NFS_VOLUME_SOURCE: Message = Message {
         Field { number: 2, name: "path", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `SecretReference` (core/v1).
@@ -647,6 +706,7 @@ pub static CORE_V1_SECRET_REFERENCE: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "namespace", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `RBDPersistentVolumeSource` (core/v1).
@@ -662,6 +722,7 @@ pub static CORE_V1_RBD_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 7, name: "secretRef", kind: Kind::Message(&CORE_V1_SECRET_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 8, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8],
 };
 
 /// `ISCSIPersistentVolumeSource` (core/v1).
@@ -680,6 +741,7 @@ pub static CORE_V1_ISCSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 11, name: "chapAuthSession", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 12, name: "initiatorName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 9, 10, 11],
 };
 
 /// `CinderPersistentVolumeSource` (core/v1).
@@ -691,6 +753,7 @@ pub static CORE_V1_CINDER_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 3, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "secretRef", kind: Kind::Message(&CORE_V1_SECRET_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `CephFSPersistentVolumeSource` (core/v1).
@@ -704,6 +767,7 @@ pub static CORE_V1_CEPH_FS_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 5, name: "secretRef", kind: Kind::Message(&CORE_V1_SECRET_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 6, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `FCVolumeSource` (core/v1).
@@ -716,6 +780,7 @@ pub static CORE_V1_FC_VOLUME_SOURCE: Message = Message {
         Field { number: 4, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "wwids", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `FlockerVolumeSource` (core/v1).
@@ -725,6 +790,7 @@ pub static CORE_V1_FLOCKER_VOLUME_SOURCE: Message = Message {
         Field { number: 1, name: "datasetName", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "datasetUUID", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `FlexPersistentVolumeSource` (core/v1).
@@ -737,6 +803,7 @@ pub static CORE_V1_FLEX_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 4, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "options", kind: Kind::Map(&Kind::String), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `AzureFilePersistentVolumeSource` (core/v1).
@@ -748,6 +815,7 @@ pub static CORE_V1_AZURE_FILE_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 3, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "secretNamespace", kind: Kind::String, repeated: false, pointer: true, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `VsphereVirtualDiskVolumeSource` (core/v1).
@@ -759,6 +827,7 @@ pub static CORE_V1_VSPHERE_VIRTUAL_DISK_VOLUME_SOURCE: Message = Message {
         Field { number: 3, name: "storagePolicyName", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "storagePolicyID", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `QuobyteVolumeSource` (core/v1).
@@ -772,6 +841,7 @@ pub static CORE_V1_QUOBYTE_VOLUME_SOURCE: Message = Message {
         Field { number: 5, name: "group", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "tenant", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `AzureDiskVolumeSource` (core/v1).
@@ -785,6 +855,7 @@ pub static CORE_V1_AZURE_DISK_VOLUME_SOURCE: Message = Message {
         Field { number: 5, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 6, name: "kind", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `PhotonPersistentDiskVolumeSource` (core/v1).
@@ -794,6 +865,7 @@ pub static CORE_V1_PHOTON_PERSISTENT_DISK_VOLUME_SOURCE: Message = Message {
         Field { number: 1, name: "pdID", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "fsType", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PortworxVolumeSource` (core/v1).
@@ -804,6 +876,7 @@ pub static CORE_V1_PORTWORX_VOLUME_SOURCE: Message = Message {
         Field { number: 2, name: "fsType", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ScaleIOPersistentVolumeSource` (core/v1).
@@ -821,6 +894,7 @@ pub static CORE_V1_SCALE_IO_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 9, name: "fsType", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 10, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
 };
 
 /// `LocalVolumeSource` (core/v1).
@@ -830,6 +904,7 @@ pub static CORE_V1_LOCAL_VOLUME_SOURCE: Message = Message {
         Field { number: 1, name: "path", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "fsType", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `StorageOSPersistentVolumeSource` (core/v1).
@@ -842,6 +917,7 @@ pub static CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 4, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "secretRef", kind: Kind::Message(&CORE_V1_OBJECT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `CSIPersistentVolumeSource` (core/v1).
@@ -859,6 +935,7 @@ pub static CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 9, name: "controllerExpandSecretRef", kind: Kind::Message(&CORE_V1_SECRET_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 10, name: "nodeExpandSecretRef", kind: Kind::Message(&CORE_V1_SECRET_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
 };
 
 /// `PersistentVolumeSource` (core/v1).
@@ -888,6 +965,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SOURCE: Message = Message {
         Field { number: 21, name: "storageos", kind: Kind::Message(&CORE_V1_STORAGE_OS_PERSISTENT_VOLUME_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 22, name: "csi", kind: Kind::Message(&CORE_V1_CSI_PERSISTENT_VOLUME_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22],
 };
 
 /// `NodeSelectorRequirement` (core/v1).
@@ -898,6 +976,7 @@ pub static CORE_V1_NODE_SELECTOR_REQUIREMENT: Message = Message {
         Field { number: 2, name: "operator", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "values", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `NodeSelectorTerm` (core/v1).
@@ -907,6 +986,7 @@ pub static CORE_V1_NODE_SELECTOR_TERM: Message = Message {
         Field { number: 1, name: "matchExpressions", kind: Kind::Message(&CORE_V1_NODE_SELECTOR_REQUIREMENT), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "matchFields", kind: Kind::Message(&CORE_V1_NODE_SELECTOR_REQUIREMENT), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NodeSelector` (core/v1).
@@ -915,6 +995,7 @@ pub static CORE_V1_NODE_SELECTOR: Message = Message {
     fields: &[
         Field { number: 1, name: "nodeSelectorTerms", kind: Kind::Message(&CORE_V1_NODE_SELECTOR_TERM), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `VolumeNodeAffinity` (core/v1).
@@ -923,6 +1004,7 @@ pub static CORE_V1_VOLUME_NODE_AFFINITY: Message = Message {
     fields: &[
         Field { number: 1, name: "required", kind: Kind::Message(&CORE_V1_NODE_SELECTOR), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `PersistentVolumeSpec` (core/v1).
@@ -940,6 +1022,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_SPEC: Message = Message {
         Field { number: 9, name: "nodeAffinity", kind: Kind::Message(&CORE_V1_VOLUME_NODE_AFFINITY), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 10, name: "volumeAttributesClassName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
 };
 
 /// `PersistentVolumeStatus` (core/v1).
@@ -951,6 +1034,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_STATUS: Message = Message {
         Field { number: 3, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "lastPhaseTransitionTime", kind: Kind::Time, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `PersistentVolume` (core/v1).
@@ -961,6 +1045,7 @@ pub static CORE_V1_PERSISTENT_VOLUME: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_PERSISTENT_VOLUME_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&CORE_V1_PERSISTENT_VOLUME_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `VolumeResourceRequirements` (core/v1).
@@ -970,6 +1055,7 @@ pub static CORE_V1_VOLUME_RESOURCE_REQUIREMENTS: Message = Message {
         Field { number: 1, name: "limits", kind: Kind::Map(&Kind::Quantity), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "requests", kind: Kind::Map(&Kind::Quantity), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `LabelSelectorRequirement` (meta/v1).
@@ -980,6 +1066,7 @@ pub static META_V1_LABEL_SELECTOR_REQUIREMENT: Message = Message {
         Field { number: 2, name: "operator", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "values", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `LabelSelector` (meta/v1).
@@ -989,6 +1076,7 @@ pub static META_V1_LABEL_SELECTOR: Message = Message {
         Field { number: 1, name: "matchLabels", kind: Kind::Map(&Kind::String), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "matchExpressions", kind: Kind::Message(&META_V1_LABEL_SELECTOR_REQUIREMENT), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `TypedLocalObjectReference` (core/v1).
@@ -999,6 +1087,7 @@ pub static CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
         Field { number: 2, name: "kind", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `TypedObjectReference` (core/v1).
@@ -1010,6 +1099,7 @@ pub static CORE_V1_TYPED_OBJECT_REFERENCE: Message = Message {
         Field { number: 3, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 4, name: "namespace", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `PersistentVolumeClaimSpec` (core/v1).
@@ -1026,6 +1116,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC: Message = Message {
         Field { number: 8, name: "dataSourceRef", kind: Kind::Message(&CORE_V1_TYPED_OBJECT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 9, name: "volumeAttributesClassName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
 };
 
 /// `PersistentVolumeClaimCondition` (core/v1).
@@ -1039,6 +1130,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
         Field { number: 5, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `ModifyVolumeStatus` (core/v1).
@@ -1048,6 +1140,7 @@ pub static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
         Field { number: 1, name: "targetVolumeAttributesClassName", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "status", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `VolumeHealthCondition` (core/v1).
@@ -1058,6 +1151,7 @@ pub static CORE_V1_VOLUME_HEALTH_CONDITION: Message = Message {
         Field { number: 2, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `VolumeHealthStatus` (core/v1).
@@ -1067,6 +1161,7 @@ pub static CORE_V1_VOLUME_HEALTH_STATUS: Message = Message {
         Field { number: 1, name: "healthConditions", kind: Kind::Message(&CORE_V1_VOLUME_HEALTH_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "lastTransitionTime", kind: Kind::Time, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PersistentVolumeClaimStatus` (core/v1).
@@ -1083,6 +1178,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
         Field { number: 9, name: "modifyVolumeStatus", kind: Kind::Message(&CORE_V1_MODIFY_VOLUME_STATUS), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 10, name: "healthStatus", kind: Kind::Message(&CORE_V1_VOLUME_HEALTH_STATUS), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 0, 6, 7, 8, 9],
 };
 
 /// `PersistentVolumeClaim` (core/v1).
@@ -1093,6 +1189,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `PersistentVolumeClaimList` (core/v1).
@@ -1102,6 +1199,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PersistentVolumeList` (core/v1).
@@ -1111,6 +1209,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_PERSISTENT_VOLUME), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `EmptyDirVolumeSource` (core/v1).
@@ -1121,6 +1220,7 @@ pub static CORE_V1_EMPTY_DIR_VOLUME_SOURCE: Message = Message {
         Field { number: 2, name: "sizeLimit", kind: Kind::Quantity, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "mode", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `GitRepoVolumeSource` (core/v1).
@@ -1131,6 +1231,7 @@ pub static CORE_V1_GIT_REPO_VOLUME_SOURCE: Message = Message {
         Field { number: 2, name: "revision", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "directory", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `KeyToPath` (core/v1).
@@ -1142,6 +1243,7 @@ pub static CORE_V1_KEY_TO_PATH: Message = Message {
         Field { number: 3, name: "mode", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "user", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `SecretVolumeSource` (core/v1).
@@ -1154,6 +1256,7 @@ pub static CORE_V1_SECRET_VOLUME_SOURCE: Message = Message {
         Field { number: 4, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 5, name: "defaultUser", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `LocalObjectReference` (core/v1).
@@ -1162,6 +1265,7 @@ pub static CORE_V1_LOCAL_OBJECT_REFERENCE: Message = Message {
     fields: &[
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ISCSIVolumeSource` (core/v1).
@@ -1180,6 +1284,7 @@ pub static CORE_V1_ISCSI_VOLUME_SOURCE: Message = Message {
         Field { number: 11, name: "chapAuthSession", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 12, name: "initiatorName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 9, 10, 11],
 };
 
 /// `GlusterfsVolumeSource` (core/v1).
@@ -1190,6 +1295,7 @@ pub static CORE_V1_GLUSTERFS_VOLUME_SOURCE: Message = Message {
         Field { number: 2, name: "path", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `PersistentVolumeClaimVolumeSource` (core/v1).
@@ -1199,6 +1305,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_VOLUME_SOURCE: Message = Message {
         Field { number: 1, name: "claimName", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `RBDVolumeSource` (core/v1).
@@ -1214,6 +1321,7 @@ pub static CORE_V1_RBD_VOLUME_SOURCE: Message = Message {
         Field { number: 7, name: "secretRef", kind: Kind::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 8, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8],
 };
 
 /// `FlexVolumeSource` (core/v1).
@@ -1226,6 +1334,7 @@ pub static CORE_V1_FLEX_VOLUME_SOURCE: Message = Message {
         Field { number: 4, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "options", kind: Kind::Map(&Kind::String), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `CinderVolumeSource` (core/v1).
@@ -1237,6 +1346,7 @@ pub static CORE_V1_CINDER_VOLUME_SOURCE: Message = Message {
         Field { number: 3, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "secretRef", kind: Kind::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `CephFSVolumeSource` (core/v1).
@@ -1250,6 +1360,7 @@ pub static CORE_V1_CEPH_FS_VOLUME_SOURCE: Message = Message {
         Field { number: 5, name: "secretRef", kind: Kind::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 6, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `ObjectFieldSelector` (core/v1).
@@ -1259,6 +1370,7 @@ pub static CORE_V1_OBJECT_FIELD_SELECTOR: Message = Message {
         Field { number: 1, name: "apiVersion", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "fieldPath", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ResourceFieldSelector` (core/v1).
@@ -1269,6 +1381,7 @@ pub static CORE_V1_RESOURCE_FIELD_SELECTOR: Message = Message {
         Field { number: 2, name: "resource", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "divisor", kind: Kind::Quantity, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `DownwardAPIVolumeFile` (core/v1).
@@ -1281,6 +1394,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_FILE: Message = Message {
         Field { number: 4, name: "mode", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 5, name: "user", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `DownwardAPIVolumeSource` (core/v1).
@@ -1291,6 +1405,7 @@ pub static CORE_V1_DOWNWARD_API_VOLUME_SOURCE: Message = Message {
         Field { number: 2, name: "defaultMode", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "defaultUser", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `AzureFileVolumeSource` (core/v1).
@@ -1301,6 +1416,7 @@ pub static CORE_V1_AZURE_FILE_VOLUME_SOURCE: Message = Message {
         Field { number: 2, name: "shareName", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ConfigMapVolumeSource` (core/v1).
@@ -1313,6 +1429,7 @@ pub static CORE_V1_CONFIG_MAP_VOLUME_SOURCE: Message = Message {
         Field { number: 4, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 5, name: "defaultUser", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `ScaleIOVolumeSource` (core/v1).
@@ -1330,6 +1447,7 @@ pub static CORE_V1_SCALE_IO_VOLUME_SOURCE: Message = Message {
         Field { number: 9, name: "fsType", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 10, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
 };
 
 /// `SecretProjection` (core/v1).
@@ -1340,6 +1458,7 @@ pub static CORE_V1_SECRET_PROJECTION: Message = Message {
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_KEY_TO_PATH), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 0, 3],
 };
 
 /// `DownwardAPIProjection` (core/v1).
@@ -1348,6 +1467,7 @@ pub static CORE_V1_DOWNWARD_API_PROJECTION: Message = Message {
     fields: &[
         Field { number: 1, name: "items", kind: Kind::Message(&CORE_V1_DOWNWARD_API_VOLUME_FILE), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ConfigMapProjection` (core/v1).
@@ -1358,6 +1478,7 @@ pub static CORE_V1_CONFIG_MAP_PROJECTION: Message = Message {
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_KEY_TO_PATH), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 0, 3],
 };
 
 /// `ServiceAccountTokenProjection` (core/v1).
@@ -1369,6 +1490,7 @@ pub static CORE_V1_SERVICE_ACCOUNT_TOKEN_PROJECTION: Message = Message {
         Field { number: 3, name: "path", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 4, name: "user", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `ClusterTrustBundleProjection` (core/v1).
@@ -1382,6 +1504,7 @@ pub static CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION: Message = Message {
         Field { number: 5, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 6, name: "user", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `PodCertificateProjection` (core/v1).
@@ -1397,6 +1520,7 @@ pub static CORE_V1_POD_CERTIFICATE_PROJECTION: Message = Message {
         Field { number: 7, name: "userAnnotations", kind: Kind::Map(&Kind::String), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 8, name: "user", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8],
 };
 
 /// `VolumeProjection` (core/v1).
@@ -1410,6 +1534,7 @@ pub static CORE_V1_VOLUME_PROJECTION: Message = Message {
         Field { number: 5, name: "clusterTrustBundle", kind: Kind::Message(&CORE_V1_CLUSTER_TRUST_BUNDLE_PROJECTION), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 6, name: "podCertificate", kind: Kind::Message(&CORE_V1_POD_CERTIFICATE_PROJECTION), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `ProjectedVolumeSource` (core/v1).
@@ -1420,6 +1545,7 @@ pub static CORE_V1_PROJECTED_VOLUME_SOURCE: Message = Message {
         Field { number: 2, name: "defaultMode", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "defaultUser", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `StorageOSVolumeSource` (core/v1).
@@ -1432,6 +1558,7 @@ pub static CORE_V1_STORAGE_OS_VOLUME_SOURCE: Message = Message {
         Field { number: 4, name: "readOnly", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "secretRef", kind: Kind::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `CSIVolumeSource` (core/v1).
@@ -1444,6 +1571,7 @@ pub static CORE_V1_CSI_VOLUME_SOURCE: Message = Message {
         Field { number: 4, name: "volumeAttributes", kind: Kind::Map(&Kind::String), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "nodePublishSecretRef", kind: Kind::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `PersistentVolumeClaimTemplate` (core/v1).
@@ -1453,6 +1581,7 @@ pub static CORE_V1_PERSISTENT_VOLUME_CLAIM_TEMPLATE: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC), repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `EphemeralVolumeSource` (core/v1).
@@ -1461,6 +1590,7 @@ pub static CORE_V1_EPHEMERAL_VOLUME_SOURCE: Message = Message {
     fields: &[
         Field { number: 1, name: "volumeClaimTemplate", kind: Kind::Message(&CORE_V1_PERSISTENT_VOLUME_CLAIM_TEMPLATE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ImageVolumeSource` (core/v1).
@@ -1470,6 +1600,7 @@ pub static CORE_V1_IMAGE_VOLUME_SOURCE: Message = Message {
         Field { number: 1, name: "reference", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "pullPolicy", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `VolumeSource` (core/v1).
@@ -1507,6 +1638,7 @@ pub static CORE_V1_VOLUME_SOURCE: Message = Message {
         Field { number: 29, name: "ephemeral", kind: Kind::Message(&CORE_V1_EPHEMERAL_VOLUME_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 30, name: "image", kind: Kind::Message(&CORE_V1_IMAGE_VOLUME_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30],
 };
 
 /// `Volume` (core/v1).
@@ -1516,6 +1648,7 @@ pub static CORE_V1_VOLUME: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "", kind: Kind::Message(&CORE_V1_VOLUME_SOURCE), repeated: false, pointer: false, omitempty: false, inline: true },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ContainerPort` (core/v1).
@@ -1528,6 +1661,7 @@ pub static CORE_V1_CONTAINER_PORT: Message = Message {
         Field { number: 4, name: "protocol", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "hostIP", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `ConfigMapKeySelector` (core/v1).
@@ -1538,6 +1672,7 @@ pub static CORE_V1_CONFIG_MAP_KEY_SELECTOR: Message = Message {
         Field { number: 2, name: "key", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `SecretKeySelector` (core/v1).
@@ -1548,6 +1683,7 @@ pub static CORE_V1_SECRET_KEY_SELECTOR: Message = Message {
         Field { number: 2, name: "key", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `FileKeySelector` (core/v1).
@@ -1559,6 +1695,7 @@ pub static CORE_V1_FILE_KEY_SELECTOR: Message = Message {
         Field { number: 3, name: "key", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 4, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `EnvVarSource` (core/v1).
@@ -1571,6 +1708,7 @@ pub static CORE_V1_ENV_VAR_SOURCE: Message = Message {
         Field { number: 4, name: "secretKeyRef", kind: Kind::Message(&CORE_V1_SECRET_KEY_SELECTOR), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 5, name: "fileKeyRef", kind: Kind::Message(&CORE_V1_FILE_KEY_SELECTOR), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `EnvVar` (core/v1).
@@ -1581,6 +1719,7 @@ pub static CORE_V1_ENV_VAR: Message = Message {
         Field { number: 2, name: "value", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "valueFrom", kind: Kind::Message(&CORE_V1_ENV_VAR_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ResourceClaim` (core/v1).
@@ -1590,6 +1729,7 @@ pub static CORE_V1_RESOURCE_CLAIM: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "request", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ResourceRequirements` (core/v1).
@@ -1600,6 +1740,7 @@ pub static CORE_V1_RESOURCE_REQUIREMENTS: Message = Message {
         Field { number: 2, name: "requests", kind: Kind::Map(&Kind::Quantity), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "claims", kind: Kind::Message(&CORE_V1_RESOURCE_CLAIM), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `VolumeMount` (core/v1).
@@ -1615,6 +1756,7 @@ pub static CORE_V1_VOLUME_MOUNT: Message = Message {
         Field { number: 7, name: "recursiveReadOnly", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 8, name: "bindMountOptions", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8],
 };
 
 /// `ExecAction` (core/v1).
@@ -1623,6 +1765,7 @@ pub static CORE_V1_EXEC_ACTION: Message = Message {
     fields: &[
         Field { number: 1, name: "command", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `HTTPHeader` (core/v1).
@@ -1632,6 +1775,7 @@ pub static CORE_V1_HTTP_HEADER: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "value", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `HTTPGetAction` (core/v1).
@@ -1645,6 +1789,7 @@ pub static CORE_V1_HTTP_GET_ACTION: Message = Message {
         Field { number: 5, name: "httpHeaders", kind: Kind::Message(&CORE_V1_HTTP_HEADER), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "protocol", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `TCPSocketAction` (core/v1).
@@ -1654,6 +1799,7 @@ pub static CORE_V1_TCP_SOCKET_ACTION: Message = Message {
         Field { number: 1, name: "port", kind: Kind::IntOrString, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "host", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `GRPCAction` (core/v1).
@@ -1664,6 +1810,7 @@ pub static CORE_V1_GRPC_ACTION: Message = Message {
         Field { number: 2, name: "service", kind: Kind::String, repeated: false, pointer: true, omitempty: false, inline: false },
         Field { number: 3, name: "mode", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ProbeHandler` (core/v1).
@@ -1675,6 +1822,7 @@ pub static CORE_V1_PROBE_HANDLER: Message = Message {
         Field { number: 3, name: "tcpSocket", kind: Kind::Message(&CORE_V1_TCP_SOCKET_ACTION), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "grpc", kind: Kind::Message(&CORE_V1_GRPC_ACTION), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `Probe` (core/v1).
@@ -1689,6 +1837,7 @@ pub static CORE_V1_PROBE: Message = Message {
         Field { number: 6, name: "failureThreshold", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 7, name: "terminationGracePeriodSeconds", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7],
 };
 
 /// `SleepAction` (core/v1).
@@ -1697,6 +1846,7 @@ pub static CORE_V1_SLEEP_ACTION: Message = Message {
     fields: &[
         Field { number: 1, name: "seconds", kind: Kind::Int64, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `LifecycleHandler` (core/v1).
@@ -1708,6 +1858,7 @@ pub static CORE_V1_LIFECYCLE_HANDLER: Message = Message {
         Field { number: 3, name: "tcpSocket", kind: Kind::Message(&CORE_V1_TCP_SOCKET_ACTION), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "sleep", kind: Kind::Message(&CORE_V1_SLEEP_ACTION), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `Lifecycle` (core/v1).
@@ -1718,6 +1869,7 @@ pub static CORE_V1_LIFECYCLE: Message = Message {
         Field { number: 2, name: "preStop", kind: Kind::Message(&CORE_V1_LIFECYCLE_HANDLER), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "stopSignal", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `Capabilities` (core/v1).
@@ -1727,6 +1879,7 @@ pub static CORE_V1_CAPABILITIES: Message = Message {
         Field { number: 1, name: "add", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "drop", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `SELinuxOptions` (core/v1).
@@ -1738,6 +1891,7 @@ pub static CORE_V1_SE_LINUX_OPTIONS: Message = Message {
         Field { number: 3, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "level", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `WindowsSecurityContextOptions` (core/v1).
@@ -1749,6 +1903,7 @@ pub static CORE_V1_WINDOWS_SECURITY_CONTEXT_OPTIONS: Message = Message {
         Field { number: 3, name: "runAsUserName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "hostProcess", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `SeccompProfile` (core/v1).
@@ -1758,6 +1913,7 @@ pub static CORE_V1_SECCOMP_PROFILE: Message = Message {
         Field { number: 1, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "localhostProfile", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `AppArmorProfile` (core/v1).
@@ -1767,6 +1923,7 @@ pub static CORE_V1_APP_ARMOR_PROFILE: Message = Message {
         Field { number: 1, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "localhostProfile", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `SecurityContext` (core/v1).
@@ -1786,6 +1943,7 @@ pub static CORE_V1_SECURITY_CONTEXT: Message = Message {
         Field { number: 11, name: "seccompProfile", kind: Kind::Message(&CORE_V1_SECCOMP_PROFILE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 12, name: "appArmorProfile", kind: Kind::Message(&CORE_V1_APP_ARMOR_PROFILE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
 };
 
 /// `ConfigMapEnvSource` (core/v1).
@@ -1795,6 +1953,7 @@ pub static CORE_V1_CONFIG_MAP_ENV_SOURCE: Message = Message {
         Field { number: 1, name: "", kind: Kind::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE), repeated: false, pointer: false, omitempty: false, inline: true },
         Field { number: 2, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `SecretEnvSource` (core/v1).
@@ -1804,6 +1963,7 @@ pub static CORE_V1_SECRET_ENV_SOURCE: Message = Message {
         Field { number: 1, name: "", kind: Kind::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE), repeated: false, pointer: false, omitempty: false, inline: true },
         Field { number: 2, name: "optional", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `EnvFromSource` (core/v1).
@@ -1814,6 +1974,7 @@ pub static CORE_V1_ENV_FROM_SOURCE: Message = Message {
         Field { number: 2, name: "configMapRef", kind: Kind::Message(&CORE_V1_CONFIG_MAP_ENV_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "secretRef", kind: Kind::Message(&CORE_V1_SECRET_ENV_SOURCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `VolumeDevice` (core/v1).
@@ -1823,6 +1984,7 @@ pub static CORE_V1_VOLUME_DEVICE: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "devicePath", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ContainerResizePolicy` (core/v1).
@@ -1832,6 +1994,7 @@ pub static CORE_V1_CONTAINER_RESIZE_POLICY: Message = Message {
         Field { number: 1, name: "resourceName", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "restartPolicy", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ContainerRestartRuleOnExitCodes` (core/v1).
@@ -1841,6 +2004,7 @@ pub static CORE_V1_CONTAINER_RESTART_RULE_ON_EXIT_CODES: Message = Message {
         Field { number: 1, name: "operator", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "values", kind: Kind::Int32, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ContainerRestartRule` (core/v1).
@@ -1850,6 +2014,7 @@ pub static CORE_V1_CONTAINER_RESTART_RULE: Message = Message {
         Field { number: 1, name: "action", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "exitCodes", kind: Kind::Message(&CORE_V1_CONTAINER_RESTART_RULE_ON_EXIT_CODES), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Container` (core/v1).
@@ -1882,6 +2047,7 @@ pub static CORE_V1_CONTAINER: Message = Message {
         Field { number: 24, name: "restartPolicy", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 25, name: "restartPolicyRules", kind: Kind::Message(&CORE_V1_CONTAINER_RESTART_RULE), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25],
 };
 
 /// `Sysctl` (core/v1).
@@ -1891,6 +2057,7 @@ pub static CORE_V1_SYSCTL: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "value", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodSecurityContext` (core/v1).
@@ -1911,6 +2078,7 @@ pub static CORE_V1_POD_SECURITY_CONTEXT: Message = Message {
         Field { number: 12, name: "supplementalGroupsPolicy", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 13, name: "seLinuxChangePolicy", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
 };
 
 /// `PreferredSchedulingTerm` (core/v1).
@@ -1920,6 +2088,7 @@ pub static CORE_V1_PREFERRED_SCHEDULING_TERM: Message = Message {
         Field { number: 1, name: "weight", kind: Kind::Int32, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "preference", kind: Kind::Message(&CORE_V1_NODE_SELECTOR_TERM), repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NodeAffinity` (core/v1).
@@ -1929,6 +2098,7 @@ pub static CORE_V1_NODE_AFFINITY: Message = Message {
         Field { number: 1, name: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(&CORE_V1_NODE_SELECTOR), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 2, name: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(&CORE_V1_PREFERRED_SCHEDULING_TERM), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodAffinityTerm` (core/v1).
@@ -1942,6 +2112,7 @@ pub static CORE_V1_POD_AFFINITY_TERM: Message = Message {
         Field { number: 5, name: "matchLabelKeys", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "mismatchLabelKeys", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `WeightedPodAffinityTerm` (core/v1).
@@ -1951,6 +2122,7 @@ pub static CORE_V1_WEIGHTED_POD_AFFINITY_TERM: Message = Message {
         Field { number: 1, name: "weight", kind: Kind::Int32, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "podAffinityTerm", kind: Kind::Message(&CORE_V1_POD_AFFINITY_TERM), repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodAffinity` (core/v1).
@@ -1960,6 +2132,7 @@ pub static CORE_V1_POD_AFFINITY: Message = Message {
         Field { number: 1, name: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(&CORE_V1_POD_AFFINITY_TERM), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(&CORE_V1_WEIGHTED_POD_AFFINITY_TERM), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodAntiAffinity` (core/v1).
@@ -1969,6 +2142,7 @@ pub static CORE_V1_POD_ANTI_AFFINITY: Message = Message {
         Field { number: 1, name: "requiredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(&CORE_V1_POD_AFFINITY_TERM), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "preferredDuringSchedulingIgnoredDuringExecution", kind: Kind::Message(&CORE_V1_WEIGHTED_POD_AFFINITY_TERM), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Affinity` (core/v1).
@@ -1979,6 +2153,7 @@ pub static CORE_V1_AFFINITY: Message = Message {
         Field { number: 2, name: "podAffinity", kind: Kind::Message(&CORE_V1_POD_AFFINITY), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "podAntiAffinity", kind: Kind::Message(&CORE_V1_POD_ANTI_AFFINITY), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `Toleration` (core/v1).
@@ -1991,6 +2166,7 @@ pub static CORE_V1_TOLERATION: Message = Message {
         Field { number: 4, name: "effect", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "tolerationSeconds", kind: Kind::Int64, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `HostAlias` (core/v1).
@@ -2000,6 +2176,7 @@ pub static CORE_V1_HOST_ALIAS: Message = Message {
         Field { number: 1, name: "ip", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "hostnames", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodDNSConfigOption` (core/v1).
@@ -2009,6 +2186,7 @@ pub static CORE_V1_POD_DNS_CONFIG_OPTION: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "value", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodDNSConfig` (core/v1).
@@ -2019,6 +2197,7 @@ pub static CORE_V1_POD_DNS_CONFIG: Message = Message {
         Field { number: 2, name: "searches", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "options", kind: Kind::Message(&CORE_V1_POD_DNS_CONFIG_OPTION), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `PodReadinessGate` (core/v1).
@@ -2027,6 +2206,7 @@ pub static CORE_V1_POD_READINESS_GATE: Message = Message {
     fields: &[
         Field { number: 1, name: "conditionType", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `TopologySpreadConstraint` (core/v1).
@@ -2042,6 +2222,7 @@ pub static CORE_V1_TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
         Field { number: 7, name: "nodeTaintsPolicy", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 8, name: "matchLabelKeys", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8],
 };
 
 /// `EphemeralContainerCommon` (core/v1).
@@ -2074,6 +2255,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER_COMMON: Message = Message {
         Field { number: 24, name: "restartPolicy", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 25, name: "restartPolicyRules", kind: Kind::Message(&CORE_V1_CONTAINER_RESTART_RULE), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25],
 };
 
 /// `EphemeralContainer` (core/v1).
@@ -2083,6 +2265,7 @@ pub static CORE_V1_EPHEMERAL_CONTAINER: Message = Message {
         Field { number: 1, name: "", kind: Kind::Message(&CORE_V1_EPHEMERAL_CONTAINER_COMMON), repeated: false, pointer: false, omitempty: false, inline: true },
         Field { number: 2, name: "targetContainerName", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodOS` (core/v1).
@@ -2091,6 +2274,7 @@ pub static CORE_V1_POD_OS: Message = Message {
     fields: &[
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `PodSchedulingGate` (core/v1).
@@ -2099,6 +2283,7 @@ pub static CORE_V1_POD_SCHEDULING_GATE: Message = Message {
     fields: &[
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `PodResourceClaim` (core/v1).
@@ -2109,6 +2294,7 @@ pub static CORE_V1_POD_RESOURCE_CLAIM: Message = Message {
         Field { number: 3, name: "resourceClaimName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "resourceClaimTemplateName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 0, 2, 3],
 };
 
 /// `PodSchedulingGroup` (core/v1).
@@ -2117,6 +2303,7 @@ pub static CORE_V1_POD_SCHEDULING_GROUP: Message = Message {
     fields: &[
         Field { number: 1, name: "podGroupName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `EvictionResponder` (core/v1).
@@ -2126,6 +2313,7 @@ pub static CORE_V1_EVICTION_RESPONDER: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "priority", kind: Kind::Int32, repeated: false, pointer: true, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodSpec` (core/v1).
@@ -2176,6 +2364,7 @@ pub static CORE_V1_POD_SPEC: Message = Message {
         Field { number: 43, name: "schedulingGroup", kind: Kind::Message(&CORE_V1_POD_SCHEDULING_GROUP), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 44, name: "evictionResponders", kind: Kind::Message(&CORE_V1_EVICTION_RESPONDER), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 0, 42, 43],
 };
 
 /// `PodCondition` (core/v1).
@@ -2190,6 +2379,7 @@ pub static CORE_V1_POD_CONDITION: Message = Message {
         Field { number: 6, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 7, name: "observedGeneration", kind: Kind::Int64, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7],
 };
 
 /// `ContainerStateWaiting` (core/v1).
@@ -2199,6 +2389,7 @@ pub static CORE_V1_CONTAINER_STATE_WAITING: Message = Message {
         Field { number: 1, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ContainerStateRunning` (core/v1).
@@ -2207,6 +2398,7 @@ pub static CORE_V1_CONTAINER_STATE_RUNNING: Message = Message {
     fields: &[
         Field { number: 1, name: "startedAt", kind: Kind::Time, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ContainerStateTerminated` (core/v1).
@@ -2221,6 +2413,7 @@ pub static CORE_V1_CONTAINER_STATE_TERMINATED: Message = Message {
         Field { number: 6, name: "finishedAt", kind: Kind::Time, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 7, name: "containerID", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7],
 };
 
 /// `ContainerState` (core/v1).
@@ -2231,6 +2424,7 @@ pub static CORE_V1_CONTAINER_STATE: Message = Message {
         Field { number: 2, name: "running", kind: Kind::Message(&CORE_V1_CONTAINER_STATE_RUNNING), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "terminated", kind: Kind::Message(&CORE_V1_CONTAINER_STATE_TERMINATED), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ImageVolumeStatus` (core/v1).
@@ -2239,6 +2433,7 @@ pub static CORE_V1_IMAGE_VOLUME_STATUS: Message = Message {
     fields: &[
         Field { number: 1, name: "imageRef", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `VolumeStatus` (core/v1).
@@ -2247,6 +2442,7 @@ pub static CORE_V1_VOLUME_STATUS: Message = Message {
     fields: &[
         Field { number: 1, name: "image", kind: Kind::Message(&CORE_V1_IMAGE_VOLUME_STATUS), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `VolumeMountStatus` (core/v1).
@@ -2259,6 +2455,7 @@ pub static CORE_V1_VOLUME_MOUNT_STATUS: Message = Message {
         Field { number: 4, name: "recursiveReadOnly", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 5, name: "volumeStatus", kind: Kind::Message(&CORE_V1_VOLUME_STATUS), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `LinuxContainerUser` (core/v1).
@@ -2269,6 +2466,7 @@ pub static CORE_V1_LINUX_CONTAINER_USER: Message = Message {
         Field { number: 2, name: "gid", kind: Kind::Int64, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "supplementalGroups", kind: Kind::Int64, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ContainerUser` (core/v1).
@@ -2277,6 +2475,7 @@ pub static CORE_V1_CONTAINER_USER: Message = Message {
     fields: &[
         Field { number: 1, name: "linux", kind: Kind::Message(&CORE_V1_LINUX_CONTAINER_USER), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ResourceHealth` (core/v1).
@@ -2287,6 +2486,7 @@ pub static CORE_V1_RESOURCE_HEALTH: Message = Message {
         Field { number: 2, name: "health", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "message", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 0, 0, 0, 3],
 };
 
 /// `ResourceStatus` (core/v1).
@@ -2296,6 +2496,7 @@ pub static CORE_V1_RESOURCE_STATUS: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "resources", kind: Kind::Message(&CORE_V1_RESOURCE_HEALTH), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ContainerStatus` (core/v1).
@@ -2318,6 +2519,7 @@ pub static CORE_V1_CONTAINER_STATUS: Message = Message {
         Field { number: 14, name: "allocatedResourcesStatus", kind: Kind::Message(&CORE_V1_RESOURCE_STATUS), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 15, name: "stopSignal", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
 };
 
 /// `PodIP` (core/v1).
@@ -2326,6 +2528,7 @@ pub static CORE_V1_POD_IP: Message = Message {
     fields: &[
         Field { number: 1, name: "ip", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `PodResourceClaimStatus` (core/v1).
@@ -2335,6 +2538,7 @@ pub static CORE_V1_POD_RESOURCE_CLAIM_STATUS: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "resourceClaimName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `HostIP` (core/v1).
@@ -2343,6 +2547,7 @@ pub static CORE_V1_HOST_IP: Message = Message {
     fields: &[
         Field { number: 1, name: "ip", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ContainerExtendedResourceRequest` (core/v1).
@@ -2353,6 +2558,7 @@ pub static CORE_V1_CONTAINER_EXTENDED_RESOURCE_REQUEST: Message = Message {
         Field { number: 2, name: "resourceName", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "requestName", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `PodExtendedResourceClaimStatus` (core/v1).
@@ -2362,6 +2568,7 @@ pub static CORE_V1_POD_EXTENDED_RESOURCE_CLAIM_STATUS: Message = Message {
         Field { number: 1, name: "requestMappings", kind: Kind::Message(&CORE_V1_CONTAINER_EXTENDED_RESOURCE_REQUEST), repeated: true, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "resourceClaimName", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NodeAllocatableMappedResources` (core/v1).
@@ -2371,6 +2578,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_MAPPED_RESOURCES: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "quantity", kind: Kind::Quantity, repeated: false, pointer: true, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NodeAllocatableOverheadResources` (core/v1).
@@ -2381,6 +2589,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_OVERHEAD_RESOURCES: Message = Message {
         Field { number: 2, name: "perPod", kind: Kind::Quantity, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "perContainer", kind: Kind::Quantity, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `NodeAllocatableResourceClaimStatus` (core/v1).
@@ -2392,6 +2601,7 @@ pub static CORE_V1_NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS: Message = Message {
         Field { number: 4, name: "mapping", kind: Kind::Message(&CORE_V1_NODE_ALLOCATABLE_MAPPED_RESOURCES), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "overhead", kind: Kind::Message(&CORE_V1_NODE_ALLOCATABLE_OVERHEAD_RESOURCES), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 0, 3, 4],
 };
 
 /// `PodVolumeHealth` (core/v1).
@@ -2402,6 +2612,7 @@ pub static CORE_V1_POD_VOLUME_HEALTH: Message = Message {
         Field { number: 2, name: "healthConditions", kind: Kind::Message(&CORE_V1_VOLUME_HEALTH_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "lastTransitionTime", kind: Kind::Time, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `PodStatus` (core/v1).
@@ -2431,6 +2642,7 @@ pub static CORE_V1_POD_STATUS: Message = Message {
         Field { number: 21, name: "nodeAllocatableResourceClaimStatuses", kind: Kind::Message(&CORE_V1_NODE_ALLOCATABLE_RESOURCE_CLAIM_STATUS), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 22, name: "volumeHealth", kind: Kind::Message(&CORE_V1_POD_VOLUME_HEALTH), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22],
 };
 
 /// `Pod` (core/v1).
@@ -2441,6 +2653,7 @@ pub static CORE_V1_POD: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_POD_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&CORE_V1_POD_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `PodList` (core/v1).
@@ -2450,6 +2663,7 @@ pub static CORE_V1_POD_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_POD), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodTemplateSpec` (core/v1).
@@ -2459,6 +2673,7 @@ pub static CORE_V1_POD_TEMPLATE_SPEC: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_POD_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodTemplate` (core/v1).
@@ -2468,6 +2683,7 @@ pub static CORE_V1_POD_TEMPLATE: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "template", kind: Kind::Message(&CORE_V1_POD_TEMPLATE_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodTemplateList` (core/v1).
@@ -2477,6 +2693,7 @@ pub static CORE_V1_POD_TEMPLATE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_POD_TEMPLATE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `RangeAllocation` (core/v1).
@@ -2487,6 +2704,7 @@ pub static CORE_V1_RANGE_ALLOCATION: Message = Message {
         Field { number: 2, name: "range", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "data", kind: Kind::Bytes, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ReplicationControllerSpec` (core/v1).
@@ -2498,6 +2716,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_SPEC: Message = Message {
         Field { number: 3, name: "template", kind: Kind::Message(&CORE_V1_POD_TEMPLATE_SPEC), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "minReadySeconds", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `ReplicationControllerCondition` (core/v1).
@@ -2510,6 +2729,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_CONDITION: Message = Message {
         Field { number: 4, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `ReplicationControllerStatus` (core/v1).
@@ -2523,6 +2743,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_STATUS: Message = Message {
         Field { number: 5, name: "availableReplicas", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "conditions", kind: Kind::Message(&CORE_V1_REPLICATION_CONTROLLER_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `ReplicationController` (core/v1).
@@ -2533,6 +2754,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_REPLICATION_CONTROLLER_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&CORE_V1_REPLICATION_CONTROLLER_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ReplicationControllerList` (core/v1).
@@ -2542,6 +2764,7 @@ pub static CORE_V1_REPLICATION_CONTROLLER_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_REPLICATION_CONTROLLER), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ScopedResourceSelectorRequirement` (core/v1).
@@ -2552,6 +2775,7 @@ pub static CORE_V1_SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
         Field { number: 2, name: "operator", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "values", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ScopeSelector` (core/v1).
@@ -2560,6 +2784,7 @@ pub static CORE_V1_SCOPE_SELECTOR: Message = Message {
     fields: &[
         Field { number: 1, name: "matchExpressions", kind: Kind::Message(&CORE_V1_SCOPED_RESOURCE_SELECTOR_REQUIREMENT), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ResourceQuotaSpec` (core/v1).
@@ -2570,6 +2795,7 @@ pub static CORE_V1_RESOURCE_QUOTA_SPEC: Message = Message {
         Field { number: 2, name: "scopes", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "scopeSelector", kind: Kind::Message(&CORE_V1_SCOPE_SELECTOR), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ResourceQuotaStatus` (core/v1).
@@ -2579,6 +2805,7 @@ pub static CORE_V1_RESOURCE_QUOTA_STATUS: Message = Message {
         Field { number: 1, name: "hard", kind: Kind::Map(&Kind::Quantity), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "used", kind: Kind::Map(&Kind::Quantity), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ResourceQuota` (core/v1).
@@ -2589,6 +2816,7 @@ pub static CORE_V1_RESOURCE_QUOTA: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_RESOURCE_QUOTA_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&CORE_V1_RESOURCE_QUOTA_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ResourceQuotaList` (core/v1).
@@ -2598,6 +2826,7 @@ pub static CORE_V1_RESOURCE_QUOTA_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_RESOURCE_QUOTA), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Secret` (core/v1).
@@ -2610,6 +2839,7 @@ pub static CORE_V1_SECRET: Message = Message {
         Field { number: 4, name: "stringData", kind: Kind::Map(&Kind::String), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "immutable", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `SecretList` (core/v1).
@@ -2619,6 +2849,7 @@ pub static CORE_V1_SECRET_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_SECRET), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ServicePort` (core/v1).
@@ -2632,6 +2863,7 @@ pub static CORE_V1_SERVICE_PORT: Message = Message {
         Field { number: 5, name: "nodePort", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "appProtocol", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `ClientIPConfig` (core/v1).
@@ -2640,6 +2872,7 @@ pub static CORE_V1_CLIENT_IP_CONFIG: Message = Message {
     fields: &[
         Field { number: 1, name: "timeoutSeconds", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `SessionAffinityConfig` (core/v1).
@@ -2648,6 +2881,7 @@ pub static CORE_V1_SESSION_AFFINITY_CONFIG: Message = Message {
     fields: &[
         Field { number: 1, name: "clientIP", kind: Kind::Message(&CORE_V1_CLIENT_IP_CONFIG), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ServiceSpec` (core/v1).
@@ -2675,6 +2909,7 @@ pub static CORE_V1_SERVICE_SPEC: Message = Message {
         Field { number: 22, name: "internalTrafficPolicy", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 23, name: "trafficDistribution", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 0, 6, 7, 8, 9, 10, 11, 12, 13, 0, 0, 14, 15, 16, 17, 18, 19, 20],
 };
 
 /// `PortStatus` (core/v1).
@@ -2685,6 +2920,7 @@ pub static CORE_V1_PORT_STATUS: Message = Message {
         Field { number: 2, name: "protocol", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "error", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `LoadBalancerIngress` (core/v1).
@@ -2696,6 +2932,7 @@ pub static CORE_V1_LOAD_BALANCER_INGRESS: Message = Message {
         Field { number: 3, name: "ipMode", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "ports", kind: Kind::Message(&CORE_V1_PORT_STATUS), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `LoadBalancerStatus` (core/v1).
@@ -2704,6 +2941,7 @@ pub static CORE_V1_LOAD_BALANCER_STATUS: Message = Message {
     fields: &[
         Field { number: 1, name: "ingress", kind: Kind::Message(&CORE_V1_LOAD_BALANCER_INGRESS), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `Condition` (meta/v1).
@@ -2717,6 +2955,7 @@ pub static META_V1_CONDITION: Message = Message {
         Field { number: 5, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 6, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `ServiceStatus` (core/v1).
@@ -2726,6 +2965,7 @@ pub static CORE_V1_SERVICE_STATUS: Message = Message {
         Field { number: 1, name: "loadBalancer", kind: Kind::Message(&CORE_V1_LOAD_BALANCER_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "conditions", kind: Kind::Message(&META_V1_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Service` (core/v1).
@@ -2736,6 +2976,7 @@ pub static CORE_V1_SERVICE: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&CORE_V1_SERVICE_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&CORE_V1_SERVICE_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ServiceAccount` (core/v1).
@@ -2747,6 +2988,7 @@ pub static CORE_V1_SERVICE_ACCOUNT: Message = Message {
         Field { number: 3, name: "imagePullSecrets", kind: Kind::Message(&CORE_V1_LOCAL_OBJECT_REFERENCE), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "automountServiceAccountToken", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `ServiceAccountList` (core/v1).
@@ -2756,6 +2998,7 @@ pub static CORE_V1_SERVICE_ACCOUNT_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_SERVICE_ACCOUNT), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ServiceList` (core/v1).
@@ -2765,6 +3008,7 @@ pub static CORE_V1_SERVICE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&CORE_V1_SERVICE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ControllerRevision` (apps/v1).
@@ -2775,6 +3019,7 @@ pub static APPS_V1_CONTROLLER_REVISION: Message = Message {
         Field { number: 2, name: "data", kind: Kind::RawExtension, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "revision", kind: Kind::Int64, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ControllerRevisionList` (apps/v1).
@@ -2784,6 +3029,7 @@ pub static APPS_V1_CONTROLLER_REVISION_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&APPS_V1_CONTROLLER_REVISION), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `RollingUpdateDaemonSet` (apps/v1).
@@ -2793,6 +3039,7 @@ pub static APPS_V1_ROLLING_UPDATE_DAEMON_SET: Message = Message {
         Field { number: 1, name: "maxUnavailable", kind: Kind::IntOrString, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 2, name: "maxSurge", kind: Kind::IntOrString, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `DaemonSetUpdateStrategy` (apps/v1).
@@ -2802,6 +3049,7 @@ pub static APPS_V1_DAEMON_SET_UPDATE_STRATEGY: Message = Message {
         Field { number: 1, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "rollingUpdate", kind: Kind::Message(&APPS_V1_ROLLING_UPDATE_DAEMON_SET), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `DaemonSetSpec` (apps/v1).
@@ -2814,6 +3062,7 @@ pub static APPS_V1_DAEMON_SET_SPEC: Message = Message {
         Field { number: 4, name: "minReadySeconds", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "revisionHistoryLimit", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 0, 5],
 };
 
 /// `DaemonSetCondition` (apps/v1).
@@ -2826,6 +3075,7 @@ pub static APPS_V1_DAEMON_SET_CONDITION: Message = Message {
         Field { number: 4, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `DaemonSetStatus` (apps/v1).
@@ -2843,6 +3093,7 @@ pub static APPS_V1_DAEMON_SET_STATUS: Message = Message {
         Field { number: 9, name: "collisionCount", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 10, name: "conditions", kind: Kind::Message(&APPS_V1_DAEMON_SET_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
 };
 
 /// `DaemonSet` (apps/v1).
@@ -2853,6 +3104,7 @@ pub static APPS_V1_DAEMON_SET: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&APPS_V1_DAEMON_SET_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&APPS_V1_DAEMON_SET_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `DaemonSetList` (apps/v1).
@@ -2862,6 +3114,7 @@ pub static APPS_V1_DAEMON_SET_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&APPS_V1_DAEMON_SET), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `RollingUpdateDeployment` (apps/v1).
@@ -2871,6 +3124,7 @@ pub static APPS_V1_ROLLING_UPDATE_DEPLOYMENT: Message = Message {
         Field { number: 1, name: "maxUnavailable", kind: Kind::IntOrString, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 2, name: "maxSurge", kind: Kind::IntOrString, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `DeploymentStrategy` (apps/v1).
@@ -2880,6 +3134,7 @@ pub static APPS_V1_DEPLOYMENT_STRATEGY: Message = Message {
         Field { number: 1, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "rollingUpdate", kind: Kind::Message(&APPS_V1_ROLLING_UPDATE_DEPLOYMENT), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `DeploymentSpec` (apps/v1).
@@ -2895,6 +3150,7 @@ pub static APPS_V1_DEPLOYMENT_SPEC: Message = Message {
         Field { number: 7, name: "paused", kind: Kind::Bool, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 9, name: "progressDeadlineSeconds", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 0, 8],
 };
 
 /// `DeploymentCondition` (apps/v1).
@@ -2908,6 +3164,7 @@ pub static APPS_V1_DEPLOYMENT_CONDITION: Message = Message {
         Field { number: 6, name: "lastUpdateTime", kind: Kind::Time, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 7, name: "lastTransitionTime", kind: Kind::Time, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 0, 3, 4, 5, 6],
 };
 
 /// `DeploymentStatus` (apps/v1).
@@ -2924,6 +3181,7 @@ pub static APPS_V1_DEPLOYMENT_STATUS: Message = Message {
         Field { number: 8, name: "collisionCount", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 9, name: "terminatingReplicas", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
 };
 
 /// `Deployment` (apps/v1).
@@ -2934,6 +3192,7 @@ pub static APPS_V1_DEPLOYMENT: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&APPS_V1_DEPLOYMENT_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&APPS_V1_DEPLOYMENT_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `DeploymentList` (apps/v1).
@@ -2943,6 +3202,7 @@ pub static APPS_V1_DEPLOYMENT_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&APPS_V1_DEPLOYMENT), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ReplicaSetSpec` (apps/v1).
@@ -2954,6 +3214,7 @@ pub static APPS_V1_REPLICA_SET_SPEC: Message = Message {
         Field { number: 3, name: "template", kind: Kind::Message(&CORE_V1_POD_TEMPLATE_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "minReadySeconds", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `ReplicaSetCondition` (apps/v1).
@@ -2966,6 +3227,7 @@ pub static APPS_V1_REPLICA_SET_CONDITION: Message = Message {
         Field { number: 4, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `ReplicaSetStatus` (apps/v1).
@@ -2980,6 +3242,7 @@ pub static APPS_V1_REPLICA_SET_STATUS: Message = Message {
         Field { number: 6, name: "conditions", kind: Kind::Message(&APPS_V1_REPLICA_SET_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 7, name: "terminatingReplicas", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7],
 };
 
 /// `ReplicaSet` (apps/v1).
@@ -2990,6 +3253,7 @@ pub static APPS_V1_REPLICA_SET: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&APPS_V1_REPLICA_SET_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&APPS_V1_REPLICA_SET_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ReplicaSetList` (apps/v1).
@@ -2999,6 +3263,7 @@ pub static APPS_V1_REPLICA_SET_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&APPS_V1_REPLICA_SET), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `RollingUpdateStatefulSetStrategy` (apps/v1).
@@ -3008,6 +3273,7 @@ pub static APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
         Field { number: 1, name: "partition", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 2, name: "maxUnavailable", kind: Kind::IntOrString, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `StatefulSetUpdateStrategy` (apps/v1).
@@ -3017,6 +3283,7 @@ pub static APPS_V1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
         Field { number: 1, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "rollingUpdate", kind: Kind::Message(&APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `StatefulSetPersistentVolumeClaimRetentionPolicy` (apps/v1).
@@ -3026,6 +3293,7 @@ pub static APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Messag
         Field { number: 1, name: "whenDeleted", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "whenScaled", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `StatefulSetOrdinals` (apps/v1).
@@ -3034,6 +3302,7 @@ pub static APPS_V1_STATEFUL_SET_ORDINALS: Message = Message {
     fields: &[
         Field { number: 1, name: "start", kind: Kind::Int32, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `StatefulSetSpec` (apps/v1).
@@ -3052,6 +3321,7 @@ pub static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
         Field { number: 10, name: "persistentVolumeClaimRetentionPolicy", kind: Kind::Message(&APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 11, name: "ordinals", kind: Kind::Message(&APPS_V1_STATEFUL_SET_ORDINALS), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
 };
 
 /// `StatefulSetCondition` (apps/v1).
@@ -3064,6 +3334,7 @@ pub static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
         Field { number: 4, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `StatefulSetStatus` (apps/v1).
@@ -3081,6 +3352,7 @@ pub static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
         Field { number: 10, name: "conditions", kind: Kind::Message(&APPS_V1_STATEFUL_SET_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 11, name: "availableReplicas", kind: Kind::Int32, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 0, 8, 9, 10],
 };
 
 /// `StatefulSet` (apps/v1).
@@ -3091,6 +3363,7 @@ pub static APPS_V1_STATEFUL_SET: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&APPS_V1_STATEFUL_SET_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&APPS_V1_STATEFUL_SET_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `StatefulSetList` (apps/v1).
@@ -3100,6 +3373,7 @@ pub static APPS_V1_STATEFUL_SET_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&APPS_V1_STATEFUL_SET), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodFailurePolicyOnExitCodesRequirement` (batch/v1).
@@ -3110,6 +3384,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_ON_EXIT_CODES_REQUIREMENT: Message = Mess
         Field { number: 2, name: "operator", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "values", kind: Kind::Int32, repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `PodFailurePolicyOnPodConditionsPattern` (batch/v1).
@@ -3119,6 +3394,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_ON_POD_CONDITIONS_PATTERN: Message = Mess
         Field { number: 1, name: "type", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "status", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PodFailurePolicyRule` (batch/v1).
@@ -3129,6 +3405,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY_RULE: Message = Message {
         Field { number: 2, name: "onExitCodes", kind: Kind::Message(&BATCH_V1_POD_FAILURE_POLICY_ON_EXIT_CODES_REQUIREMENT), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "onPodConditions", kind: Kind::Message(&BATCH_V1_POD_FAILURE_POLICY_ON_POD_CONDITIONS_PATTERN), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `PodFailurePolicy` (batch/v1).
@@ -3137,6 +3414,7 @@ pub static BATCH_V1_POD_FAILURE_POLICY: Message = Message {
     fields: &[
         Field { number: 1, name: "rules", kind: Kind::Message(&BATCH_V1_POD_FAILURE_POLICY_RULE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `SuccessPolicyRule` (batch/v1).
@@ -3146,6 +3424,7 @@ pub static BATCH_V1_SUCCESS_POLICY_RULE: Message = Message {
         Field { number: 1, name: "succeededIndexes", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 2, name: "succeededCount", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `SuccessPolicy` (batch/v1).
@@ -3154,6 +3433,7 @@ pub static BATCH_V1_SUCCESS_POLICY: Message = Message {
     fields: &[
         Field { number: 1, name: "rules", kind: Kind::Message(&BATCH_V1_SUCCESS_POLICY_RULE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `JobSchedulingConfiguration` (batch/v1).
@@ -3165,6 +3445,7 @@ pub static BATCH_V1_JOB_SCHEDULING_CONFIGURATION: Message = Message {
         Field { number: 3, name: "disruptionMode", kind: Kind::Unsupported, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "resourceClaims", kind: Kind::Unsupported, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `JobSpec` (batch/v1).
@@ -3189,6 +3470,7 @@ pub static BATCH_V1_JOB_SPEC: Message = Message {
         Field { number: 16, name: "successPolicy", kind: Kind::Message(&BATCH_V1_SUCCESS_POLICY), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 17, name: "scheduling", kind: Kind::Message(&BATCH_V1_JOB_SCHEDULING_CONFIGURATION), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
 };
 
 /// `JobTemplateSpec` (batch/v1).
@@ -3198,6 +3480,7 @@ pub static BATCH_V1_JOB_TEMPLATE_SPEC: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "spec", kind: Kind::Message(&BATCH_V1_JOB_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `CronJobSpec` (batch/v1).
@@ -3213,6 +3496,7 @@ pub static BATCH_V1_CRON_JOB_SPEC: Message = Message {
         Field { number: 7, name: "failedJobsHistoryLimit", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 8, name: "timeZone", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8],
 };
 
 /// `CronJobStatus` (batch/v1).
@@ -3223,6 +3507,7 @@ pub static BATCH_V1_CRON_JOB_STATUS: Message = Message {
         Field { number: 4, name: "lastScheduleTime", kind: Kind::Time, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 5, name: "lastSuccessfulTime", kind: Kind::Time, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 0, 0, 2, 3],
 };
 
 /// `CronJob` (batch/v1).
@@ -3233,6 +3518,7 @@ pub static BATCH_V1_CRON_JOB: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&BATCH_V1_CRON_JOB_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&BATCH_V1_CRON_JOB_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `CronJobList` (batch/v1).
@@ -3242,6 +3528,7 @@ pub static BATCH_V1_CRON_JOB_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&BATCH_V1_CRON_JOB), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `JobCondition` (batch/v1).
@@ -3255,6 +3542,7 @@ pub static BATCH_V1_JOB_CONDITION: Message = Message {
         Field { number: 5, name: "reason", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 6, name: "message", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6],
 };
 
 /// `UncountedTerminatedPods` (batch/v1).
@@ -3264,6 +3552,7 @@ pub static BATCH_V1_UNCOUNTED_TERMINATED_PODS: Message = Message {
         Field { number: 1, name: "succeeded", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "failed", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `JobStatus` (batch/v1).
@@ -3282,6 +3571,7 @@ pub static BATCH_V1_JOB_STATUS: Message = Message {
         Field { number: 10, name: "failedIndexes", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 11, name: "terminating", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
 };
 
 /// `Job` (batch/v1).
@@ -3292,6 +3582,7 @@ pub static BATCH_V1_JOB: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&BATCH_V1_JOB_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&BATCH_V1_JOB_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `JobList` (batch/v1).
@@ -3301,6 +3592,7 @@ pub static BATCH_V1_JOB_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&BATCH_V1_JOB), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `LeaseSpec` (coordination/v1).
@@ -3315,6 +3607,7 @@ pub static COORDINATION_V1_LEASE_SPEC: Message = Message {
         Field { number: 6, name: "strategy", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 7, name: "preferredHolder", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7],
 };
 
 /// `Lease` (coordination/v1).
@@ -3324,6 +3617,7 @@ pub static COORDINATION_V1_LEASE: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "spec", kind: Kind::Message(&COORDINATION_V1_LEASE_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `LeaseList` (coordination/v1).
@@ -3333,6 +3627,7 @@ pub static COORDINATION_V1_LEASE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&COORDINATION_V1_LEASE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `PolicyRule` (rbac/v1).
@@ -3345,6 +3640,7 @@ pub static RBAC_V1_POLICY_RULE: Message = Message {
         Field { number: 4, name: "resourceNames", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 5, name: "nonResourceURLs", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `AggregationRule` (rbac/v1).
@@ -3353,6 +3649,7 @@ pub static RBAC_V1_AGGREGATION_RULE: Message = Message {
     fields: &[
         Field { number: 1, name: "clusterRoleSelectors", kind: Kind::Message(&META_V1_LABEL_SELECTOR), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ClusterRole` (rbac/v1).
@@ -3363,6 +3660,7 @@ pub static RBAC_V1_CLUSTER_ROLE: Message = Message {
         Field { number: 2, name: "rules", kind: Kind::Message(&RBAC_V1_POLICY_RULE), repeated: true, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "aggregationRule", kind: Kind::Message(&RBAC_V1_AGGREGATION_RULE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `Subject` (rbac/v1).
@@ -3374,6 +3672,7 @@ pub static RBAC_V1_SUBJECT: Message = Message {
         Field { number: 3, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 4, name: "namespace", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `RoleRef` (rbac/v1).
@@ -3384,6 +3683,7 @@ pub static RBAC_V1_ROLE_REF: Message = Message {
         Field { number: 2, name: "kind", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ClusterRoleBinding` (rbac/v1).
@@ -3394,6 +3694,7 @@ pub static RBAC_V1_CLUSTER_ROLE_BINDING: Message = Message {
         Field { number: 2, name: "subjects", kind: Kind::Message(&RBAC_V1_SUBJECT), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "roleRef", kind: Kind::Message(&RBAC_V1_ROLE_REF), repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ClusterRoleBindingList` (rbac/v1).
@@ -3403,6 +3704,7 @@ pub static RBAC_V1_CLUSTER_ROLE_BINDING_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&RBAC_V1_CLUSTER_ROLE_BINDING), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ClusterRoleList` (rbac/v1).
@@ -3412,6 +3714,7 @@ pub static RBAC_V1_CLUSTER_ROLE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&RBAC_V1_CLUSTER_ROLE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Role` (rbac/v1).
@@ -3421,6 +3724,7 @@ pub static RBAC_V1_ROLE: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "rules", kind: Kind::Message(&RBAC_V1_POLICY_RULE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `RoleBinding` (rbac/v1).
@@ -3431,6 +3735,7 @@ pub static RBAC_V1_ROLE_BINDING: Message = Message {
         Field { number: 2, name: "subjects", kind: Kind::Message(&RBAC_V1_SUBJECT), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "roleRef", kind: Kind::Message(&RBAC_V1_ROLE_REF), repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `RoleBindingList` (rbac/v1).
@@ -3440,6 +3745,7 @@ pub static RBAC_V1_ROLE_BINDING_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&RBAC_V1_ROLE_BINDING), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `RoleList` (rbac/v1).
@@ -3449,6 +3755,7 @@ pub static RBAC_V1_ROLE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&RBAC_V1_ROLE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ParentReference` (networking/v1).
@@ -3460,6 +3767,7 @@ pub static NETWORKING_V1_PARENT_REFERENCE: Message = Message {
         Field { number: 3, name: "namespace", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `IPAddressSpec` (networking/v1).
@@ -3468,6 +3776,7 @@ pub static NETWORKING_V1_IP_ADDRESS_SPEC: Message = Message {
     fields: &[
         Field { number: 1, name: "parentRef", kind: Kind::Message(&NETWORKING_V1_PARENT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `IPAddress` (networking/v1).
@@ -3477,6 +3786,7 @@ pub static NETWORKING_V1_IP_ADDRESS: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "spec", kind: Kind::Message(&NETWORKING_V1_IP_ADDRESS_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `IPAddressList` (networking/v1).
@@ -3486,6 +3796,7 @@ pub static NETWORKING_V1_IP_ADDRESS_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&NETWORKING_V1_IP_ADDRESS), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ServiceBackendPort` (networking/v1).
@@ -3495,6 +3806,7 @@ pub static NETWORKING_V1_SERVICE_BACKEND_PORT: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "number", kind: Kind::Int32, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `IngressServiceBackend` (networking/v1).
@@ -3504,6 +3816,7 @@ pub static NETWORKING_V1_INGRESS_SERVICE_BACKEND: Message = Message {
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "port", kind: Kind::Message(&NETWORKING_V1_SERVICE_BACKEND_PORT), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `IngressBackend` (networking/v1).
@@ -3513,6 +3826,7 @@ pub static NETWORKING_V1_INGRESS_BACKEND: Message = Message {
         Field { number: 3, name: "resource", kind: Kind::Message(&CORE_V1_TYPED_LOCAL_OBJECT_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "service", kind: Kind::Message(&NETWORKING_V1_INGRESS_SERVICE_BACKEND), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 0, 0, 1, 2],
 };
 
 /// `IngressTLS` (networking/v1).
@@ -3522,6 +3836,7 @@ pub static NETWORKING_V1_INGRESS_TLS: Message = Message {
         Field { number: 1, name: "hosts", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "secretName", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `HTTPIngressPath` (networking/v1).
@@ -3532,6 +3847,7 @@ pub static NETWORKING_V1_HTTP_INGRESS_PATH: Message = Message {
         Field { number: 2, name: "backend", kind: Kind::Message(&NETWORKING_V1_INGRESS_BACKEND), repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "pathType", kind: Kind::String, repeated: false, pointer: true, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `HTTPIngressRuleValue` (networking/v1).
@@ -3540,6 +3856,7 @@ pub static NETWORKING_V1_HTTP_INGRESS_RULE_VALUE: Message = Message {
     fields: &[
         Field { number: 1, name: "paths", kind: Kind::Message(&NETWORKING_V1_HTTP_INGRESS_PATH), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `IngressRuleValue` (networking/v1).
@@ -3548,6 +3865,7 @@ pub static NETWORKING_V1_INGRESS_RULE_VALUE: Message = Message {
     fields: &[
         Field { number: 1, name: "http", kind: Kind::Message(&NETWORKING_V1_HTTP_INGRESS_RULE_VALUE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `IngressRule` (networking/v1).
@@ -3557,6 +3875,7 @@ pub static NETWORKING_V1_INGRESS_RULE: Message = Message {
         Field { number: 1, name: "host", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "", kind: Kind::Message(&NETWORKING_V1_INGRESS_RULE_VALUE), repeated: false, pointer: false, omitempty: false, inline: true },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `IngressSpec` (networking/v1).
@@ -3568,6 +3887,7 @@ pub static NETWORKING_V1_INGRESS_SPEC: Message = Message {
         Field { number: 3, name: "rules", kind: Kind::Message(&NETWORKING_V1_INGRESS_RULE), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "ingressClassName", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `IngressPortStatus` (networking/v1).
@@ -3578,6 +3898,7 @@ pub static NETWORKING_V1_INGRESS_PORT_STATUS: Message = Message {
         Field { number: 2, name: "protocol", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 3, name: "error", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `IngressLoadBalancerIngress` (networking/v1).
@@ -3588,6 +3909,7 @@ pub static NETWORKING_V1_INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
         Field { number: 2, name: "hostname", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "ports", kind: Kind::Message(&NETWORKING_V1_INGRESS_PORT_STATUS), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 0, 3],
 };
 
 /// `IngressLoadBalancerStatus` (networking/v1).
@@ -3596,6 +3918,7 @@ pub static NETWORKING_V1_INGRESS_LOAD_BALANCER_STATUS: Message = Message {
     fields: &[
         Field { number: 1, name: "ingress", kind: Kind::Message(&NETWORKING_V1_INGRESS_LOAD_BALANCER_INGRESS), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `IngressStatus` (networking/v1).
@@ -3604,6 +3927,7 @@ pub static NETWORKING_V1_INGRESS_STATUS: Message = Message {
     fields: &[
         Field { number: 1, name: "loadBalancer", kind: Kind::Message(&NETWORKING_V1_INGRESS_LOAD_BALANCER_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `Ingress` (networking/v1).
@@ -3614,6 +3938,7 @@ pub static NETWORKING_V1_INGRESS: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&NETWORKING_V1_INGRESS_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&NETWORKING_V1_INGRESS_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `IngressClassParametersReference` (networking/v1).
@@ -3626,6 +3951,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE: Message = Message {
         Field { number: 4, name: "scope", kind: Kind::String, repeated: false, pointer: true, omitempty: false, inline: false },
         Field { number: 5, name: "namespace", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5],
 };
 
 /// `IngressClassSpec` (networking/v1).
@@ -3635,6 +3961,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_SPEC: Message = Message {
         Field { number: 1, name: "controller", kind: Kind::String, repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "parameters", kind: Kind::Message(&NETWORKING_V1_INGRESS_CLASS_PARAMETERS_REFERENCE), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `IngressClass` (networking/v1).
@@ -3644,6 +3971,7 @@ pub static NETWORKING_V1_INGRESS_CLASS: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "spec", kind: Kind::Message(&NETWORKING_V1_INGRESS_CLASS_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `IngressClassList` (networking/v1).
@@ -3653,6 +3981,7 @@ pub static NETWORKING_V1_INGRESS_CLASS_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&NETWORKING_V1_INGRESS_CLASS), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `IngressList` (networking/v1).
@@ -3662,6 +3991,7 @@ pub static NETWORKING_V1_INGRESS_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&NETWORKING_V1_INGRESS), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NetworkPolicyPort` (networking/v1).
@@ -3672,6 +4002,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_PORT: Message = Message {
         Field { number: 2, name: "port", kind: Kind::IntOrString, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "endPort", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `IPBlock` (networking/v1).
@@ -3681,6 +4012,7 @@ pub static NETWORKING_V1_IP_BLOCK: Message = Message {
         Field { number: 1, name: "cidr", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
         Field { number: 2, name: "except", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NetworkPolicyPeer` (networking/v1).
@@ -3691,6 +4023,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_PEER: Message = Message {
         Field { number: 2, name: "namespaceSelector", kind: Kind::Message(&META_V1_LABEL_SELECTOR), repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "ipBlock", kind: Kind::Message(&NETWORKING_V1_IP_BLOCK), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `NetworkPolicyIngressRule` (networking/v1).
@@ -3700,6 +4033,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_INGRESS_RULE: Message = Message {
         Field { number: 1, name: "ports", kind: Kind::Message(&NETWORKING_V1_NETWORK_POLICY_PORT), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "from", kind: Kind::Message(&NETWORKING_V1_NETWORK_POLICY_PEER), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NetworkPolicyEgressRule` (networking/v1).
@@ -3709,6 +4043,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_EGRESS_RULE: Message = Message {
         Field { number: 1, name: "ports", kind: Kind::Message(&NETWORKING_V1_NETWORK_POLICY_PORT), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "to", kind: Kind::Message(&NETWORKING_V1_NETWORK_POLICY_PEER), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NetworkPolicySpec` (networking/v1).
@@ -3720,6 +4055,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_SPEC: Message = Message {
         Field { number: 3, name: "egress", kind: Kind::Message(&NETWORKING_V1_NETWORK_POLICY_EGRESS_RULE), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 4, name: "policyTypes", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `NetworkPolicy` (networking/v1).
@@ -3729,6 +4065,7 @@ pub static NETWORKING_V1_NETWORK_POLICY: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_OBJECT_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "spec", kind: Kind::Message(&NETWORKING_V1_NETWORK_POLICY_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `NetworkPolicyList` (networking/v1).
@@ -3738,6 +4075,7 @@ pub static NETWORKING_V1_NETWORK_POLICY_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&NETWORKING_V1_NETWORK_POLICY), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `ServiceCIDRSpec` (networking/v1).
@@ -3746,6 +4084,7 @@ pub static NETWORKING_V1_SERVICE_CIDR_SPEC: Message = Message {
     fields: &[
         Field { number: 1, name: "cidrs", kind: Kind::String, repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ServiceCIDRStatus` (networking/v1).
@@ -3754,6 +4093,7 @@ pub static NETWORKING_V1_SERVICE_CIDR_STATUS: Message = Message {
     fields: &[
         Field { number: 1, name: "conditions", kind: Kind::Message(&META_V1_CONDITION), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ServiceCIDR` (networking/v1).
@@ -3764,6 +4104,7 @@ pub static NETWORKING_V1_SERVICE_CIDR: Message = Message {
         Field { number: 2, name: "spec", kind: Kind::Message(&NETWORKING_V1_SERVICE_CIDR_SPEC), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 3, name: "status", kind: Kind::Message(&NETWORKING_V1_SERVICE_CIDR_STATUS), repeated: false, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ServiceCIDRList` (networking/v1).
@@ -3773,6 +4114,7 @@ pub static NETWORKING_V1_SERVICE_CIDR_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&NETWORKING_V1_SERVICE_CIDR), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `EndpointConditions` (discovery/v1).
@@ -3783,6 +4125,7 @@ pub static DISCOVERY_V1_ENDPOINT_CONDITIONS: Message = Message {
         Field { number: 2, name: "serving", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 3, name: "terminating", kind: Kind::Bool, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3],
 };
 
 /// `ForZone` (discovery/v1).
@@ -3791,6 +4134,7 @@ pub static DISCOVERY_V1_FOR_ZONE: Message = Message {
     fields: &[
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `ForNode` (discovery/v1).
@@ -3799,6 +4143,7 @@ pub static DISCOVERY_V1_FOR_NODE: Message = Message {
     fields: &[
         Field { number: 1, name: "name", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1],
 };
 
 /// `EndpointHints` (discovery/v1).
@@ -3808,6 +4153,7 @@ pub static DISCOVERY_V1_ENDPOINT_HINTS: Message = Message {
         Field { number: 1, name: "forZones", kind: Kind::Message(&DISCOVERY_V1_FOR_ZONE), repeated: true, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "forNodes", kind: Kind::Message(&DISCOVERY_V1_FOR_NODE), repeated: true, pointer: false, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// `Endpoint` (discovery/v1).
@@ -3823,6 +4169,7 @@ pub static DISCOVERY_V1_ENDPOINT: Message = Message {
         Field { number: 7, name: "zone", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 8, name: "hints", kind: Kind::Message(&DISCOVERY_V1_ENDPOINT_HINTS), repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4, 5, 6, 7, 8],
 };
 
 /// `EndpointPort` (discovery/v1).
@@ -3834,6 +4181,7 @@ pub static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
         Field { number: 3, name: "port", kind: Kind::Int32, repeated: false, pointer: true, omitempty: true, inline: false },
         Field { number: 4, name: "appProtocol", kind: Kind::String, repeated: false, pointer: true, omitempty: true, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `EndpointSlice` (discovery/v1).
@@ -3845,6 +4193,7 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
         Field { number: 3, name: "ports", kind: Kind::Message(&DISCOVERY_V1_ENDPOINT_PORT), repeated: true, pointer: false, omitempty: false, inline: false },
         Field { number: 4, name: "addressType", kind: Kind::String, repeated: false, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2, 3, 4],
 };
 
 /// `EndpointSliceList` (discovery/v1).
@@ -3854,6 +4203,7 @@ pub static DISCOVERY_V1_ENDPOINT_SLICE_LIST: Message = Message {
         Field { number: 1, name: "metadata", kind: Kind::Message(&META_V1_LIST_META), repeated: false, pointer: false, omitempty: true, inline: false },
         Field { number: 2, name: "items", kind: Kind::Message(&DISCOVERY_V1_ENDPOINT_SLICE), repeated: true, pointer: false, omitempty: false, inline: false },
     ],
+    index: &[0, 1, 2],
 };
 
 /// Every kind with a protobuf form here, by (apiVersion, kind), sorted.

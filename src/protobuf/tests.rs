@@ -102,6 +102,11 @@ fn go_zero_values_read_as_the_json_would_say_them() {
     put_len(&mut meta, 2, b""); // generateName "", omitempty: absent
     put_varint(&mut meta, 7, 0); // generation 0, omitempty: absent
     put_len(&mut meta, 8, b""); // creationTimestamp zero: null
+    // deletionTimestamp as Go's zero instant written out (seconds of year 1): null too.
+    let mut zero = Vec::new();
+    put_varint(&mut zero, 1, (-62_135_596_800_i64) as u64);
+    put_varint(&mut zero, 2, 0);
+    put_len(&mut meta, 9, &zero);
     let mut spec = Vec::new();
     put_varint(&mut spec, 4, 0); // terminationGracePeriodSeconds *int64 = 0: kept
     put_varint(&mut spec, 11, 0); // hostNetwork false, omitempty: absent
@@ -113,6 +118,7 @@ fn go_zero_values_read_as_the_json_would_say_them() {
     assert_eq!(got.metadata.generate_name, None);
     assert_eq!(got.metadata.generation, None);
     assert_eq!(got.metadata.creation_timestamp, None);
+    assert_eq!(got.metadata.deletion_timestamp, None);
     let spec = got.spec.unwrap();
     assert_eq!(spec.termination_grace_period_seconds, Some(0));
     assert_eq!(spec.host_network, None);
@@ -158,6 +164,45 @@ fn another_kind_is_refused_as_from_json() {
     assert!(!err.is_malformed());
 }
 
+/// Every message reachable from a kind: its `index` finds each field by number, and nothing
+/// else; every number is below 64 (the decoder's per-message set of given fields is a `u64`).
+#[test]
+fn every_message_index_finds_its_fields_and_numbers_fit_the_seen_set() {
+    fn check(m: &'static Message, done: &mut Vec<&'static str>) {
+        if done.contains(&m.name) {
+            return;
+        }
+        done.push(m.name);
+        for f in m.fields {
+            assert!(f.number < 64, "{}.{} is {}", m.name, f.name, f.number);
+            assert!(
+                std::ptr::eq(m.field(f.number).unwrap(), f),
+                "{}.{}",
+                m.name,
+                f.name
+            );
+            let mut k = f.kind;
+            while let Kind::Map(v) = k {
+                k = *v;
+            }
+            if let Kind::Message(sub) = k {
+                check(sub, done);
+            }
+        }
+        let known = m.fields.iter().map(|f| f.number).collect::<Vec<_>>();
+        for n in 0..70 {
+            assert_eq!(m.field(n).is_some(), known.contains(&n), "{} {n}", m.name);
+        }
+    }
+    let mut done = Vec::new();
+    for (_, _, m) in super::schema::KINDS {
+        check(m, &mut done);
+    }
+    assert!(done.len() > 200, "{}", done.len());
+}
+
+/// Go writes a repeated field's occurrences together; one that comes again later (valid
+/// protobuf) is read again in the general mode, and gives every element, in order.
 #[test]
 fn unknown_fields_are_skipped_and_repeated_fields_gathered_wherever_they_are() {
     let mut meta = Vec::new();
@@ -166,6 +211,8 @@ fn unknown_fields_are_skipped_and_repeated_fields_gathered_wherever_they_are() {
     put_len(&mut meta, 999, b"from a newer server"); // unknown: skipped
     put_varint(&mut meta, 998, 5);
     put_len(&mut meta, 14, b"f2"); // finalizers again, later
+    put_len(&mut meta, 11, b"\x0a\x01a\x12\x01b"); // labels a=b
+    put_len(&mut meta, 14, b"f3"); // and again
     let mut cm = Vec::new();
     put_len(&mut cm, 1, &meta);
     put_len(&mut cm, 77, b"?");
@@ -173,8 +220,9 @@ fn unknown_fields_are_skipped_and_repeated_fields_gathered_wherever_they_are() {
     assert_eq!(got.metadata.name.as_deref(), Some("n"));
     assert_eq!(
         got.metadata.finalizers,
-        Some(vec!["f1".to_string(), "f2".to_string()])
+        Some(vec!["f1".to_string(), "f2".to_string(), "f3".to_string()])
     );
+    assert_eq!(got.metadata.labels.unwrap()["a"], "b");
 }
 
 #[test]

@@ -19,10 +19,24 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// The longest text [`rfc3339_into`] writes (`9999-12-31T23:59:59.999999Z`).
+pub(crate) const RFC3339_MAX: usize = 27;
+
 /// `secs` since the Unix epoch as RFC 3339 in UTC (`2006-01-02T15:04:05Z`), with
 /// `.µµµµµµ` when `micros` is given. Years outside 0..=9999 (which RFC 3339 cannot write,
 /// and Go refuses to marshal) are an error.
-pub(crate) fn rfc3339(secs: i64, micros: Option<u32>) -> Result<String, ProtobufError> {
+pub fn rfc3339(secs: i64, micros: Option<u32>) -> Result<String, ProtobufError> {
+    let mut buf = [0u8; RFC3339_MAX];
+    rfc3339_into(secs, micros, &mut buf).map(str::to_string)
+}
+
+/// [`rfc3339`] written into `buf` (no allocation: the decoder lends the text to the target,
+/// which parses it).
+pub(crate) fn rfc3339_into(
+    secs: i64,
+    micros: Option<u32>,
+    buf: &mut [u8; RFC3339_MAX],
+) -> Result<&str, ProtobufError> {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
@@ -31,15 +45,39 @@ pub(crate) fn rfc3339(secs: i64, micros: Option<u32>) -> Result<String, Protobuf
             "Time: year {y} outside of [0,9999]"
         )));
     }
-    let (hh, mm, ss) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    Ok(match micros {
-        None => format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z"),
-        Some(us) => format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{us:06}Z"),
-    })
+    fn digits(out: &mut [u8], mut v: u64) {
+        for b in out.iter_mut().rev() {
+            *b = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    }
+    // Every value below is in range: the year was checked, the rest come from div/rem.
+    digits(&mut buf[0..4], y as u64);
+    buf[4] = b'-';
+    digits(&mut buf[5..7], u64::from(m));
+    buf[7] = b'-';
+    digits(&mut buf[8..10], u64::from(d));
+    buf[10] = b'T';
+    digits(&mut buf[11..13], (rem / 3600) as u64);
+    buf[13] = b':';
+    digits(&mut buf[14..16], (rem % 3600 / 60) as u64);
+    buf[16] = b':';
+    digits(&mut buf[17..19], (rem % 60) as u64);
+    let end = match micros {
+        None => 19,
+        Some(us) => {
+            buf[19] = b'.';
+            digits(&mut buf[20..26], u64::from(us.min(999_999)));
+            26
+        }
+    };
+    buf[end] = b'Z';
+    // ASCII digits and separators only.
+    std::str::from_utf8(&buf[..=end]).map_err(|e| ProtobufError::Value(e.to_string()))
 }
 
 /// Go's `time.Duration.String()`: `0s`, `1.5µs`, `2ms`, `1m30s`, `-1h0m0.5s`.
-pub(crate) fn go_duration(ns: i64) -> String {
+pub fn go_duration(ns: i64) -> String {
     if ns == 0 {
         return "0s".into();
     }

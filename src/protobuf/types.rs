@@ -72,16 +72,17 @@ pub struct Message {
     pub name: &'static str,
     /// Fields sorted by number.
     pub fields: &'static [Field],
+    /// By field number: 1 + the field's position in `fields`, 0 when there is none (the
+    /// decoder's direct lookup; generated with the fields).
+    pub index: &'static [u8],
 }
 
 impl Message {
-    /// The field numbered `number`, if the schema knows it.
+    /// The field numbered `number`, if the schema knows it: one array lookup.
+    #[inline]
     pub fn field(&self, number: u32) -> Option<&'static Field> {
-        // `fields` is 'static; the binary search borrows it for as long.
         let fields: &'static [Field] = self.fields;
-        fields
-            .binary_search_by_key(&number, |f| f.number)
-            .ok()
-            .map(|i| &fields[i])
+        let i = *self.index.get(usize::try_from(number).ok()?)?;
+        fields.get(usize::from(i).checked_sub(1)?)
     }
 }

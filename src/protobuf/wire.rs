@@ -1,7 +1,7 @@
 //! Reading protobuf's wire format: keys, varints, fixed-size and length-delimited values
 //! (prost's primitives), one message's fields in order.
 
-use prost::encoding::{WireType, decode_key, decode_varint};
+use prost::encoding::decode_varint;
 
 use super::ProtobufError;
 
@@ -31,7 +31,7 @@ impl Val<'_> {
 
 /// The fields of one message, in wire order; stops at the first malformed one (after
 /// yielding its error).
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Fields<'a> {
     pub(crate) buf: &'a [u8],
 }
@@ -42,27 +42,32 @@ impl<'a> Fields<'a> {
         Fields { buf }
     }
 
+    #[inline]
     fn next_field(&mut self) -> Result<(u32, Val<'a>), ProtobufError> {
         let mut buf = self.buf;
-        let (number, wire) = decode_key(&mut buf).map_err(wire_error)?;
-        let val = match wire {
-            WireType::Varint => Val::Varint(decode_varint(&mut buf).map_err(wire_error)?),
-            WireType::SixtyFourBit => {
+        let key = read_varint(&mut buf)?;
+        let number = u32::try_from(key >> 3)
+            .ok()
+            .filter(|n| *n != 0)
+            .ok_or_else(|| ProtobufError::Wire(format!("invalid field key {key}")))?;
+        let val = match key & 7 {
+            0 => Val::Varint(read_varint(&mut buf)?),
+            1 => {
                 let (b, rest) = buf
                     .split_first_chunk::<8>()
                     .ok_or_else(|| truncated("a fixed64 value"))?;
                 buf = rest;
                 Val::Fixed64(u64::from_le_bytes(*b))
             }
-            WireType::ThirtyTwoBit => {
+            5 => {
                 let (b, rest) = buf
                     .split_first_chunk::<4>()
                     .ok_or_else(|| truncated("a fixed32 value"))?;
                 buf = rest;
                 Val::Fixed32(u32::from_le_bytes(*b))
             }
-            WireType::LengthDelimited => {
-                let len = decode_varint(&mut buf).map_err(wire_error)?;
+            2 => {
+                let len = read_varint(&mut buf)?;
                 let len = usize::try_from(len)
                     .ok()
                     .filter(|l| *l <= buf.len())
@@ -71,9 +76,14 @@ impl<'a> Fields<'a> {
                 buf = rest;
                 Val::Bytes(b)
             }
-            WireType::StartGroup | WireType::EndGroup => {
+            3 | 4 => {
                 return Err(ProtobufError::Wire(format!(
                     "field {number}: groups are not used by Kubernetes"
+                )));
+            }
+            w => {
+                return Err(ProtobufError::Wire(format!(
+                    "field {number}: invalid wire type {w}"
                 )));
             }
         };
@@ -82,9 +92,22 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// A varint: one byte inline (most keys, lengths and small numbers), longer ones by prost.
+#[inline]
+fn read_varint(buf: &mut &[u8]) -> Result<u64, ProtobufError> {
+    match buf.split_first() {
+        Some((&b, rest)) if b < 0x80 => {
+            *buf = rest;
+            Ok(u64::from(b))
+        }
+        _ => decode_varint(buf).map_err(wire_error),
+    }
+}
+
 impl<'a> Iterator for Fields<'a> {
     type Item = Result<(u32, Val<'a>), ProtobufError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.buf.is_empty() {
             return None;

@@ -23,8 +23,8 @@ use super::BenchError;
 use super::workload::{RV_BASE, Rendered, Workload};
 use crate::apimachinery::util::Query;
 use crate::server::negotiation::{self, PROTOBUF, Repr};
-use crate::server::protobuf;
 use crate::server::response::{self as resp, Body, BodyError};
+use kinformer::protobuf;
 
 /// Watch body chunk size, as serve.py (lines and frames are split across chunks).
 const CHUNK: usize = 256 * 1024;
@@ -213,14 +213,14 @@ fn render_pb_list(
     wl: &Workload,
     idx: &[usize],
     cont: Option<(String, usize)>,
-) -> Result<Bytes, protobuf::EncodeError> {
+) -> Result<Bytes, protobuf::ProtobufError> {
     let mut meta = json!({"resourceVersion": wl.r0.to_string()});
     if let Some((tok, remaining)) = cont {
         meta["continue"] = json!(tok);
         meta["remainingItemCount"] = json!(remaining);
     }
     let items = idx.iter().map(|&i| wl.pb.item(i));
-    Ok(Bytes::from(protobuf::list_of_messages(
+    Ok(Bytes::from(protobuf::encode_list_of_messages(
         "v1", "Pod", &meta, items,
     )?))
 }
@@ -396,7 +396,9 @@ fn watch(state: &Arc<State>, ns: Option<&str>, q: &Query, pb: bool) -> Response<
                 &format!("too old resource version: {r} ({})", wl.r0),
             );
             let body = if pb {
-                protobuf::encode_watch_frame("ERROR", "v1", "Status", &st).unwrap_or_default()
+                protobuf::encode_object_as("v1", "Status", &st)
+                    .and_then(|o| protobuf::watch_frame("ERROR", &o))
+                    .unwrap_or_default()
             } else {
                 let mut b =
                     serde_json::to_vec(&json!({"type": "ERROR", "object": st})).unwrap_or_default();
@@ -479,7 +481,9 @@ fn bookmark(rv: u64, initial_end: bool, pb: bool) -> Bytes {
     if pb {
         // A Pod with metadata only is always in the schema.
         return Bytes::from(
-            protobuf::encode_watch_frame("BOOKMARK", "v1", "Pod", &obj).unwrap_or_default(),
+            protobuf::encode_object_as("v1", "Pod", &obj)
+                .and_then(|o| protobuf::watch_frame("BOOKMARK", &o))
+                .unwrap_or_default(),
         );
     }
     let mut b = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": obj})).unwrap_or_default();
@@ -523,7 +527,7 @@ async fn pump(state: Arc<State>, plan: Plan, tx: mpsc::Sender<Bytes>) {
     const ADDED: &[u8] = br#"{"type":"ADDED","object":"#;
     for &i in &plan.pre {
         let seg = if plan.pb {
-            match protobuf::watch_frame_of_message("ADDED", "v1", "Pod", r.item(i)) {
+            match protobuf::watch_frame("ADDED", &protobuf::envelope_raw("v1", "Pod", r.item(i))) {
                 Ok(f) => Bytes::from(f),
                 Err(_) => return,
             }

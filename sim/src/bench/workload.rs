@@ -1,7 +1,7 @@
 //! The workload of `serve.py` (`../shared/bench/serve.py`): the same pods, drawn from the same
 //! seed in the same order (CPython's generator, [`super::pyrandom`]), the same watch events and
-//! resourceVersions, rendered once as JSON and as kube's protobuf (the sim's encoder,
-//! `crate::server::protobuf`).
+//! resourceVersions, rendered once as JSON and as kube's protobuf (`kinformer::protobuf`'s
+//! encoder, the sim's).
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::BenchError;
 use super::pyrandom::PyRandom;
 use crate::apimachinery::util::format_rfc3339;
-use crate::server::protobuf;
+use kinformer::protobuf;
 
 /// 2025-01-01T00:00:00Z: every timestamp is an offset from it.
 const BASE_EPOCH: i64 = 1_735_689_600;
@@ -457,7 +457,7 @@ impl Workload {
             je.extend_from_slice(j);
             je.extend_from_slice(b"}\n");
             je_off.push(je.len());
-            let frame = protobuf::watch_frame_of_message(t.as_str(), "v1", "Pod", p)
+            let frame = protobuf::watch_frame(t.as_str(), &protobuf::envelope_raw("v1", "Pod", p))
                 .map_err(|e| BenchError::Render(e.to_string()))?;
             pe.extend_from_slice(&frame);
             pe_off.push(pe.len());
@@ -497,5 +497,26 @@ impl Workload {
     /// Bytes of the protobuf list items and watch frames.
     pub fn protobuf_bytes(&self) -> (usize, usize) {
         (self.pb.items.len(), self.pb.events.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// FNV-1a, 64 bits: stable across Rust versions (unlike `DefaultHasher`).
+    fn fnv(b: &[u8]) -> u64 {
+        b.iter().fold(0xcbf2_9ce4_8422_2325, |h, x| {
+            (h ^ u64::from(*x)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    }
+
+    /// The twin's protobuf pods and watch frames are byte for byte what the sim's own encoder
+    /// wrote before the sim moved onto `kinformer::protobuf`'s (digests taken then, at ad2074a).
+    #[test]
+    fn protobuf_bytes_are_those_of_the_sims_former_encoder() {
+        let wl = super::Workload::generate(300, 600, 7).expect("the workload renders");
+        assert_eq!(
+            (fnv(&wl.pb.items), fnv(&wl.pb.events)),
+            (0x437f_cd57_900d_f5ef, 0xfe3a_4d71_8137_c476)
+        );
     }
 }

@@ -253,7 +253,7 @@ fn render_one(
         Repr::Object => resp::json_bytes(code, obj.full_bytes(def)),
         Repr::Protobuf => {
             let v = obj.to_value(def)?;
-            match protobuf::encode_object(&def.api_version, &def.kind, &v) {
+            match kinformer::protobuf::encode_object_as(&def.api_version, &def.kind, &v) {
                 Ok(b) => resp::full(code, PROTOBUF, bytes::Bytes::from(b)),
                 // An object the schema does not cover: JSON, the client's next choice.
                 Err(_) => resp::json_bytes(code, obj.full_bytes(def)),

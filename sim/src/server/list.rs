@@ -197,12 +197,13 @@ pub(crate) async fn list(
                     m.insert("remainingItemCount".into(), json!(r));
                 }
             }
-            // `metadata.shardInfo` (ListMeta field 5) is not in the sim's schema; a list
-            // carrying one, or an object the schema does not cover, is answered as JSON.
+            // A list carrying `metadata.shardInfo` (ListMeta field 5, KEP-5866) stays JSON, as
+            // the sim answered it before its encoder was the library's; an object the schema
+            // does not cover is answered as JSON too.
             let encoded = if lm.shard_info.is_some() {
                 None
             } else {
-                super::protobuf::encode_list(&def.api_version, &def.kind, &meta, &values).ok()
+                kinformer::protobuf::encode_list(&def.api_version, &def.kind, &meta, &values).ok()
             };
             Ok(match encoded {
                 Some(b) => resp::full(200, super::negotiation::PROTOBUF, Bytes::from(b)),

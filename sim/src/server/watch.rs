@@ -185,7 +185,8 @@ pub(crate) fn stream(
 pub(crate) fn error_line(e: &ApiError, repr: Repr) -> Bytes {
     let status = e.to_status();
     if repr == Repr::Protobuf
-        && let Ok(b) = super::protobuf::encode_watch_frame("ERROR", "v1", "Status", &status)
+        && let Ok(b) = kinformer::protobuf::encode_object_as("v1", "Status", &status)
+            .and_then(|o| kinformer::protobuf::watch_frame("ERROR", &o))
     {
         return Bytes::from(b);
     }
@@ -237,12 +238,12 @@ impl WatchStream {
             );
         }
         if self.p.repr == Repr::Protobuf
-            && let Ok(b) = super::protobuf::encode_watch_frame(
-                "BOOKMARK",
+            && let Ok(b) = kinformer::protobuf::encode_object_as(
                 &api_version,
                 &kind,
                 &json!({"metadata": meta}),
             )
+            .and_then(|o| kinformer::protobuf::watch_frame("BOOKMARK", &o))
         {
             return Bytes::from(b);
         }
@@ -279,7 +280,9 @@ impl WatchStream {
                     strip_rv(&mut v);
                 }
                 let def = &self.p.def;
-                match super::protobuf::encode_watch_frame(etype, &def.api_version, &def.kind, &v) {
+                let frame = kinformer::protobuf::encode_object_as(&def.api_version, &def.kind, &v)
+                    .and_then(|o| kinformer::protobuf::watch_frame(etype, &o));
+                match frame {
                     Ok(b) => out.put_slice(&b),
                     // The negotiation offers protobuf only for kinds the schema covers whole.
                     Err(e) => {
