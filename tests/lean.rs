@@ -591,7 +591,13 @@ async fn i7_a_handler_far_behind_holds_bytes_and_decodes_for_itself() {
     informer
         .add_event_handler_with(
             handler_fn(move |n: &Notification<Pod>| {
-                if !matches!(n, Notification::Add { is_in_initial_list: true, .. }) {
+                if !matches!(
+                    n,
+                    Notification::Add {
+                        is_in_initial_list: true,
+                        ..
+                    }
+                ) {
                     g.wait();
                 }
                 v.apply(n)
@@ -603,7 +609,10 @@ async fn i7_a_handler_far_behind_holds_bytes_and_decodes_for_itself() {
     start_synced(&informer).await;
     churn_pods(&client, 11, 100, 12).await;
     let truth = server_pods(&client).await;
-    eventually("the fast handler follows the server", || fast.rvs() == truth).await;
+    eventually("the fast handler follows the server", || {
+        fast.rvs() == truth
+    })
+    .await;
     let held = informer.lean_stats().expect("lean");
     let handed = *fast.objects.lock().unwrap() - 12;
     // Every object the fast handler decoded after the slow one stopped is still held by the
@@ -615,7 +624,10 @@ async fn i7_a_handler_far_behind_holds_bytes_and_decodes_for_itself() {
         held.released
     );
     gate.open();
-    eventually("the slow handler follows the server", || slow.rvs() == truth).await;
+    eventually("the slow handler follows the server", || {
+        slow.rvs() == truth
+    })
+    .await;
     assert!(
         slow.anomalies.lock().unwrap().is_empty(),
         "{:?}",

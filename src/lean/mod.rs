@@ -94,9 +94,12 @@ pub struct LeanConfig {
 /// the benchmark's size, `benches/lean_memory.rs`).
 pub const DEFAULT_HOT_OBJECTS: usize = 1024;
 
-/// Default size of the shared-decode window ([`LeanConfig::shared_decodes`]): 1,024 decoded
-/// objects (about 28 MB of decoded pods of the benchmark's size).
-pub const DEFAULT_SHARED_DECODES: usize = 1024;
+/// Default size of the shared-decode window ([`LeanConfig::shared_decodes`]): 16,384 decoded
+/// objects (at most ~450 MB of decoded pods of the benchmark's size, against no bound before;
+/// on the shared bench, K=10, it released under 2% of the decodes and cut peak RSS from
+/// 1.15–1.18 GB to 0.36–0.37 GB at the same cpu_s; 1,024 or 4,096 made the handlers that lag
+/// decode again ~100k–130k objects, +40% cpu_s: BENCHMARKS.md session 10).
+pub const DEFAULT_SHARED_DECODES: usize = 16_384;
 
 /// Default zstd level of the lean mode.
 pub const DEFAULT_COMPRESSION_LEVEL: i32 = 3;

@@ -1,12 +1,7 @@
 //! [`LazyObject`]: an object whose metadata is at hand and whose typed form is decoded on first
 //! use (docs/semantics.md I7).
 
-use std::{
-    borrow::Cow,
-    collections::BTreeMap,
-    fmt,
-    sync::Arc,
-};
+use std::{borrow::Cow, collections::BTreeMap, fmt, sync::Arc};
 
 use kube_core::Resource;
 use serde::Serialize;
@@ -464,7 +459,8 @@ mod tests {
     use crate::lean::LeanConfig;
 
     fn lazy(state: &Arc<LeanState<ConfigMap>>, name: &str) -> LazyObject<ConfigMap> {
-        let json = format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns"}},"data":{{"k":"v"}}}}"#);
+        let json =
+            format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns"}},"data":{{"k":"v"}}}}"#);
         let raw = state.encode(json.as_bytes()).expect("encodes");
         LazyObject::from_raw(Arc::new(raw), Arc::clone(state))
     }
