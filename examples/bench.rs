@@ -148,6 +148,10 @@ struct Args {
     /// only for whoever reads them (`InformerConfig::default().cache(CacheMode::lean())`).
     #[arg(long)]
     lean: bool,
+    /// With `--lean`: the shared-decode window (`LeanConfig::shared_decodes`; default the
+    /// library's). Named in the impl when set.
+    #[arg(long, requires = "lean")]
+    shared_decodes: Option<usize>,
     /// Ask for protobuf on LIST and WATCH (`InformerConfig::content_type(ContentType::Protobuf)`,
     /// client-go's `ContentType`); a server that answers JSON is read as JSON. The lean mode
     /// keeps asking for JSON (it stores the server's JSON bytes).
@@ -241,6 +245,9 @@ impl Args {
         }
         if self.lean {
             name.push_str("-lean");
+        }
+        if let Some(n) = self.shared_decodes {
+            name.push_str(&format!("-sd{n}"));
         }
         if self.protobuf {
             name.push_str("-protobuf");
@@ -471,7 +478,10 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
         }
         if args.lean {
             // The lean mode cuts managedFields out of the bytes: no decode, no transform.
-            let lean = LeanConfig::default().strip_managed_fields(args.transform);
+            let mut lean = LeanConfig::default().strip_managed_fields(args.transform);
+            if let Some(n) = args.shared_decodes {
+                lean = lean.shared_decodes(n);
+            }
             config = config.cache(CacheMode::Lean(lean));
         }
         SharedIndexInformer::<Pod>::with_config(client, None, config)
@@ -606,8 +616,8 @@ async fn informer(args: &Args, client: Client, clock: Clock, deadline: Duration)
     let heap_after = heap_in_use();
     let lean = informer.lean_stats().map_or(String::new(), |l| {
         format!(
-            " lean_objects={} stored_bytes={} json_bytes={} meta_bytes={} dictionary_bytes={} decodes={} hits={} hot={}",
-            l.objects, l.bytes, l.json_bytes, l.meta_bytes, l.dictionary_bytes, l.decodes, l.hits, l.hot_objects
+            " lean_objects={} stored_bytes={} json_bytes={} meta_bytes={} dictionary_bytes={} decodes={} hits={} hot={} released={} redecodes={}",
+            l.objects, l.bytes, l.json_bytes, l.meta_bytes, l.dictionary_bytes, l.decodes, l.hits, l.hot_objects, l.released, l.redecodes
         )
     });
     eprintln!(

@@ -539,6 +539,110 @@ async fn i7_typed_handlers_decode_each_event_once_between_them() {
     informer.shutdown().await;
 }
 
+/// A gate a handler waits at until the test opens it.
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    fn wait(&self) {
+        let (open, cv) = &*self.0;
+        let mut o = open.lock().unwrap();
+        while !*o {
+            o = cv.wait(o).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        let (open, cv) = &*self.0;
+        *open.lock().unwrap() = true;
+        cv.notify_all();
+    }
+}
+
+/// I7, the shared-decode window: a typed handler held back while the other follows the churn
+/// buffers the events' objects, but only the last `shared_decodes` of them stay decoded (the
+/// rest are released back to their bytes: its backlog holds bytes, not decoded pods). Once it
+/// runs again it decodes what it reads for itself and ends with the server's objects, every
+/// `Update`'s old object the one it was given last.
+#[actix::test]
+async fn i7_a_handler_far_behind_holds_bytes_and_decodes_for_itself() {
+    const WINDOW: usize = 4;
+    let sim = sim().await;
+    let client = sim.client();
+    create_pods(&client, "a", 12).await;
+    let informer = SharedIndexInformer::<Pod>::with_config(
+        client.clone(),
+        None,
+        fast_config().cache(CacheMode::Lean(
+            LeanConfig::default().hot_objects(0).shared_decodes(WINDOW),
+        )),
+    );
+    let (fast, slow) = (OldNewView::default(), OldNewView::default());
+    let v = fast.clone();
+    informer
+        .add_event_handler_with(
+            handler_fn(move |n: &Notification<Pod>| v.apply(n)),
+            unbounded("fast"),
+        )
+        .await
+        .expect("handler");
+    let (v, gate) = (slow.clone(), Gate::default());
+    let g = gate.clone();
+    informer
+        .add_event_handler_with(
+            handler_fn(move |n: &Notification<Pod>| {
+                if !matches!(
+                    n,
+                    Notification::Add {
+                        is_in_initial_list: true,
+                        ..
+                    }
+                ) {
+                    g.wait();
+                }
+                v.apply(n)
+            }),
+            unbounded("slow"),
+        )
+        .await
+        .expect("handler");
+    start_synced(&informer).await;
+    churn_pods(&client, 11, 100, 12).await;
+    let truth = server_pods(&client).await;
+    eventually("the fast handler follows the server", || {
+        fast.rvs() == truth
+    })
+    .await;
+    let held = informer.lean_stats().expect("lean");
+    let handed = *fast.objects.lock().unwrap() - 12;
+    // Every object the fast handler decoded after the slow one stopped is still held by the
+    // slow one's backlog; all but the window's last ones (and the one the slow handler holds)
+    // went back to bytes.
+    assert!(
+        held.released + WINDOW as u64 + 2 >= handed,
+        "{handed} objects handed over since the slow handler stopped, {} released: {held:?}",
+        held.released
+    );
+    gate.open();
+    eventually("the slow handler follows the server", || {
+        slow.rvs() == truth
+    })
+    .await;
+    assert!(
+        slow.anomalies.lock().unwrap().is_empty(),
+        "{:?}",
+        slow.anomalies.lock().unwrap()
+    );
+    assert_eq!(*slow.objects.lock().unwrap(), *fast.objects.lock().unwrap());
+    let after = informer.lean_stats().expect("lean");
+    assert!(
+        after.redecodes > 0 && after.redecodes <= after.released,
+        "the slow handler decoded what was released: {after:?}"
+    );
+    assert_eq!(after.decode_failures + after.encode_failures, 0);
+    informer.shutdown().await;
+}
+
 /// `strip_managed_fields(true)`: objects written with server-side apply carry `managedFields`
 /// on the server; the lean cache (listed and watched objects alike) holds them without, and
 /// everything else is the server's object.

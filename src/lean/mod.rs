@@ -31,6 +31,7 @@ mod hot;
 mod meta;
 mod object;
 mod state;
+mod window;
 
 pub use codec::{DecodeError, EncodeError, RawObject};
 pub use meta::{CompactMeta, MetaError, OwnerRef};
@@ -80,11 +81,25 @@ pub struct LeanConfig {
     /// Train a dictionary on the informer's first objects and compress with it (about 4× smaller
     /// than zstd alone for Kubernetes objects). Default true.
     pub dictionary: bool,
+    /// How many of the most recently decoded in-flight objects keep their typed form for the
+    /// other handlers that will read them (the shared-decode window). Handlers that stay
+    /// within this many decodes of each other decode each event once between them; a handler
+    /// further behind decodes again what it reads (hot cache first), so that a slow handler's
+    /// backlog holds bytes, not decoded objects. `usize::MAX`: no bound (every decode stays
+    /// with its object until the last handler ran it). Default [`DEFAULT_SHARED_DECODES`].
+    pub shared_decodes: usize,
 }
 
 /// Default size of the lean mode's hot cache: 1,024 objects (about 28 MB of decoded pods of
 /// the benchmark's size, `benches/lean_memory.rs`).
 pub const DEFAULT_HOT_OBJECTS: usize = 1024;
+
+/// Default size of the shared-decode window ([`LeanConfig::shared_decodes`]): 16,384 decoded
+/// objects (at most ~450 MB of decoded pods of the benchmark's size, against no bound before;
+/// on the shared bench, K=10, it released under 2% of the decodes and cut peak RSS from
+/// 1.15–1.18 GB to 0.36–0.37 GB at the same cpu_s; 1,024 or 4,096 made the handlers that lag
+/// decode again ~100k–130k objects, +40% cpu_s: BENCHMARKS.md session 10).
+pub const DEFAULT_SHARED_DECODES: usize = 16_384;
 
 /// Default zstd level of the lean mode.
 pub const DEFAULT_COMPRESSION_LEVEL: i32 = 3;
@@ -96,6 +111,7 @@ impl Default for LeanConfig {
             strip_managed_fields: false,
             compression_level: DEFAULT_COMPRESSION_LEVEL,
             dictionary: true,
+            shared_decodes: DEFAULT_SHARED_DECODES,
         }
     }
 }
@@ -122,6 +138,12 @@ impl LeanConfig {
     /// With (true) or without a trained dictionary.
     pub fn dictionary(mut self, on: bool) -> Self {
         self.dictionary = on;
+        self
+    }
+
+    /// With a shared-decode window of `n` objects (`usize::MAX`: unbounded).
+    pub fn shared_decodes(mut self, n: usize) -> Self {
+        self.shared_decodes = n;
         self
     }
 }
@@ -151,4 +173,10 @@ pub struct LeanStats {
     pub hot_objects: u64,
     /// Size of the trained dictionary (0: none yet).
     pub dictionary_bytes: u64,
+    /// In-flight decoded objects whose typed form the shared-decode window released
+    /// ([`LeanConfig::shared_decodes`]).
+    pub released: u64,
+    /// Reads of an in-flight object whose earlier decode the window had released (a handler
+    /// further behind than the window): each a hot-cache hit or a decode (in `decodes`).
+    pub redecodes: u64,
 }

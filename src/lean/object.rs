@@ -1,15 +1,7 @@
 //! [`LazyObject`]: an object whose metadata is at hand and whose typed form is decoded on first
 //! use (docs/semantics.md I7).
 
-use std::{
-    borrow::Cow,
-    collections::BTreeMap,
-    fmt,
-    sync::{
-        Arc, OnceLock,
-        atomic::{AtomicBool, Ordering},
-    },
-};
+use std::{borrow::Cow, collections::BTreeMap, fmt, sync::Arc};
 
 use kube_core::Resource;
 use serde::Serialize;
@@ -18,6 +10,7 @@ use super::{
     codec::{DecodeError, RawObject},
     meta::{CompactMeta, OwnerRef},
     state::{LeanState, Remember},
+    window::Slot,
 };
 use crate::{KeyError, ObjectKey, selector::LabelMatcher};
 
@@ -28,9 +21,12 @@ use crate::{KeyError, ObjectKey, selector::LabelMatcher};
 /// `LazyObject` just holds the `Arc<K>`. In the lean mode (docs/semantics.md I7) it holds the
 /// stored bytes ([`RawObject`]: the server's JSON, compressed, and its parsed metadata):
 /// [`object`](Self::object) decodes them once (or finds them in the store's hot cache) and
-/// every later call, from any thread, gets the same `Arc<K>`. One `LazyObject` is made per
-/// watch event and shared by every handler, so handlers that read the body decode it once
-/// between them, and handlers that read only keys, labels or owners never decode it.
+/// every later call, from any thread, gets the same `Arc<K>` while the object is among the
+/// last [`LeanConfig::shared_decodes`](super::LeanConfig::shared_decodes) objects decoded;
+/// after that it holds its bytes again and a later call decodes again. One `LazyObject` is
+/// made per watch event and shared by every handler, so handlers that read the body decode it
+/// once between them (unless one is further behind than that window), and handlers that read
+/// only keys, labels or owners never decode it.
 ///
 /// The metadata accessors ([`name`](Self::name), [`namespace`](Self::namespace),
 /// [`labels`](Self::labels), [`owner_references`](Self::owner_references), ...) read the same
@@ -58,9 +54,9 @@ enum Repr<K> {
     Lean {
         raw: Arc<RawObject>,
         state: Arc<LeanState<K>>,
-        decoded: OnceLock<Result<Arc<K>, DecodeError>>,
-        /// A reader took it to decode ([`LazyObject::claim_decode`]).
-        claimed: AtomicBool,
+        /// Its typed form once decoded, until the shared-decode window releases it
+        /// ([`LeanConfig::shared_decodes`](super::LeanConfig::shared_decodes)).
+        slot: Arc<Slot<K>>,
         /// Still stored: its decode is remembered in the hot cache. Not for an object that
         /// left the store (an `Update`'s old object): the cache keeps live versions only, and
         /// a departed one would only push them out.
@@ -75,20 +71,20 @@ impl<K> Clone for LazyObject<K> {
             Repr::Lean {
                 raw,
                 state,
-                decoded,
+                slot,
                 live,
-                ..
             } => {
-                let cell = OnceLock::new();
-                if let Some(d) = decoded.get() {
-                    let _ = cell.set(d.clone());
+                let decoded = slot.get();
+                let shared = matches!(decoded, Some(Ok(_)));
+                let slot = Slot::new(decoded);
+                if shared {
+                    state.shared(&slot, false);
                 }
                 LazyObject {
                     repr: Repr::Lean {
                         raw: Arc::clone(raw),
                         state: Arc::clone(state),
-                        decoded: cell,
-                        claimed: AtomicBool::new(false),
+                        slot,
                         live: *live,
                     },
                 }
@@ -118,8 +114,7 @@ impl<K> LazyObject<K> {
             repr: Repr::Lean {
                 raw,
                 state,
-                decoded: OnceLock::new(),
-                claimed: AtomicBool::new(false),
+                slot: Slot::new(None),
                 live: true,
             },
         }
@@ -132,23 +127,26 @@ impl<K> LazyObject<K> {
         state: Arc<LeanState<K>>,
         typed: Option<Arc<K>>,
     ) -> Self {
-        let decoded = OnceLock::new();
-        if let Some(t) = typed {
-            let _ = decoded.set(Ok(t));
+        let shared = typed.is_some();
+        let slot = Slot::new(typed.map(Ok));
+        if shared {
+            // Pinned like a decode: the window bounds how long it stays.
+            state.shared(&slot, false);
         }
         LazyObject {
             repr: Repr::Lean {
                 raw,
                 state,
-                decoded,
-                claimed: AtomicBool::new(false),
+                slot,
                 live: false,
             },
         }
     }
 
     /// The typed object: at once in typed mode; in lean mode decoded on the first call (or
-    /// found in the hot cache) and shared by every later call, on any thread.
+    /// found in the hot cache) and shared by every later call, on any thread, until the
+    /// shared-decode window releases it
+    /// ([`LeanConfig::shared_decodes`](super::LeanConfig::shared_decodes)).
     ///
     /// # Errors
     /// [`DecodeError`] when the stored JSON does not decode into `K` (an object the server
@@ -167,25 +165,25 @@ impl<K> LazyObject<K> {
             Repr::Lean {
                 raw,
                 state,
-                decoded,
+                slot,
                 live,
-                ..
             } => {
-                if let Some(d) = decoded.get() {
+                // Readers arriving meanwhile wait on the slot for this decode.
+                let mut held = slot.lock();
+                if let Some(d) = &*held {
                     return d.clone();
                 }
-                // Readers arriving meanwhile wait for this decode; remembering it in the hot
-                // cache (which may free an evicted object) happens after they are released.
-                let mut decoded_here = false;
-                let d = decoded
-                    .get_or_init(|| {
-                        decoded_here = true;
-                        state.decode(raw, Remember::No)
-                    })
-                    .clone();
-                if let (true, true, Remember::Yes, Ok(typed)) = (decoded_here, *live, remember, &d)
-                {
-                    state.remember(raw, typed);
+                let again = slot.was_released();
+                let d = state.decode(raw, Remember::No);
+                *held = Some(d.clone());
+                drop(held);
+                // After the waiting readers are released: remembering it in the hot cache and
+                // registering it in the window may free evicted objects.
+                if let Ok(typed) = &d {
+                    if *live && remember == Remember::Yes {
+                        state.remember(raw, typed);
+                    }
+                    state.shared(slot, again);
                 }
                 d
             }
@@ -199,9 +197,7 @@ impl<K> LazyObject<K> {
     pub fn claim_decode(&self) -> bool {
         match &self.repr {
             Repr::Typed(_) => false,
-            Repr::Lean {
-                decoded, claimed, ..
-            } => decoded.get().is_none() && !claimed.swap(true, Ordering::AcqRel),
+            Repr::Lean { slot, .. } => slot.claim(),
         }
     }
 
@@ -209,7 +205,7 @@ impl<K> LazyObject<K> {
     pub fn is_decoded(&self) -> bool {
         match &self.repr {
             Repr::Typed(_) => true,
-            Repr::Lean { decoded, .. } => decoded.get().is_some_and(Result::is_ok),
+            Repr::Lean { slot, .. } => slot.is_decoded(),
         }
     }
 
@@ -221,11 +217,12 @@ impl<K> LazyObject<K> {
         }
     }
 
-    /// The typed object if it is at hand (typed mode, or decoded already).
-    pub fn decoded(&self) -> Option<&Arc<K>> {
+    /// The typed object if it is at hand (typed mode, or decoded already and not released by
+    /// the shared-decode window).
+    pub fn decoded(&self) -> Option<Arc<K>> {
         match &self.repr {
-            Repr::Typed(o) => Some(o),
-            Repr::Lean { decoded, .. } => decoded.get().and_then(|d| d.as_ref().ok()),
+            Repr::Typed(o) => Some(Arc::clone(o)),
+            Repr::Lean { slot, .. } => slot.get().and_then(Result::ok),
         }
     }
 
@@ -451,5 +448,57 @@ impl<'a> Labels<'a> {
 impl fmt::Debug for Labels<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+    use crate::lean::LeanConfig;
+
+    fn lazy(state: &Arc<LeanState<ConfigMap>>, name: &str) -> LazyObject<ConfigMap> {
+        let json =
+            format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns"}},"data":{{"k":"v"}}}}"#);
+        let raw = state.encode(json.as_bytes()).expect("encodes");
+        LazyObject::from_raw(Arc::new(raw), Arc::clone(state))
+    }
+
+    /// I7: readers of one lazy object share one decode while it is among the window's last
+    /// decodes; past the window it holds its bytes again (not decoded, claimable), and the
+    /// next reader decodes it again into an equal object.
+    #[test]
+    fn i7_lazy_object_shares_its_decode_within_the_window_only() {
+        let state = Arc::new(LeanState::new(
+            LeanConfig::default().hot_objects(0).shared_decodes(2),
+        ));
+        let objs: Vec<_> = (0..5).map(|i| lazy(&state, &format!("p{i}"))).collect();
+        let first = objs[0].object().expect("decodes");
+        assert!(Arc::ptr_eq(&first, &objs[0].object().expect("decodes")));
+        for o in &objs[1..] {
+            o.object().expect("decodes");
+        }
+        let decoded: Vec<bool> = objs.iter().map(LazyObject::is_decoded).collect();
+        assert_eq!(decoded, [false, false, false, true, true]);
+        assert!(objs[0].decoded().is_none() && objs[0].claim_decode());
+        let again = objs[0].object().expect("decodes again");
+        assert!(!Arc::ptr_eq(&first, &again) && first == again);
+        let stats = state.stats(&Default::default());
+        assert_eq!((stats.decodes, stats.released, stats.redecodes), (6, 4, 1));
+    }
+
+    /// `shared_decodes(usize::MAX)`: every decode stays with its object.
+    #[test]
+    fn i7_unbounded_window_keeps_every_decode() {
+        let state = Arc::new(LeanState::new(
+            LeanConfig::default()
+                .hot_objects(0)
+                .shared_decodes(usize::MAX),
+        ));
+        let objs: Vec<_> = (0..50).map(|i| lazy(&state, &format!("p{i}"))).collect();
+        objs.iter().for_each(|o| drop(o.object()));
+        assert!(objs.iter().all(LazyObject::is_decoded));
+        assert_eq!(state.stats(&Default::default()).released, 0);
     }
 }

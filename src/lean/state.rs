@@ -16,6 +16,7 @@ use super::{
     LeanConfig, LeanStats,
     codec::{DecodeError, EncodeError, Encoder, RawObject},
     hot::HotCache,
+    window::{Slot, Window},
 };
 
 /// Whether a read that decodes an object remembers it in the hot cache.
@@ -33,6 +34,7 @@ struct Counters {
     hits: AtomicU64,
     decode_failures: AtomicU64,
     encode_failures: AtomicU64,
+    redecodes: AtomicU64,
 }
 
 /// The lean mode's shared state for objects of type `K` (docs/semantics.md I7).
@@ -45,6 +47,8 @@ pub struct LeanState<K> {
     config: LeanConfig,
     encoder: Encoder,
     hot: HotCache<K>,
+    /// The in-flight objects that keep their decoded form for the other handlers.
+    window: Window<K>,
     counters: Counters,
     from_json: fn(&[u8]) -> Result<K, serde_json::Error>,
     to_json: fn(&K) -> Result<Vec<u8>, serde_json::Error>,
@@ -73,6 +77,7 @@ impl<K> LeanState<K> {
                 config.strip_managed_fields,
             ),
             hot: HotCache::new(config.hot_objects),
+            window: Window::new(config.shared_decodes),
             counters: Counters::default(),
             // Exact-size vectors: a decoded object holds what it needs (`crate::exact`).
             from_json: |b| crate::exact::from_slice(b),
@@ -157,6 +162,16 @@ impl<K> LeanState<K> {
         self.hot.insert(raw, typed);
     }
 
+    /// Registers an in-flight object's slot that just got its typed form in the shared-decode
+    /// window (releasing the oldest one's past the window); `again`: a decode of an object
+    /// whose earlier decode the window released.
+    pub(crate) fn shared(&self, slot: &Arc<Slot<K>>, again: bool) {
+        if again {
+            self.counters.redecodes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.window.register(slot);
+    }
+
     /// The counters, with the store's sizes (`objects`, `bytes`, `json_bytes`, `meta_bytes`).
     pub(crate) fn stats(&self, sizes: &StoredSizes) -> LeanStats {
         LeanStats {
@@ -170,6 +185,8 @@ impl<K> LeanState<K> {
             meta_bytes: sizes.meta_bytes,
             hot_objects: self.hot.len() as u64,
             dictionary_bytes: self.encoder.dictionary_len().unwrap_or(0) as u64,
+            released: self.window.released(),
+            redecodes: self.counters.redecodes.load(Ordering::Relaxed),
         }
     }
 }

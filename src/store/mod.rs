@@ -131,7 +131,7 @@ impl<K> Entry<K> {
     fn holds(&self, obj: &LazyObject<K>) -> bool {
         match (self, obj.raw(), obj.decoded()) {
             (Entry::Lean(r), Some(raw), _) => Arc::ptr_eq(r, raw),
-            (Entry::Typed(o), None, Some(typed)) => Arc::ptr_eq(o, typed),
+            (Entry::Typed(o), None, Some(typed)) => Arc::ptr_eq(o, &typed),
             _ => false,
         }
     }

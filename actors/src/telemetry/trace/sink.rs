@@ -438,7 +438,7 @@ impl<K: InformerObject> Body for Arc<LazyObject<K>> {
     /// decompressed in the lean mode (I7; never decoded into `K` for a trace).
     fn to_json(&self) -> serde_json::Result<serde_json::Value> {
         match self.decoded() {
-            Some(typed) => serde_json::to_value(&**typed),
+            Some(typed) => serde_json::to_value(&*typed),
             None => {
                 let json = LazyObject::to_json(self).map_err(serde::ser::Error::custom)?;
                 serde_json::from_slice(&json)
