@@ -24,7 +24,7 @@ use kinformer_actors::{
 };
 use kube::{Api, Client, api::PostParams};
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
+    io::AsyncWriteExt,
     net::{TcpListener, TcpStream},
 };
 
@@ -101,19 +101,9 @@ fn is_watch(request_line: &str) -> bool {
 }
 
 async fn serve(mut conn: TcpStream, script: Arc<Mutex<Script>>) {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match conn.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    let line = String::from_utf8_lossy(&head)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let Some(line) = read_request_line(&mut conn).await else {
+        return;
+    };
     let reply = {
         let mut s = script.lock().unwrap();
         s.seen.push(line.clone());

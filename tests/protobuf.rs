@@ -544,20 +544,10 @@ impl PbServer {
 }
 
 async fn pb_serve(mut conn: tokio::net::TcpStream, script: Arc<Mutex<PbScript>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match conn.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    let line = String::from_utf8_lossy(&head)
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    use tokio::io::AsyncWriteExt;
+    let Some(line) = common::read_request_line(&mut conn).await else {
+        return;
+    };
     let reply = {
         let mut s = script.lock().unwrap();
         s.seen.push(line.clone());

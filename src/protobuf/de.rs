@@ -255,7 +255,7 @@ impl<'de> MapAccess<'de> for MessageAccess<'de> {
                 }
                 return Err(ProtobufError::Interleaved);
             } else {
-                let packed = !matches!(field.kind, Kind::Map(_)) && packable(field.kind);
+                let packed = !matches!(field.kind, Kind::Map(_)) && field.kind.is_packable();
                 let rest = level.fields.buf;
                 if self.gather {
                     (rest, (!packed).then(|| 1 + count_in(n, rest)))
@@ -607,20 +607,6 @@ fn timestamp(b: &[u8]) -> Result<(i64, u32), ProtobufError> {
     Ok((secs, nanos))
 }
 
-/// Whether a repeated field of `kind` may come packed (one length-delimited run of numbers).
-fn packable(kind: Kind) -> bool {
-    matches!(
-        kind,
-        Kind::Bool
-            | Kind::Int32
-            | Kind::Int64
-            | Kind::Uint32
-            | Kind::Uint64
-            | Kind::Float64
-            | Kind::Float32
-    )
-}
-
 /// The next occurrence of field `number` in `rest`: the next field of the run, or in the
 /// general mode the next one of that number anywhere after.
 fn next_occurrence<'de>(
@@ -698,7 +684,7 @@ impl<'de> SeqAccess<'de> for Repeated<'de> {
                     None => return Ok(None),
                 }
             };
-            if let (Val::Bytes(b), true) = (val, packable(self.kind)) {
+            if let (Val::Bytes(b), true) = (val, self.kind.is_packable()) {
                 self.packed = b;
                 continue;
             }

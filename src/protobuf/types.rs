@@ -46,6 +46,23 @@ pub enum Kind {
     Unsupported,
 }
 
+impl Kind {
+    /// Whether a repeated field of this kind may come packed (one length-delimited run of
+    /// numbers), as proto3 writes repeated scalars.
+    pub fn is_packable(self) -> bool {
+        matches!(
+            self,
+            Kind::Bool
+                | Kind::Int32
+                | Kind::Int64
+                | Kind::Uint32
+                | Kind::Uint64
+                | Kind::Float64
+                | Kind::Float32
+        )
+    }
+}
+
 /// One field of a message.
 #[derive(Clone, Copy, Debug)]
 pub struct Field {

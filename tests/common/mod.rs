@@ -232,3 +232,24 @@ impl View {
         handler_fn(move |n: &Notification<Pod>| v.apply(n))
     }
 }
+
+/// A scripted server's read of one request: its head, up to the blank line, and the request
+/// line from it (`GET /api/v1/pods?watch=true HTTP/1.1`); `None` when the client hung up first.
+pub async fn read_request_line(conn: &mut tokio::net::TcpStream) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(
+        String::from_utf8_lossy(&head)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}

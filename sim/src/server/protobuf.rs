@@ -296,20 +296,6 @@ fn map_entry(
     Ok((key, one(value, &val, msg, f)?))
 }
 
-/// Whether a repeated field of `kind` may come packed (a run of numbers in one value).
-fn packable(kind: Kind) -> bool {
-    matches!(
-        kind,
-        Kind::Bool
-            | Kind::Int32
-            | Kind::Int64
-            | Kind::Uint32
-            | Kind::Uint64
-            | Kind::Float64
-            | Kind::Float32
-    )
-}
-
 /// A packed run of numbers of `kind`.
 fn packed(mut b: &[u8], kind: Kind) -> Result<Vec<Val<'static>>, ProtobufError> {
     let mut out = Vec::new();
@@ -424,7 +410,7 @@ fn message(b: &[u8], msg: &'static Message) -> Result<Map<String, Value>, Protob
         }
         if f.repeated {
             let items = match v {
-                Val::Len(b) if packable(f.kind) => packed(b, f.kind)?
+                Val::Len(b) if f.kind.is_packable() => packed(b, f.kind)?
                     .iter()
                     .map(|x| one(f.kind, x, msg, f))
                     .collect::<Result<Vec<_>, _>>()?,
