@@ -235,6 +235,15 @@ pub fn listed_in_shard<K: Resource>(shard: &ShardSelector, obj: &Listed<K>) -> b
     }
 }
 
+/// The LIST items' shard check (K1), when the informer has a shard.
+fn shard_check<K: Resource + Send + 'static>(
+    shard: Option<&ShardSelector>,
+) -> Option<ShardCheck<K>> {
+    shard
+        .cloned()
+        .map(|s| Box::new(move |o: &Listed<K>| listed_in_shard(&s, o)) as ShardCheck<K>)
+}
+
 /// Sends a LIST request built by kube and decodes its body as it streams in, dropping items
 /// outside `shard` unless the server says it filtered (K1).
 fn stream_list<K>(
@@ -247,9 +256,7 @@ fn stream_list<K>(
 where
     K: Resource + DeserializeOwned + Send + Sync + 'static,
 {
-    let check: Option<ShardCheck<K>> = shard
-        .cloned()
-        .map(|s| Box::new(move |o: &Listed<K>| listed_in_shard(&s, o)) as ShardCheck<K>);
+    let check = shard_check::<K>(shard);
     Box::pin(async move {
         let mut req = req?;
         req.extensions_mut().insert("list");
@@ -540,9 +547,7 @@ fn negotiated_list<K>(
 where
     K: Resource + DeserializeOwned + Send + Sync + 'static,
 {
-    let check: Option<ShardCheck<K>> = shard
-        .cloned()
-        .map(|s| Box::new(move |o: &Listed<K>| listed_in_shard(&s, o)) as ShardCheck<K>);
+    let check = shard_check::<K>(shard);
     Box::pin(async move {
         let mut req = req?;
         req.extensions_mut().insert("list");
