@@ -23,13 +23,15 @@ fn bad(what: &str, v: &Value) -> ProtobufError {
     ProtobufError::Encode(format!("{what}: unexpected JSON value {v}"))
 }
 
-fn put_len(out: &mut Vec<u8>, n: u32, b: &[u8]) {
+/// Field `n` as a length-delimited value.
+pub(super) fn put_len(out: &mut Vec<u8>, n: u32, b: &[u8]) {
     encode_key(n, WireType::LengthDelimited, out);
     encode_varint(b.len() as u64, out);
     out.extend_from_slice(b);
 }
 
-fn put_varint(out: &mut Vec<u8>, n: u32, v: u64) {
+/// Field `n` as a varint.
+pub(super) fn put_varint(out: &mut Vec<u8>, n: u32, v: u64) {
     encode_key(n, WireType::Varint, out);
     encode_varint(v, out);
 }

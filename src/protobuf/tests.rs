@@ -7,21 +7,11 @@ use k8s_openapi::api::{
     core::v1::{ConfigMap, Pod, Secret},
 };
 use proptest::prelude::*;
-use prost::encoding::{WireType, encode_key, encode_varint};
 use serde_json::{Value, json};
 
 use super::*;
 
-fn put_len(out: &mut Vec<u8>, n: u32, b: &[u8]) {
-    encode_key(n, WireType::LengthDelimited, out);
-    encode_varint(b.len() as u64, out);
-    out.extend_from_slice(b);
-}
-
-fn put_varint(out: &mut Vec<u8>, n: u32, v: u64) {
-    encode_key(n, WireType::Varint, out);
-    encode_varint(v, out);
-}
+use super::encode::{put_len, put_varint};
 
 fn encode(v: &Value, msg: &'static Message) -> Vec<u8> {
     encode_message(v, msg).expect("the fixture encodes")
