@@ -555,12 +555,18 @@ where
     })
 }
 
+/// The longest watch line [`watch_lines`] buffers: far above any object an API server stores
+/// (etcd's default request limit is 1.5 MiB), far below what would hurt the process. kube's
+/// `LinesCodec` has no limit; this is the one place kinformer reads a watch differently.
+pub(crate) const MAX_WATCH_LINE: usize = 64 << 20;
+
 /// A watch body's bytes → its lines, cut as kube's `Client::request_events` cuts them
 /// (tokio-util's `LinesCodec`): the bytes before each `\n`, shared with the body's buffer
 /// rather than copied; what is left at the end is a last line. Lines of JSON whitespace alone
 /// are dropped here (kube reads them as a cut line and skips them). A read error ends the
 /// stream: quietly for an unexpected EOF (kube resumes such a watch), else as
-/// `Error::ReadEvents`, as kube reports it.
+/// `Error::ReadEvents`, as kube reports it. A line longer than [`MAX_WATCH_LINE`] ends it with
+/// kube's `LinesCodecMaxLineLengthExceeded`.
 pub(crate) fn watch_lines<S>(
     body: S,
 ) -> impl Stream<Item = Result<bytes::Bytes, kube::Error>> + Send
@@ -586,6 +592,11 @@ where
                 return Some((Ok(line.freeze()), Some((body, buf, scanned))));
             }
             scanned = buf.len();
+            if scanned > MAX_WATCH_LINE {
+                // A line this long is no object an API server stores: end the watch (it is
+                // reopened after the reflector's backoff) rather than buffer without a bound.
+                return Some((Err(kube::Error::LinesCodecMaxLineLengthExceeded), None));
+            }
             match body.next().await {
                 Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
                 Some(Err(e)) if is_eof(&e) => return None,
@@ -1089,6 +1100,27 @@ mod tests {
                     .collect(),
             );
             assert_eq!(got.len(), 1, "{got:?}");
+        }
+
+        /// A line that never ends is not buffered without a bound: past `MAX_WATCH_LINE` the
+        /// watch ends with kube's line-length error.
+        #[test]
+        fn r12_a_watch_line_past_the_limit_ends_the_watch() {
+            let chunks = vec![
+                Ok(bytes::Bytes::from(line("ADDED", &pod("a", 1)) + "\n")),
+                Ok(bytes::Bytes::from(vec![b' '; MAX_WATCH_LINE + 1])),
+                Ok(bytes::Bytes::from(line("ADDED", &pod("a", 2)) + "\n")),
+            ];
+            let got: Vec<String> = block_on(
+                decode_watch::<Pod, _>(watch_lines(futures::stream::iter(chunks)), test_pool())
+                    .map(|e| describe(Some(e)))
+                    .collect(),
+            );
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(
+                got[1].contains("Error finding newline character"),
+                "{got:?}"
+            );
         }
 
         fn events_of_lines(bytes: Vec<u8>) -> Vec<String> {
