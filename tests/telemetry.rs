@@ -730,19 +730,26 @@ async fn debug_informers_json_shape() {
         .with_telemetry(telemetry.clone());
     let pods = factory.informer::<Pod>();
     let view = View::default();
-    pods.add_event_handler_with(
-        view.handler(),
-        ListenerConfig::default()
-            .name("view")
-            .policy(OverflowPolicy::Block),
-    )
-    .await
-    .expect("handler");
+    let reg = pods
+        .add_event_handler_with(
+            view.handler(),
+            ListenerConfig::default()
+                .name("view")
+                .policy(OverflowPolicy::Block),
+        )
+        .await
+        .expect("handler");
     factory.start().expect("start");
     pods.wait_for_sync().await;
     // One change after sync: the reflector publishes its watching phase with a watch event.
     touch_pod(&sim.client(), "a", "pod-0", "touched").await;
-    eventually("the handler saw 3 pods and 1 update", || view.seen() == 4).await;
+    // `delivered` counts a notification once its handler call returned, a moment after the
+    // handler itself saw it.
+    eventually(
+        "the handler saw 3 pods and 1 update, counted delivered",
+        || view.seen() == 4 && reg.stats().delivered() == 4,
+    )
+    .await;
     eventually("the reflector published its watching phase", || {
         pods.health().phase == ReflectorPhase::Watching
     })

@@ -2,8 +2,8 @@
 //! user's actor, or a key sink (workqueue). The listener actor offers one notification at a
 //! time; the destination takes it at once, asks the listener to wait for it, or is gone.
 //!
-//! Closure and trait handlers run on their own thread, fed through a small bounded channel (a
-//! blocking handler blocks only itself); a panic is caught, counted and logged (P7), and a panic
+//! Closure and trait handlers run on their own thread, fed through a small bounded hand-off
+//! queue ([`Handoff`], taken a batch at a time; a blocking handler blocks only itself); a panic is caught, counted and logged (P7), and a panic
 //! on an initial-list notification means the registration never syncs (P5, kubernetes#129024).
 //! `Recipient` handlers are sent one notification at a time and the listener waits for the
 //! actor's answer before it sends the next (B5): at most one notification of a registration is
@@ -27,21 +27,18 @@ use std::{
 use actix::Recipient;
 use futures::future::BoxFuture;
 use kinformer::{lean::LazyObject, processor::Delivery};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::{
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler, dispatch},
     object::InformerObject,
+    pipeline::handoff::{Handoff, Pushed},
     pipeline::messages::Notify,
     telemetry::stats::ListenerStats,
     telemetry::trace::{self, Tracer},
 };
 
-/// Notifications that may wait between a listener and its handler thread, under every policy:
-/// the channel's and the thread's look-ahead ([`LOOKAHEAD`]) together.
-const HANDLER_CHANNEL: usize = 64 - LOOKAHEAD;
-
-/// Notifications a typed handler thread of a lean informer (I7) takes from its channel ahead of
+/// Notifications a typed handler thread of a lean informer (I7) looks at ahead of
 /// the one it runs, when that one's objects are being decoded by another handler thread: it
 /// decodes theirs meanwhile ([`LazyObject::claim_decode`]) instead of sleeping on the other
 /// thread's decode. K handlers then decode different objects at once, and a thread mostly
@@ -76,7 +73,10 @@ type Pending<K> = (oneshot::Sender<ThreadHandler<K>>, ThreadHandler<K>);
 pub(crate) enum Destination<K: InformerObject> {
     /// A handler on its own thread.
     Thread {
-        tx: Option<mpsc::Sender<Delivery<LazyObject<K>>>>,
+        /// The queue to the thread, until the destination is closed. At most
+        /// [`handoff::CAPACITY`](crate::pipeline::handoff::CAPACITY) notifications wait in it
+        /// or run, under every policy.
+        tx: Option<Arc<Handoff<Delivery<LazyObject<K>>>>>,
         abort: Arc<AtomicBool>,
         /// The handler's thread, woken from a pause after a panic (P7) by `abort` and `close`.
         thread: std::thread::Thread,
@@ -121,11 +121,11 @@ impl<K: InformerObject> Destination<K> {
     ) -> Result<Self, (std::io::Error, HandlerKind<K>)> {
         Ok(match handler {
             HandlerKind::Handler(h) => {
-                // The same channel for every policy: a capacity of 1 made almost every send
-                // under Coalesce take the slow path (a spawned future and a cross-thread wake
-                // per notification). Merging happens in the listener's buffer under a backlog
-                // (B3); at most this many notifications wait unmerged here, as under Unbounded.
-                let (tx, rx) = mpsc::channel(HANDLER_CHANNEL);
+                // The same hand-off for every policy: merging happens in the listener's buffer
+                // under a backlog (B3); at most `handoff::CAPACITY` notifications wait unmerged
+                // here, as under Unbounded.
+                let tx = Arc::new(Handoff::new());
+                let rx = Arc::clone(&tx);
                 let abort = Arc::new(AtomicBool::new(false));
                 let (exit_tx, exit_rx) = oneshot::channel();
                 let (handler_tx, handler_rx) = oneshot::channel();
@@ -140,8 +140,10 @@ impl<K: InformerObject> Destination<K> {
                     .spawn(move || {
                         // Dropped unarmed (a failed start): exit without running anything.
                         if let Ok(h) = handler_rx.blocking_recv() {
-                            thread_loop(rx, h, s, a, n, t, panic_pause);
+                            thread_loop(&rx, h, s, a, n, t, panic_pause);
                         }
+                        // Drops what is still queued; the listener's pushes find the thread gone.
+                        rx.thread_exited();
                         let _ = exit_tx.send(());
                     });
                 let thread = match spawned {
@@ -223,13 +225,13 @@ impl<K: InformerObject> Destination<K> {
                 }
                 Offered::Taken
             }
-            Destination::Thread { tx: Some(tx), .. } => match tx.try_send(p) {
-                Ok(()) => Offered::Taken,
-                Err(mpsc::error::TrySendError::Full(p)) => {
-                    let tx = tx.clone();
-                    Offered::Later(Box::pin(async move { tx.send(p).await.is_ok() }))
+            Destination::Thread { tx: Some(tx), .. } => match tx.try_push(p) {
+                Pushed::Queued => Offered::Taken,
+                Pushed::Full(p) => {
+                    let tx = Arc::clone(tx);
+                    Offered::Later(Box::pin(async move { tx.push(p).await }))
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => Offered::Gone,
+                Pushed::Gone(_) => Offered::Gone,
             },
             Destination::Thread { tx: None, .. } => Offered::Gone,
             // S3: a recipient found gone is never sent to again; what it misses is counted.
@@ -299,7 +301,9 @@ impl<K: InformerObject> Destination<K> {
             Destination::Thread {
                 tx, exited, thread, ..
             } => {
-                tx.take();
+                if let Some(tx) = tx.take() {
+                    tx.close();
+                }
                 thread.unpark();
                 exited.take()
             }
@@ -414,7 +418,7 @@ fn undecodable<K>(
 /// The handler thread: runs each notification (decoded first for a typed handler), catches
 /// and counts panics (P7), finishes the initial-list accounting (P5).
 fn thread_loop<K: InformerObject>(
-    mut rx: mpsc::Receiver<Delivery<LazyObject<K>>>,
+    rx: &Handoff<Delivery<LazyObject<K>>>,
     mut handler: ThreadHandler<K>,
     stats: Arc<ListenerStats>,
     abort: Arc<AtomicBool>,
@@ -422,77 +426,90 @@ fn thread_loop<K: InformerObject>(
     tracer: Tracer,
     panic_pause: Duration,
 ) {
-    // Taken from the channel ahead of the one running (typed handlers of a lean informer only),
-    // in the channel's order.
-    let mut ahead: VecDeque<Delivery<LazyObject<K>>> = VecDeque::with_capacity(LOOKAHEAD);
+    // Taken from the hand-off, in the listener's order: everything queued at once, so the
+    // listener is woken once per batch, not once per notification.
+    let mut taken: VecDeque<Delivery<LazyObject<K>>> =
+        VecDeque::with_capacity(crate::pipeline::handoff::CAPACITY);
     loop {
-        let p = match ahead.pop_front() {
+        let p = match taken.pop_front() {
             Some(p) => p,
-            None => match rx.blocking_recv() {
-                Some(p) => p,
-                None => break,
-            },
+            None if rx.take_all(&mut taken) => continue,
+            None => break,
         };
         if abort.load(Ordering::Acquire) {
             break;
         }
-        let started = std::time::Instant::now();
-        let result = match &mut handler {
-            ThreadHandler::Lazy(h) => {
-                catch_unwind(AssertUnwindSafe(|| dispatch(&mut **h, &p.notification)))
-            }
-            // Decoded on this thread: handlers decode in parallel, each event once (the lazy
-            // object keeps what the first reader decoded).
-            ThreadHandler::Typed(h) => {
-                decode_ahead(&p, &mut ahead, &mut rx);
-                match p.notification.decode() {
-                    Ok(n) => catch_unwind(AssertUnwindSafe(|| dispatch(&mut **h, &n))),
-                    Err(e) => {
-                        undecodable(&p, &e, &stats);
-                        continue;
-                    }
-                }
-            }
-        };
-        let took = started.elapsed();
-        stats.record_handled(took);
-        if result.is_err() {
-            stats.panics.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(handler = %name, key = %p.key, "handler panicked; notification skipped (P7)");
-        }
-        if p.initial {
-            stats.sync.finished(result.is_ok());
-        }
-        stats.delivered.fetch_add(1, Ordering::Relaxed);
-        tracer.handled(p.trace, p.notification.object(), took, result.is_err());
-        if result.is_err() && !panic_pause.is_zero() {
+        let panicked = run_one(&p, &mut handler, &mut taken, rx, &stats, &name, &tracer);
+        // Counted once handled, so the bound covers what runs as well as what waits.
+        rx.finished(1);
+        if panicked && !panic_pause.is_zero() {
             pause_after_panic(panic_pause, &abort);
         }
     }
 }
 
+/// Runs one notification on the handler thread: decoded first for a typed handler, a panic
+/// caught and counted (P7), the initial-list accounting finished (P5). True when the handler
+/// panicked.
+fn run_one<K: InformerObject>(
+    p: &Delivery<LazyObject<K>>,
+    handler: &mut ThreadHandler<K>,
+    taken: &mut VecDeque<Delivery<LazyObject<K>>>,
+    rx: &Handoff<Delivery<LazyObject<K>>>,
+    stats: &ListenerStats,
+    name: &str,
+    tracer: &Tracer,
+) -> bool {
+    let started = std::time::Instant::now();
+    let result = match handler {
+        ThreadHandler::Lazy(h) => {
+            catch_unwind(AssertUnwindSafe(|| dispatch(&mut **h, &p.notification)))
+        }
+        // Decoded on this thread: handlers decode in parallel, each event once (the lazy
+        // object keeps what the first reader decoded).
+        ThreadHandler::Typed(h) => {
+            decode_ahead(p, taken, rx);
+            match p.notification.decode() {
+                Ok(n) => catch_unwind(AssertUnwindSafe(|| dispatch(&mut **h, &n))),
+                Err(e) => {
+                    undecodable(p, &e, stats);
+                    return false;
+                }
+            }
+        }
+    };
+    let took = started.elapsed();
+    stats.record_handled(took);
+    if result.is_err() {
+        stats.panics.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(handler = %name, key = %p.key, "handler panicked; notification skipped (P7)");
+    }
+    if p.initial {
+        stats.sync.finished(result.is_ok());
+    }
+    stats.delivered.fetch_add(1, Ordering::Relaxed);
+    tracer.handled(p.trace, p.notification.object(), took, result.is_err());
+    result.is_err()
+}
+
 /// Before a typed handler runs `p`: decodes `p`'s lean objects that no other thread has taken;
-/// while one of them is still being decoded elsewhere, takes up to [`LOOKAHEAD`] later
-/// notifications from the channel and decodes theirs (those no one took), so this thread works
-/// instead of waiting. Typed mode (objects decoded already) costs one check per object.
+/// while one of them is still being decoded elsewhere, decodes those of the next [`LOOKAHEAD`]
+/// notifications (taking more from the hand-off if fewer were taken), those no one took, so
+/// this thread works instead of waiting. Typed mode (objects decoded already) costs one check
+/// per object.
 fn decode_ahead<K: InformerObject>(
     p: &Delivery<LazyObject<K>>,
-    ahead: &mut VecDeque<Delivery<LazyObject<K>>>,
-    rx: &mut mpsc::Receiver<Delivery<LazyObject<K>>>,
+    taken: &mut VecDeque<Delivery<LazyObject<K>>>,
+    rx: &Handoff<Delivery<LazyObject<K>>>,
 ) {
     if claim_and_decode(&p.notification) {
         return;
     }
-    for q in ahead.iter() {
-        if claim_and_decode(&q.notification) {
-            return;
-        }
+    if taken.len() < LOOKAHEAD {
+        rx.take_some(taken, LOOKAHEAD - taken.len());
     }
-    while ahead.len() < LOOKAHEAD {
-        let Ok(q) = rx.try_recv() else { return };
-        let done = claim_and_decode(&q.notification);
-        ahead.push_back(q);
-        if done {
+    for q in taken.iter().take(LOOKAHEAD) {
+        if claim_and_decode(&q.notification) {
             return;
         }
     }

@@ -9,7 +9,8 @@
 //! Owns: [`reflector`] and [`reflector_io`] (the reflector actor around the core's machine),
 //! [`supervisor`] (its restarts, S1), [`fifo`] (the DeltaFifo actor), [`indexer`] (the Indexer
 //! actor and its processor), [`listener`] (one ProcessorListener per handler), [`destination`]
-//! (where a listener delivers: a handler thread, a user's actor or a key sink), [`messages`]
+//! (where a listener delivers: a handler thread, a user's actor or a key sink), [`handoff`]
+//! (the queue between a listener and its handler thread), [`messages`]
 //! (every message between them) and [`waiters`] (answers an actor holds back).
 //!
 //! Imports: `listwatch` (the kube seam the reflector calls), `telemetry` (the counters, health
@@ -19,6 +20,7 @@
 
 pub(crate) mod destination;
 pub(crate) mod fifo;
+pub(crate) mod handoff;
 pub(crate) mod indexer;
 pub(crate) mod listener;
 pub mod messages;
