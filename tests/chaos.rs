@@ -20,6 +20,19 @@
 //! resourceVersion, watch-list rejected (422) and ignored (half of the seeds use watch-list). An
 //! outage episode deletes objects while no watch is open.
 //!
+//! Half of the seeds (2 to 5 mod 8, crossed with watch-list) read Pods and ConfigMaps in
+//! protobuf (R12, `content_type(ContentType::Protobuf)` on both factories; the custom kind and
+//! the lean informers fall back to JSON, and must converge all the same). Every fault then
+//! reaches protobuf clients in protobuf form: failures as protobuf Statuses, ERROR events and
+//! bookmarks as frames, a malformed event as a frame whose object does not decode, a cut
+//! event as half a frame; the one-shot faults are aimed at ConfigMaps on those seeds and
+//! waited for, so each meets a protobuf request. The sim counts what it answered in protobuf
+//! (`RequestCounters::protobuf_count`) and the faults that hit protobuf requests
+//! (`Faults::protobuf_counters`): per seed, protobuf seeds watched Pods and ConfigMaps in
+//! protobuf and the custom kind never, JSON seeds never got protobuf, and watch-list seeds
+//! synced by watch-list without a fallback; over all seeds, protobuf lists and watches were
+//! served and every per-request fault injected on protobuf seeds hit a protobuf request.
+//!
 //! After the churn the faults are cleared and, within a deadline, for every informer: the lister
 //! equals the server (keys, resourceVersions, contents), every handler's view (its notifications
 //! applied to a map) equals the server, the lazy handler's view (key → resourceVersion) too, the
@@ -27,8 +40,8 @@
 //! lean informer never failed to store or decode an object (`LeanStats` `encode_failures`,
 //! `decode_failures`), counts as many stored objects as its lister holds, and the lazy-only
 //! one decoded nothing (`decodes == 0`). Over all seeds, every fault kind's sim counter
-//! moved, and the informers' health shows restarts. The summary line (seeds, faults by kind,
-//! restarts, convergence times) is printed at the end (`--nocapture` to see it).
+//! moved, and the informers' health shows restarts. The summary line (seeds, the protobuf/JSON
+//! split, faults by kind, restarts, convergence times) is printed at the end (`--nocapture` to see it).
 //!
 //! Running it:
 //! - default (part of `cargo test --workspace`): 20 seeds,
@@ -997,6 +1010,10 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         driver.churn(before.min(chunk)).await;
         *injected.entry(fault).or_default() += 1;
         let span = 10 + rng.random_range(0..20);
+        // On protobuf seeds, whether this fault has hit a protobuf request or stream yet.
+        let pb_before = faults.protobuf_counters();
+        let hit_protobuf =
+            |f: Fault| !protobuf || f.counter(&faults.protobuf_counters()) > f.counter(&pb_before);
         match fault {
             Fault::DropWatches => faults.drop_watches(),
             Fault::FailLists => {
@@ -1033,7 +1050,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 faults.drop_watches();
                 driver.churn(span).await;
                 within(Duration::from_secs(2), || {
-                    faults.counters().watches_refused_expired > n
+                    faults.counters().watches_refused_expired > n && hit_protobuf(fault)
                 })
                 .await;
                 faults.expire_every_watch(None);
@@ -1078,15 +1095,26 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 }
                 driver.churn(span).await;
                 within(Duration::from_secs(2), || {
-                    faults.counters().watches_ended_at_once > n
+                    faults.counters().watches_ended_at_once > n && hit_protobuf(fault)
                 })
                 .await;
                 faults.end_watches_at_once(false);
             }
             Fault::StripResourceVersions => {
                 strip_used = true;
+                let n = faults.counters().objects_without_resource_version;
                 faults.strip_resource_versions(true);
                 driver.churn(span).await;
+                // Until an object went out stripped (to a protobuf client on protobuf seeds):
+                // the watches may all have been down during the span.
+                let end = Instant::now() + Duration::from_secs(3);
+                while (faults.counters().objects_without_resource_version == n
+                    || !hit_protobuf(fault))
+                    && Instant::now() < end
+                {
+                    driver.churn(5).await;
+                    within(Duration::from_millis(200), || hit_protobuf(fault)).await;
+                }
                 faults.strip_resource_versions(false);
             }
             Fault::RejectWatchList | Fault::IgnoreWatchList => {
@@ -1109,6 +1137,20 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 driver.churn(span).await;
                 faults.reject_watch_list(false);
                 faults.ignore_watch_list(false);
+            }
+        }
+        if protobuf
+            && matches!(
+                fault,
+                Fault::FailWatches | Fault::Throttle | Fault::Malformed | Fault::CloseMidObject
+            )
+        {
+            // A one-shot fault aimed at ConfigMaps waits for their next watch or event: churn
+            // until it took effect, so every protobuf seed meets each in protobuf form.
+            let end = Instant::now() + Duration::from_secs(3);
+            while !hit_protobuf(fault) && Instant::now() < end {
+                driver.churn(5).await;
+                within(Duration::from_millis(200), || hit_protobuf(fault)).await;
             }
         }
     }
