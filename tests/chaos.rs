@@ -20,6 +20,19 @@
 //! resourceVersion, watch-list rejected (422) and ignored (half of the seeds use watch-list). An
 //! outage episode deletes objects while no watch is open.
 //!
+//! Half of the seeds (2 to 5 mod 8, crossed with watch-list) read Pods and ConfigMaps in
+//! protobuf (R12, `content_type(ContentType::Protobuf)` on both factories; the custom kind and
+//! the lean informers fall back to JSON, and must converge all the same). Every fault then
+//! reaches protobuf clients in protobuf form: failures as protobuf Statuses, ERROR events and
+//! bookmarks as frames, a malformed event as a frame whose object does not decode, a cut
+//! event as half a frame; the one-shot faults are aimed at ConfigMaps on those seeds and
+//! waited for, so each meets a protobuf request. The sim counts what it answered in protobuf
+//! (`RequestCounters::protobuf_count`) and the faults that hit protobuf requests
+//! (`Faults::protobuf_counters`): per seed, protobuf seeds watched Pods and ConfigMaps in
+//! protobuf and the custom kind never, JSON seeds never got protobuf, and watch-list seeds
+//! synced by watch-list without a fallback; over all seeds, protobuf lists and watches were
+//! served and every per-request fault injected on protobuf seeds hit a protobuf request.
+//!
 //! After the churn the faults are cleared and, within a deadline, for every informer: the lister
 //! equals the server (keys, resourceVersions, contents), every handler's view (its notifications
 //! applied to a map) equals the server, the lazy handler's view (key → resourceVersion) too, the
@@ -27,8 +40,8 @@
 //! lean informer never failed to store or decode an object (`LeanStats` `encode_failures`,
 //! `decode_failures`), counts as many stored objects as its lister holds, and the lazy-only
 //! one decoded nothing (`decodes == 0`). Over all seeds, every fault kind's sim counter
-//! moved, and the informers' health shows restarts. The summary line (seeds, faults by kind,
-//! restarts, convergence times) is printed at the end (`--nocapture` to see it).
+//! moved, and the informers' health shows restarts. The summary line (seeds, the protobuf/JSON
+//! split, faults by kind, restarts, convergence times) is printed at the end (`--nocapture` to see it).
 //!
 //! Running it:
 //! - default (part of `cargo test --workspace`): 20 seeds,
@@ -58,9 +71,9 @@ use crate::common::DEADLINE;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer::{DeltaObject, meta_namespace_key, notification::Notification};
 use kinformer_actors::{
-    AsyncWorkQueue, CacheMode, HandlerRegistration, InformerConfig, InformerObject, LazyObject,
-    LeanConfig, LeanStats, ListenerConfig, OverflowPolicy, ReflectorHealth, SharedIndexInformer,
-    SharedInformerFactory, handler_fn,
+    AsyncWorkQueue, CacheMode, ContentType, HandlerRegistration, InformerConfig, InformerObject,
+    LazyObject, LeanConfig, LeanStats, ListenerConfig, OverflowPolicy, ReflectorHealth,
+    SharedIndexInformer, SharedInformerFactory, handler_fn,
 };
 use kinformer_sim::{CustomResource, ExpireMode, FaultCounters, Scope, Sim, SimConfig, Verb};
 use kube::{
@@ -159,6 +172,12 @@ impl Fault {
             Fault::RejectWatchList => c.watch_lists_rejected,
             Fault::IgnoreWatchList => c.watch_lists_ignored,
         }
+    }
+
+    /// Faults that act on requests or streams, so that the sim counts them in its protobuf
+    /// counters when they hit a protobuf one (compaction acts on the store).
+    fn per_request(self) -> bool {
+        self != Fault::Compact
     }
 
     /// Faults that only act on watch-list requests.
@@ -813,6 +832,13 @@ struct SeedReport {
     coalesce_anomalies: usize,
     /// The lean informers' counters at the end: the lean pods, the lazy-only lean widgets.
     lean_stats: [LeanStats; 2],
+    /// Pods and ConfigMaps were read in protobuf (R12).
+    protobuf: bool,
+    /// The sim's counters of the faults that hit protobuf requests and streams.
+    protobuf_faults: FaultCounters,
+    /// Successful LISTs and WATCHes the sim answered in protobuf.
+    protobuf_lists: u64,
+    protobuf_watches: u64,
 }
 
 /// Prints the seed if the seed's run panics.
@@ -844,6 +870,13 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     } else {
         Fault::IgnoreWatchList
     };
+    // Seeds 2 to 5 mod 8 (half of them, crossed with watch-list: plain 2 and 4, ignored 3,
+    // rejected 5) read Pods and ConfigMaps in protobuf (R12); the others in JSON.
+    let protobuf = matches!(seed % 8, 2..=5);
+    // The one-shot faults (failures, a malformed or cut event) hit whichever request or stream
+    // comes first; on protobuf seeds they are aimed at ConfigMaps, read only in protobuf there,
+    // so each surely meets a protobuf request.
+    let target = protobuf.then_some("configmaps");
     let sim = common::sim_with(SimConfig {
         custom_resources: vec![CustomResource::new(
             GROUP,
@@ -880,6 +913,11 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     cfg.reflector.request_timeout = Duration::from_secs(2);
     cfg.reflector.watch_list = watch_list;
     cfg.reflector.watch_list_timeout = Duration::from_millis(400);
+    if protobuf {
+        // Factory-wide, so the informers it does not apply to are checked to fall back to
+        // JSON: the custom kind (DynamicObject) and the lean informers (which store JSON).
+        cfg = cfg.content_type(ContentType::Protobuf);
+    }
     let mut kcfg = sim.kube_config();
     kcfg.default_retry = false;
     let client = Client::try_from(kcfg).expect("client");
@@ -941,6 +979,18 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
             .await
             .unwrap_or_else(|_| panic!("seed {seed}: {} never synced", s.name()));
     }
+    if watch_list {
+        // R7 in either encoding: the first sync was a watch-list ended by the annotated
+        // bookmark (a protobuf BOOKMARK on protobuf seeds), no fallback LIST.
+        for s in subjects {
+            let h = s.health();
+            assert!(
+                h.lists == 0 && h.watch_list_fallbacks == 0,
+                "seed {seed}: {} did not sync by watch-list (protobuf {protobuf}): {h:?}",
+                s.name()
+            );
+        }
+    }
 
     // The plan: every fault once, plus extras, in a seeded order at seeded points of the churn.
     let mut plan: Vec<Fault> = ALL_FAULTS
@@ -960,11 +1010,15 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         driver.churn(before.min(chunk)).await;
         *injected.entry(fault).or_default() += 1;
         let span = 10 + rng.random_range(0..20);
+        // On protobuf seeds, whether this fault has hit a protobuf request or stream yet.
+        let pb_before = faults.protobuf_counters();
+        let hit_protobuf =
+            |f: Fault| !protobuf || f.counter(&faults.protobuf_counters()) > f.counter(&pb_before);
         match fault {
             Fault::DropWatches => faults.drop_watches(),
             Fault::FailLists => {
                 let n = faults.counters().lists_failed;
-                faults.fail_next_lists(2, 500);
+                faults.fail_next(target, Verb::List, 2, 500, 1);
                 // Lists happen on relists: expire the open watches until one was tried.
                 let end = Instant::now() + Duration::from_secs(3);
                 while faults.counters().lists_failed == n && Instant::now() < end {
@@ -977,11 +1031,11 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 }
             }
             Fault::FailWatches => {
-                faults.fail_next_watches(2, 500);
+                faults.fail_next(target, Verb::Watch, 2, 500, 1);
                 faults.drop_watches();
             }
             Fault::Throttle => {
-                faults.throttle(None, &[Verb::List, Verb::Watch], Some(1), 1);
+                faults.throttle(target, &[Verb::List, Verb::Watch], Some(1), 1);
                 faults.drop_watches();
             }
             Fault::ExpireWatches => faults.expire_watches(),
@@ -996,7 +1050,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 faults.drop_watches();
                 driver.churn(span).await;
                 within(Duration::from_secs(2), || {
-                    faults.counters().watches_refused_expired > n
+                    faults.counters().watches_refused_expired > n && hit_protobuf(fault)
                 })
                 .await;
                 faults.expire_every_watch(None);
@@ -1006,8 +1060,14 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 faults.compact();
                 faults.drop_watches();
             }
-            Fault::Malformed => faults.malformed_next_event(),
-            Fault::CloseMidObject => faults.close_mid_object_next(),
+            Fault::Malformed => match target {
+                Some(r) => faults.malformed_next_event_of(r),
+                None => faults.malformed_next_event(),
+            },
+            Fault::CloseMidObject => match target {
+                Some(r) => faults.close_mid_object_next_of(r),
+                None => faults.close_mid_object_next(),
+            },
             Fault::Slow => {
                 faults.slow_watches(Some(Duration::from_millis(1)));
                 driver.churn(span).await;
@@ -1035,15 +1095,26 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 }
                 driver.churn(span).await;
                 within(Duration::from_secs(2), || {
-                    faults.counters().watches_ended_at_once > n
+                    faults.counters().watches_ended_at_once > n && hit_protobuf(fault)
                 })
                 .await;
                 faults.end_watches_at_once(false);
             }
             Fault::StripResourceVersions => {
                 strip_used = true;
+                let n = faults.counters().objects_without_resource_version;
                 faults.strip_resource_versions(true);
                 driver.churn(span).await;
+                // Until an object went out stripped (to a protobuf client on protobuf seeds):
+                // the watches may all have been down during the span.
+                let end = Instant::now() + Duration::from_secs(3);
+                while (faults.counters().objects_without_resource_version == n
+                    || !hit_protobuf(fault))
+                    && Instant::now() < end
+                {
+                    driver.churn(5).await;
+                    within(Duration::from_millis(200), || hit_protobuf(fault)).await;
+                }
                 faults.strip_resource_versions(false);
             }
             Fault::RejectWatchList | Fault::IgnoreWatchList => {
@@ -1066,6 +1137,20 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
                 driver.churn(span).await;
                 faults.reject_watch_list(false);
                 faults.ignore_watch_list(false);
+            }
+        }
+        if protobuf
+            && matches!(
+                fault,
+                Fault::FailWatches | Fault::Throttle | Fault::Malformed | Fault::CloseMidObject
+            )
+        {
+            // A one-shot fault aimed at ConfigMaps waits for their next watch or event: churn
+            // until it took effect, so every protobuf seed meets each in protobuf form.
+            let end = Instant::now() + Duration::from_secs(3);
+            while !hit_protobuf(fault) && Instant::now() < end {
+                driver.churn(5).await;
+                within(Duration::from_millis(200), || hit_protobuf(fault)).await;
             }
         }
     }
@@ -1118,6 +1203,38 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     assert!(restarts > 0, "seed {seed}: the faults caused no restart");
     let lean_stats =
         [&lean_pods as &dyn Probe, &lean_widgets].map(|s| s.lean_stats().expect("a lean informer"));
+    // R12 on the wire: protobuf seeds watched Pods and ConfigMaps in protobuf (the sim counts
+    // answers by their Content-Type), never the custom kind; JSON seeds never got protobuf.
+    let req = sim.requests();
+    let protobuf_faults = faults.protobuf_counters();
+    let pb = |r: &str, v: Verb| req.protobuf_count(r, v);
+    if protobuf {
+        for r in ["pods", "configmaps"] {
+            assert!(
+                pb(r, Verb::Watch) > 0,
+                "seed {seed}: no {r} watch was answered in protobuf"
+            );
+        }
+        assert_eq!(
+            (pb(WIDGETS, Verb::List), pb(WIDGETS, Verb::Watch)),
+            (0, 0),
+            "seed {seed}: the custom kind was answered in protobuf"
+        );
+    } else {
+        assert_eq!(
+            (
+                req.protobuf_count_verb(Verb::List),
+                req.protobuf_count_verb(Verb::Watch)
+            ),
+            (0, 0),
+            "seed {seed}: a JSON seed was answered in protobuf"
+        );
+        assert_eq!(
+            protobuf_faults,
+            FaultCounters::default(),
+            "seed {seed}: faults counted on protobuf requests of a JSON seed"
+        );
+    }
     let report = SeedReport {
         faults: faults.counters(),
         injected,
@@ -1128,6 +1245,10 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         watch_list,
         coalesce_anomalies,
         lean_stats,
+        protobuf,
+        protobuf_faults,
+        protobuf_lists: pb("pods", Verb::List) + pb("configmaps", Verb::List),
+        protobuf_watches: pb("pods", Verb::Watch) + pb("configmaps", Verb::Watch),
     };
     for s in subjects {
         s.shut_down_queue();
@@ -1176,8 +1297,13 @@ async fn suite(default_count: u64, sizes: Sizes) {
     for &seed in &seeds {
         let r = run_seed(seed, sizes).await;
         eprintln!(
-            "chaos: seed {seed} converged in {:?} (watch-list {}, creates/updates/deletes {:?}, {} deletes while no watch was open, {} restarts)",
-            r.convergence, r.watch_list, r.ops, r.deletes_while_down, r.restarts
+            "chaos: seed {seed} converged in {:?} ({}, watch-list {}, creates/updates/deletes {:?}, {} deletes while no watch was open, {} restarts)",
+            r.convergence,
+            if r.protobuf { "protobuf" } else { "JSON" },
+            r.watch_list,
+            r.ops,
+            r.deletes_while_down,
+            r.restarts
         );
         reports.push(r);
     }
@@ -1200,6 +1326,39 @@ async fn suite(default_count: u64, sizes: Sizes) {
         never.is_empty(),
         "faults injected but never taken effect per the sim's counters: {never:?} (seeds {seeds:?})"
     );
+    // R12: the protobuf seeds really read protobuf, lists and watches, and every fault injected
+    // on them took effect on a protobuf request or stream (in its protobuf form: a protobuf
+    // Status, a malformed frame, half a frame, ...), per the sim's protobuf counters. A LIST
+    // is made only by seeds without watch-list (or after its fallback).
+    let pb_reports: Vec<&SeedReport> = reports.iter().filter(|r| r.protobuf).collect();
+    let pb_lists: u64 = pb_reports.iter().map(|r| r.protobuf_lists).sum();
+    let pb_watches: u64 = pb_reports.iter().map(|r| r.protobuf_watches).sum();
+    let mut pb_took: BTreeMap<Fault, u64> = BTreeMap::new();
+    for r in &pb_reports {
+        for f in r.injected.keys().filter(|f| f.per_request()) {
+            *pb_took.entry(*f).or_default() += f.counter(&r.protobuf_faults);
+        }
+    }
+    if !pb_reports.is_empty() {
+        assert!(
+            pb_watches > 0,
+            "no watch was answered in protobuf (seeds {seeds:?})"
+        );
+        let plain = pb_reports.iter().any(|r| !r.watch_list);
+        assert!(
+            pb_lists > 0 || !plain,
+            "no list was answered in protobuf (seeds {seeds:?})"
+        );
+        let never: Vec<_> = pb_took
+            .iter()
+            .filter(|(f, n)| **n == 0 && (plain || **f != Fault::FailLists))
+            .map(|(f, _)| f)
+            .collect();
+        assert!(
+            never.is_empty(),
+            "faults injected on protobuf seeds but never taken effect on a protobuf request: {never:?} (seeds {seeds:?})"
+        );
+    }
     let deletes_down: u64 = reports.iter().map(|r| r.deletes_while_down).sum();
     assert!(
         deletes_down > 0,
@@ -1219,14 +1378,20 @@ async fn suite(default_count: u64, sizes: Sizes) {
         |f: fn(&LeanStats) -> u64| -> u64 { reports.iter().map(|r| f(&r.lean_stats[0])).sum() };
     let lazy_decodes: u64 = reports.iter().map(|r| r.lean_stats[1].decodes).sum();
     let lazy_objects: u64 = reports.iter().map(|r| r.lean_stats[1].objects).sum();
+    let pb_by_kind: Vec<String> = pb_took.iter().map(|(f, n)| format!("{f:?}={n}")).collect();
     eprintln!(
-        "chaos summary: {} seeds in {:?}; {ops} churn ops; faults (injected/counted by the sim): {}; \
+        "chaos summary: {} seeds in {:?} ({} with Pods and ConfigMaps in protobuf, {} in JSON; \
+         protobuf answers: {pb_lists} lists, {pb_watches} watches; faults on protobuf requests: {}); \
+         {ops} churn ops; faults (injected/counted by the sim): {}; \
          {deletes_down} deletes while no watch was open; {restarts} reflector restarts; \
          convergence max {max:?} avg {avg:?}; {coalesce} merged-notification oddities in Coalesce views (allowed); \
          lean pods: {} decodes, {} hot-cache hits, {} objects at the end; lean widgets (lazy readers only): \
          {lazy_decodes} decodes, {lazy_objects} objects at the end",
         seeds.len(),
         started.elapsed(),
+        pb_reports.len(),
+        reports.len() - pb_reports.len(),
+        pb_by_kind.join(", "),
         by_kind.join(", "),
         lean_pods(|s| s.decodes),
         lean_pods(|s| s.hits),

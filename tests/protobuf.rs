@@ -386,8 +386,8 @@ async fn a_protobuf_informer_recovers_from_every_stream_fault() {
     // Each fault while the watch is open, then a change that must still arrive.
     let episodes: [Episode<'_>; 7] = [
         ("drop", Box::new(|| faults.drop_watches())),
-        // A JSON line in the middle of a protobuf stream: the frame length is garbage (a
-        // server switching encoding mid-stream).
+        // A malformed event in protobuf form: a well-formed frame whose object does not
+        // decode (a read error; the watch is reopened from the last RV).
         (
             "malformed",
             Box::new(|| faults.malformed_next_event_of("configmaps")),

@@ -210,3 +210,273 @@ async fn watch_frames_are_length_prefixed_protobuf_watch_events() {
     assert_eq!(config_map(&raw_obj).0, "w");
     sim.shutdown().await;
 }
+
+// The faults in protobuf form (issue 27 item 3): what a client that prefers protobuf meets.
+
+/// Opens a protobuf watch of `path_and_query` and returns its body.
+async fn pb_watch(sim: &kinformer_sim::Sim, path_and_query: &str) -> hyper::body::Incoming {
+    let stream = TcpStream::connect(sim.addr()).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let req = http::Request::builder()
+        .uri(path_and_query)
+        .header("host", sim.addr().to_string())
+        .header("accept", ACCEPT)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/vnd.kubernetes.protobuf;stream=watch"
+    );
+    resp.into_body()
+}
+
+/// The next frame of a protobuf watch body (`buf` keeps what was read past it). A length over
+/// 1 MiB is no frame the sim writes for these tests: the bytes are not protobuf framing (a
+/// JSON line's first bytes read as a length of about 2 GB).
+async fn next_frame(body: &mut hyper::body::Incoming, buf: &mut Vec<u8>) -> Vec<u8> {
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            if buf.len() >= 4 {
+                let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                assert!(
+                    len < 1 << 20,
+                    "a frame length of {len}: not protobuf framing ({:?})",
+                    String::from_utf8_lossy(&buf[..buf.len().min(60)])
+                );
+                if buf.len() >= 4 + len {
+                    let frame = buf[4..4 + len].to_vec();
+                    buf.drain(..4 + len);
+                    return frame;
+                }
+            }
+            let f = body.frame().await.expect("a frame").expect("no error");
+            if let Ok(d) = f.into_data() {
+                buf.extend_from_slice(&d);
+            }
+        }
+    })
+    .await
+    .expect("a frame in time")
+}
+
+#[tokio::test]
+async fn a_malformed_event_in_a_protobuf_watch_is_a_frame_whose_object_does_not_decode() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let sim = common::sim().await;
+    let rv = sim.resource_version();
+    let mut body = pb_watch(&sim, &format!("{CMS}?watch=true&resourceVersion={rv}")).await;
+    sim.faults().malformed_next_event_of("configmaps");
+    create(&sim, "w").await;
+    let mut buf = Vec::new();
+    // The malformed event: a well-formed frame and WatchEvent, its object enveloped as a
+    // ConfigMap, whose message is broken wire data (a read error, as a JSON line that does not
+    // parse is a decode error).
+    let frame = next_frame(&mut body, &mut buf).await;
+    let ev = kinformer::protobuf::watch_event(&frame).expect("a WatchEvent");
+    assert_eq!(ev.event_type, "MODIFIED");
+    let env = kinformer::protobuf::envelope(ev.object).expect("an envelope");
+    assert_eq!((env.api_version, env.kind), ("v1", "ConfigMap"));
+    let err = kinformer::protobuf::decode::<ConfigMap>(ev.object).expect_err("must not decode");
+    assert!(err.is_malformed(), "{err:?}");
+    // The stream stays in step: the event itself follows.
+    let frame = next_frame(&mut body, &mut buf).await;
+    let ev = kinformer::protobuf::watch_event(&frame).expect("a WatchEvent");
+    assert_eq!(ev.event_type, "ADDED");
+    let cm: ConfigMap = kinformer::protobuf::decode(ev.object).expect("the event decodes");
+    assert_eq!(cm.metadata.name.as_deref(), Some("w"));
+    let faults = sim.faults();
+    assert_eq!(faults.counters().malformed_events, 1);
+    assert_eq!(faults.protobuf_counters().malformed_events, 1);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn protobuf_watches_cut_expire_and_end_watch_lists_in_protobuf() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let sim = common::sim().await;
+    create(&sim, "a").await;
+    let faults = sim.faults();
+    // A watch-list: the initial ADDED, then the end bookmark, both frames.
+    let mut body = pb_watch(
+        &sim,
+        &format!(
+            "{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+        ),
+    )
+    .await;
+    let mut buf = Vec::new();
+    let frame = next_frame(&mut body, &mut buf).await;
+    assert_eq!(
+        kinformer::protobuf::watch_event(&frame).unwrap().event_type,
+        "ADDED"
+    );
+    let frame = next_frame(&mut body, &mut buf).await;
+    let ev = kinformer::protobuf::watch_event(&frame).unwrap();
+    assert_eq!(ev.event_type, "BOOKMARK");
+    let mark: ConfigMap = kinformer::protobuf::decode(ev.object).expect("the bookmark decodes");
+    assert_eq!(
+        mark.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("k8s.io/initial-events-end")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        mark.metadata.resource_version,
+        Some(sim.resource_version().to_string())
+    );
+    // Objects without their resourceVersion, in a protobuf event.
+    faults.strip_resource_versions(true);
+    create(&sim, "b").await;
+    let frame = next_frame(&mut body, &mut buf).await;
+    let ev = kinformer::protobuf::watch_event(&frame).unwrap();
+    let cm: ConfigMap = kinformer::protobuf::decode(ev.object).unwrap();
+    assert_eq!(
+        (cm.metadata.name.as_deref(), cm.metadata.resource_version),
+        (Some("b"), None)
+    );
+    faults.strip_resource_versions(false);
+    // ERROR 410: a protobuf Status frame.
+    faults.expire_watches();
+    let frame = next_frame(&mut body, &mut buf).await;
+    let ev = kinformer::protobuf::watch_event(&frame).unwrap();
+    assert_eq!(ev.event_type, "ERROR");
+    let status: kube::core::Status = kinformer::protobuf::decode(ev.object).unwrap();
+    assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+    // Cut mid-object: half a frame, then the connection breaks.
+    let rv = sim.resource_version();
+    let mut body = pb_watch(&sim, &format!("{CMS}?watch=true&resourceVersion={rv}")).await;
+    faults.close_mid_object_next_of("configmaps");
+    create(&sim, "c").await;
+    let mut got = Vec::new();
+    let broke = tokio::time::timeout(DEADLINE, async {
+        loop {
+            match body.frame().await {
+                Some(Ok(f)) => got.extend_from_slice(&f.into_data().unwrap_or_default()),
+                Some(Err(_)) => return true,
+                None => return false,
+            }
+        }
+    })
+    .await
+    .expect("the stream ends in time");
+    assert!(broke, "the connection is cut, not ended cleanly");
+    let len = u32::from_be_bytes([got[0], got[1], got[2], got[3]]) as usize;
+    assert!(
+        got.len() > 4 && got.len() < 4 + len,
+        "half a frame: {} bytes of {len}",
+        got.len() - 4
+    );
+    let pc = faults.protobuf_counters();
+    assert_eq!(
+        (
+            pc.objects_without_resource_version,
+            pc.watches_expired,
+            pc.closed_mid_object
+        ),
+        (1, 1, 1),
+        "{pc:?}"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn failed_protobuf_lists_and_watches_answer_a_protobuf_status() {
+    use kinformer_sim::{ExpireMode, Verb};
+    let sim = common::sim().await;
+    let faults = sim.faults();
+    let pb = [("accept", ACCEPT)];
+    let status_of = |r: &common::RawResponse| -> kube::core::Status {
+        assert_eq!(content_type(r), "application/vnd.kubernetes.protobuf");
+        kinformer::protobuf::decode(&r.body).expect("a protobuf Status")
+    };
+    faults.fail_next_lists(1, 500);
+    let r = raw(&sim, "GET", CMS, &pb, "").await;
+    assert_eq!((r.status, status_of(&r).code), (500, 500));
+    // 429 with Retry-After, in the header and in the Status's details.
+    faults.throttle(None, &[Verb::Watch], Some(1), 3);
+    let r = raw(&sim, "GET", &format!("{CMS}?watch=true"), &pb, "").await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.headers["retry-after"], "3");
+    let s = status_of(&r);
+    assert_eq!(s.reason, "TooManyRequests");
+    assert_eq!(s.details.map(|d| d.retry_after_seconds), Some(3));
+    // 410 over HTTP, and the 422 of a refused watch-list.
+    faults.expire_every_watch(Some(ExpireMode::Http));
+    let r = raw(
+        &sim,
+        "GET",
+        &format!("{CMS}?watch=true&resourceVersion=1"),
+        &pb,
+        "",
+    )
+    .await;
+    assert_eq!((r.status, status_of(&r).reason.as_str()), (410, "Expired"));
+    faults.expire_every_watch(None);
+    faults.reject_watch_list(true);
+    let r = raw(
+        &sim,
+        "GET",
+        &format!("{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"),
+        &pb,
+        "",
+    )
+    .await;
+    assert_eq!((r.status, status_of(&r).code), (422, 422));
+    // A JSON client, and a kind the sim does not serve in protobuf, get JSON Statuses.
+    faults.fail_next_lists(2, 500);
+    let r = raw(&sim, "GET", CMS, &[("accept", "application/json")], "").await;
+    assert_eq!((r.status, content_type(&r)), (500, "application/json"));
+    let r = raw(&sim, "GET", "/apis/apps/v1/deployments", &pb, "").await;
+    assert_eq!((r.status, content_type(&r)), (500, "application/json"));
+    let (all, pc) = (faults.counters(), faults.protobuf_counters());
+    assert_eq!((all.lists_failed, pc.lists_failed), (3, 1));
+    assert_eq!((all.throttled, pc.throttled), (1, 1));
+    assert_eq!(pc.watches_failed, 1);
+    assert_eq!(pc.watches_refused_expired, 1);
+    assert_eq!(pc.watch_lists_rejected, 1);
+    // None of these was a success served in protobuf.
+    let req = sim.requests();
+    assert_eq!(
+        (
+            req.protobuf_count("configmaps", Verb::List),
+            req.protobuf_count("configmaps", Verb::Watch)
+        ),
+        (0, 0)
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn protobuf_answers_are_counted_by_resource_and_verb() {
+    use kinformer_sim::Verb;
+    let sim = common::sim().await;
+    create(&sim, "a").await;
+    let req = sim.requests();
+    let pb = [("accept", ACCEPT)];
+    let r = raw(&sim, "GET", CMS, &pb, "").await;
+    assert_eq!(content_type(&r), "application/vnd.kubernetes.protobuf");
+    let r = raw(&sim, "GET", CMS, &[("accept", "application/json")], "").await;
+    assert_eq!(content_type(&r), "application/json");
+    let r = raw(&sim, "GET", &format!("{CMS}/a"), &pb, "").await;
+    assert_eq!(r.status, 200);
+    // A kind answered in JSON although protobuf was preferred: not counted.
+    raw(&sim, "GET", "/apis/apps/v1/deployments", &pb, "").await;
+    let body = pb_watch(&sim, &format!("{CMS}?watch=true&resourceVersion=1")).await;
+    drop(body);
+    assert_eq!(req.protobuf_count("configmaps", Verb::List), 1);
+    assert_eq!(req.protobuf_count("configmaps", Verb::Get), 1);
+    assert_eq!(req.protobuf_count("configmaps", Verb::Watch), 1);
+    assert_eq!(req.protobuf_count("deployments", Verb::List), 0);
+    assert_eq!(req.protobuf_count_verb(Verb::List), 1);
+    assert_eq!(req.count("configmaps", Verb::List), 2);
+    sim.shutdown().await;
+}

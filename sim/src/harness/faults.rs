@@ -159,7 +159,10 @@ impl Faults {
     }
 
     /// The next event written by any watch stream (open now or opened later) is preceded by a
-    /// line that is not valid JSON; the stream then goes on normally.
+    /// malformed event; the stream then goes on normally. In a JSON stream it is a line that is
+    /// not valid JSON; in a protobuf stream, a well-formed frame (a MODIFIED
+    /// `metav1.WatchEvent` with an object of the watched kind) whose object's message is
+    /// broken wire data, so the stream stays in step but the event does not decode.
     pub fn malformed_next_event(&self) {
         self.state.arm(StreamFault::Malformed, None);
     }
@@ -240,5 +243,14 @@ impl Faults {
     /// How many times each fault took effect so far.
     pub fn counters(&self) -> FaultCounters {
         self.state.counters()
+    }
+
+    /// The part of [`Faults::counters`] that took effect on requests answered in kube's
+    /// protobuf (a LIST or WATCH of a kind served in it, from a client that prefers it): the
+    /// failure, the stream fault or the stripped object reached a protobuf client in protobuf
+    /// form. `compactions`, `outages` and `connections_refused` concern no one request and stay
+    /// 0 here.
+    pub fn protobuf_counters(&self) -> FaultCounters {
+        self.state.protobuf_counters()
     }
 }

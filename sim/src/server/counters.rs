@@ -73,6 +73,8 @@ struct Inner {
     counts: Mutex<BTreeMap<(String, Verb), PerKey>>,
     open: Mutex<BTreeMap<String, u64>>,
     watches_opened: AtomicU64,
+    /// Successful responses with a protobuf body, per (resource, verb).
+    protobuf: Mutex<BTreeMap<(String, Verb), u64>>,
 }
 
 /// Counts every resource request the server received, by resource and verb (cheap to clone;
@@ -99,6 +101,43 @@ impl RequestCounters {
         e.arrivals.push_back(now);
         e.shard_selectors
             .push_back(shard_selector.map(str::to_string));
+    }
+
+    /// Counts a successful response of `verb` on `resource` whose body is protobuf.
+    pub(crate) fn record_protobuf(&self, resource: &str, verb: Verb) {
+        let mut m = self
+            .inner
+            .protobuf
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *m.entry((resource.to_string(), verb)).or_insert(0) += 1;
+    }
+
+    /// Successful (2xx) responses to `verb` on `resource` that were served as kube's protobuf
+    /// (`Content-Type: application/vnd.kubernetes.protobuf`, `;stream=watch` for a watch): a
+    /// LIST's body, a WATCH stream (counted when it opens, whatever it then carries), a GET's
+    /// object. With [`Self::count`], a test tells whether a client that asked for protobuf was
+    /// really answered in it, rather than in JSON.
+    pub fn protobuf_count(&self, resource: &str, verb: Verb) -> u64 {
+        let m = self
+            .inner
+            .protobuf
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        m.get(&(resource.to_string(), verb)).copied().unwrap_or(0)
+    }
+
+    /// Successful responses to `verb` served as protobuf, over every resource.
+    pub fn protobuf_count_verb(&self, verb: Verb) -> u64 {
+        let m = self
+            .inner
+            .protobuf
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        m.iter()
+            .filter(|((_, v), _)| *v == verb)
+            .map(|(_, n)| *n)
+            .sum()
     }
 
     /// The `shardSelector` parameter (KEP-5866) of each request of `verb` on `resource`, as
@@ -169,10 +208,16 @@ impl RequestCounters {
             .sum()
     }
 
-    /// Forgets all counts and arrival times (open watches are a gauge and stay).
+    /// Forgets all counts (protobuf ones too) and arrival times (open watches are a gauge and
+    /// stay).
     pub fn reset(&self) {
         self.inner
             .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.inner
+            .protobuf
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();

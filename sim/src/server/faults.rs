@@ -88,6 +88,66 @@ struct Counts {
     connections_refused: AtomicU64,
 }
 
+impl Counts {
+    fn of(&self, c: Count) -> &AtomicU64 {
+        match c {
+            Count::WatchesDropped => &self.watches_dropped,
+            Count::Compactions => &self.compactions,
+            Count::WatchesExpired => &self.watches_expired,
+            Count::MalformedEvents => &self.malformed_events,
+            Count::ClosedMidObject => &self.closed_mid_object,
+            Count::SlowedEvents => &self.slowed_events,
+            Count::StalledWatches => &self.stalled_watches,
+            Count::TooOldWatches => &self.too_old_watches,
+            Count::ExpiredContinues => &self.expired_continues,
+            Count::WatchesEndedAtOnce => &self.watches_ended_at_once,
+            Count::WatchesRefusedExpired => &self.watches_refused_expired,
+            Count::WatchListsRejected => &self.watch_lists_rejected,
+            Count::WatchListsIgnored => &self.watch_lists_ignored,
+            Count::ConnectionsRefused => &self.connections_refused,
+        }
+    }
+
+    /// A failed request of `verb` (429 counted as throttled too).
+    fn failed(&self, verb: Verb, code: u16) {
+        if code == 429 {
+            self.throttled.fetch_add(1, Ordering::Relaxed);
+        }
+        let c = match verb {
+            Verb::List => &self.lists_failed,
+            Verb::Watch => &self.watches_failed,
+            _ => &self.others_failed,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> FaultCounters {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        FaultCounters {
+            watches_dropped: l(&self.watches_dropped),
+            lists_failed: l(&self.lists_failed),
+            watches_failed: l(&self.watches_failed),
+            others_failed: l(&self.others_failed),
+            watches_expired: l(&self.watches_expired),
+            compactions: l(&self.compactions),
+            malformed_events: l(&self.malformed_events),
+            closed_mid_object: l(&self.closed_mid_object),
+            slowed_events: l(&self.slowed_events),
+            stalled_watches: l(&self.stalled_watches),
+            too_old_watches: l(&self.too_old_watches),
+            expired_continues: l(&self.expired_continues),
+            watches_ended_at_once: l(&self.watches_ended_at_once),
+            watches_refused_expired: l(&self.watches_refused_expired),
+            watch_lists_rejected: l(&self.watch_lists_rejected),
+            watch_lists_ignored: l(&self.watch_lists_ignored),
+            objects_without_resource_version: l(&self.objects_without_resource_version),
+            throttled: l(&self.throttled),
+            outages: l(&self.outages),
+            connections_refused: l(&self.connections_refused),
+        }
+    }
+}
+
 /// A counter kind, for internal increments.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Count {
@@ -221,6 +281,9 @@ pub(crate) struct FaultState {
     /// (server, [`crate::Faults`], control endpoint) reaches it; [`Self::clear`] leaves it.
     sharded_list_and_watch: AtomicBool,
     counts: Counts,
+    /// The same counts, of the faults that hit a request answered (or to be answered) in
+    /// protobuf only.
+    protobuf_counts: Counts,
 }
 
 impl FaultState {
@@ -240,27 +303,21 @@ impl FaultState {
             strip_rv: AtomicBool::new(false),
             sharded_list_and_watch: AtomicBool::new(true),
             counts: Counts::default(),
+            protobuf_counts: Counts::default(),
         }
     }
 
     pub(crate) fn bump(&self, c: Count) {
-        let a = match c {
-            Count::WatchesDropped => &self.counts.watches_dropped,
-            Count::Compactions => &self.counts.compactions,
-            Count::WatchesExpired => &self.counts.watches_expired,
-            Count::MalformedEvents => &self.counts.malformed_events,
-            Count::ClosedMidObject => &self.counts.closed_mid_object,
-            Count::SlowedEvents => &self.counts.slowed_events,
-            Count::StalledWatches => &self.counts.stalled_watches,
-            Count::TooOldWatches => &self.counts.too_old_watches,
-            Count::ExpiredContinues => &self.counts.expired_continues,
-            Count::WatchesEndedAtOnce => &self.counts.watches_ended_at_once,
-            Count::WatchesRefusedExpired => &self.counts.watches_refused_expired,
-            Count::WatchListsRejected => &self.counts.watch_lists_rejected,
-            Count::WatchListsIgnored => &self.counts.watch_lists_ignored,
-            Count::ConnectionsRefused => &self.counts.connections_refused,
-        };
-        a.fetch_add(1, Ordering::Relaxed);
+        self.counts.of(c).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a fault that took effect on a request or stream; in the protobuf counts too when
+    /// `protobuf` (the client was answered, or was to be answered, in kube's protobuf).
+    pub(crate) fn bump_on(&self, c: Count, protobuf: bool) {
+        self.bump(c);
+        if protobuf {
+            self.protobuf_counts.of(c).fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The fault every watch request gets now, if any.
@@ -297,15 +354,26 @@ impl FaultState {
         self.strip_rv.load(Ordering::Relaxed)
     }
 
-    /// Counts `n` objects served without their resourceVersion.
-    pub(crate) fn stripped(&self, n: usize) {
+    /// Counts `n` objects served without their resourceVersion (in protobuf when `protobuf`).
+    pub(crate) fn stripped(&self, n: usize, protobuf: bool) {
         self.counts
             .objects_without_resource_version
             .fetch_add(n as u64, Ordering::Relaxed);
+        if protobuf {
+            self.protobuf_counts
+                .objects_without_resource_version
+                .fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
-    /// If a failure rule matches this request, consumes one and returns the error to send.
-    pub(crate) fn take_failure(&self, resource: &str, verb: Verb) -> Option<ApiError> {
+    /// If a failure rule matches this request, consumes one and returns the error to send
+    /// (counted in the protobuf counts too when `protobuf`: it is answered in protobuf).
+    pub(crate) fn take_failure(
+        &self,
+        resource: &str,
+        verb: Verb,
+        protobuf: bool,
+    ) -> Option<ApiError> {
         let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
         let i = rules.iter().position(|r| r.matches(resource, verb))?;
         let rule = &mut rules[i];
@@ -316,15 +384,10 @@ impl FaultState {
                 rules.remove(i);
             }
         }
-        if err.code == 429 {
-            self.counts.throttled.fetch_add(1, Ordering::Relaxed);
+        self.counts.failed(verb, err.code);
+        if protobuf {
+            self.protobuf_counts.failed(verb, err.code);
         }
-        let c = match verb {
-            Verb::List => &self.counts.lists_failed,
-            Verb::Watch => &self.counts.watches_failed,
-            _ => &self.counts.others_failed,
-        };
-        c.fetch_add(1, Ordering::Relaxed);
         Some(err)
     }
 
@@ -447,29 +510,13 @@ impl FaultState {
 
     /// How many times each fault took effect so far.
     pub(crate) fn counters(&self) -> FaultCounters {
-        let c = &self.counts;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        FaultCounters {
-            watches_dropped: l(&c.watches_dropped),
-            lists_failed: l(&c.lists_failed),
-            watches_failed: l(&c.watches_failed),
-            others_failed: l(&c.others_failed),
-            watches_expired: l(&c.watches_expired),
-            compactions: l(&c.compactions),
-            malformed_events: l(&c.malformed_events),
-            closed_mid_object: l(&c.closed_mid_object),
-            slowed_events: l(&c.slowed_events),
-            stalled_watches: l(&c.stalled_watches),
-            too_old_watches: l(&c.too_old_watches),
-            expired_continues: l(&c.expired_continues),
-            watches_ended_at_once: l(&c.watches_ended_at_once),
-            watches_refused_expired: l(&c.watches_refused_expired),
-            watch_lists_rejected: l(&c.watch_lists_rejected),
-            watch_lists_ignored: l(&c.watch_lists_ignored),
-            objects_without_resource_version: l(&c.objects_without_resource_version),
-            throttled: l(&c.throttled),
-            outages: l(&c.outages),
-            connections_refused: l(&c.connections_refused),
-        }
+        self.counts.snapshot()
+    }
+
+    /// How many times each fault took effect on a request answered in protobuf (a LIST, a
+    /// WATCH stream, the failure of either); `compactions`, `outages` and
+    /// `connections_refused` are not per request and stay 0.
+    pub(crate) fn protobuf_counters(&self) -> FaultCounters {
+        self.protobuf_counts.snapshot()
     }
 }

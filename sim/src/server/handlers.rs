@@ -48,9 +48,36 @@ pub(crate) async fn resource(
     shared
         .requests
         .record(&t.counter_name(), verb, query.get("shardSelector"));
-    if let Some(e) = shared.faults.take_failure(&t.counter_name(), verb) {
-        return Err(e);
+    // kube-apiserver writes an error's Status in the negotiated encoding
+    // (`responsewriters.ErrorNegotiated`): protobuf for a client that prefers it, on a kind
+    // served in it. The sim does so for LISTs and WATCHes (an informer's requests, and the
+    // injected failures they meet); the other verbs' errors stay JSON.
+    let protobuf_status = matches!(verb, Verb::List | Verb::Watch)
+        && t.sub.is_none()
+        && protobuf::encodes(&t.def.api_version, &t.def.kind)
+        && matches!(negotiate(headers, query, true), Ok(Repr::Protobuf));
+    let r = match shared
+        .faults
+        .take_failure(&t.counter_name(), verb, protobuf_status)
+    {
+        Some(e) => Err(e),
+        None => serve(shared, headers, query, t, body, verb).await,
+    };
+    match r {
+        Err(e) if protobuf_status => Ok(resp::error_protobuf(&e)),
+        r => r,
     }
+}
+
+/// Serves one request's verb, once counted and past the injected failures.
+async fn serve(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    query: &Query,
+    t: Target,
+    body: Incoming,
+    verb: Verb,
+) -> Result<Response<Body>, ApiError> {
     let def = t.def.clone();
     let ns = t.namespace.as_deref();
     let part = match t.sub.as_deref() {
@@ -70,11 +97,13 @@ pub(crate) async fn resource(
     match verb {
         Verb::List => {
             let repr = negotiate(headers, query, protobuf_ok)?;
-            list::list(shared, &t, query, repr).await
+            let r = list::list(shared, &t, query, repr).await?;
+            Ok(count_protobuf(shared, &t, verb, r))
         }
         Verb::Watch => {
             let repr = negotiate(headers, query, protobuf_ok)?;
-            watch::serve_watch(shared, &t, query, repr).await
+            let r = watch::serve_watch(shared, &t, query, repr).await?;
+            Ok(count_protobuf(shared, &t, verb, r))
         }
         Verb::Get => {
             let repr = negotiate(headers, query, protobuf_ok)?;
@@ -92,7 +121,8 @@ pub(crate) async fn resource(
             if part == Part::Scale {
                 return Ok(resp::json(200, &ops::scale_of(&def, &obj.to_value(&def)?)));
             }
-            render_one(&def, &obj, repr, 200)
+            let r = render_one(&def, &obj, repr, 200)?;
+            Ok(count_protobuf(shared, &t, verb, r))
         }
         Verb::Create => {
             let dry_run = write_options(query, "CreateOptions", None)?;
@@ -240,6 +270,21 @@ fn render_part(
         return Ok(resp::json(200, &ops::scale_of(def, &obj.to_value(def)?)));
     }
     render_one(def, obj, Repr::Object, 200)
+}
+
+/// Counts `r` in [`super::counters::RequestCounters::protobuf_count`] when it is a success
+/// whose body is protobuf (by its `Content-Type`, so a list answered as JSON after all, such
+/// as one carrying `shardInfo`, is not).
+fn count_protobuf(shared: &Shared, t: &Target, verb: Verb, r: Response<Body>) -> Response<Body> {
+    let pb = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(protobuf::is_protobuf);
+    if pb && r.status().is_success() {
+        shared.requests.record_protobuf(&t.counter_name(), verb);
+    }
+    r
 }
 
 /// One object in the negotiated representation.

@@ -106,7 +106,9 @@ pub(crate) async fn list(
             Err(_) => {
                 return Err(match after {
                     Some((_, c)) => {
-                        shared.faults.bump(Count::ExpiredContinues);
+                        shared
+                            .faults
+                            .bump_on(Count::ExpiredContinues, repr == Repr::Protobuf);
                         // `handleCompactedErrorForPaging`: with a token to go on at the latest RV.
                         let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
                         e.continue_token = Some(continue_token::encode_start(-1, &c.start));
@@ -156,7 +158,7 @@ pub(crate) async fn list(
     // so those carry none.
     let shard_info = shard.as_ref().map(ToString::to_string);
     if strip {
-        shared.faults.stripped(items.len());
+        shared.faults.stripped(items.len(), repr == Repr::Protobuf);
     }
     match repr {
         Repr::Object => Ok(render_list_full(

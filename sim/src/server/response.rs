@@ -50,7 +50,23 @@ pub(crate) fn json_bytes(code: u16, b: Bytes) -> Response<Body> {
 
 /// A `Status` error response (with `Retry-After` when set).
 pub(crate) fn error(e: &ApiError) -> Response<Body> {
-    let mut r = json(e.code, &e.to_status());
+    with_retry_after(json(e.code, &e.to_status()), e)
+}
+
+/// A `Status` error response as kube's protobuf (`v1` `Status` in its envelope), as
+/// kube-apiserver's `responsewriters.ErrorNegotiated` writes it for a client that prefers
+/// protobuf; JSON if the Status cannot be encoded (it always can: its schema is generated).
+pub(crate) fn error_protobuf(e: &ApiError) -> Response<Body> {
+    match kinformer::protobuf::encode_object_as("v1", "Status", &e.to_status()) {
+        Ok(b) => with_retry_after(
+            full(e.code, super::negotiation::PROTOBUF, Bytes::from(b)),
+            e,
+        ),
+        Err(_) => error(e),
+    }
+}
+
+fn with_retry_after(mut r: Response<Body>, e: &ApiError) -> Response<Body> {
     if let Some(secs) = e.retry_after
         && let Ok(v) = HeaderValue::from_str(&secs.to_string())
     {

@@ -70,6 +70,26 @@ impl WatchParams {
 
 /// A line that no JSON decoder accepts.
 const MALFORMED: &[u8] = b"{\"type\":\"MODIFIED\",\"object\":!malformed-by-kinformer-sim!}\n";
+
+/// The object message of a malformed protobuf event: field 1 (`metadata`) declares a length
+/// (the varint `ff 21`, 4351 bytes) far past the bytes that follow, so no protobuf decoder
+/// reads it; the marker text makes it recognisable in a capture.
+const MALFORMED_PROTOBUF_OBJECT: &[u8] = b"\x0a\xff\x21!malformed-by-kinformer-sim!";
+
+/// The protobuf counterpart of [`MALFORMED`]: a well-formed frame (length prefix, a
+/// `metav1.WatchEvent` of type MODIFIED, the object enveloped as `k8s\0` + `runtime.Unknown`
+/// of the watched kind) whose object's message is broken wire data. The stream stays in step
+/// (the next frame starts where the length says), but decoding the event fails, as decoding
+/// the JSON line does: client-go's `StreamWatcher` ends the watch with the decode error, as it
+/// does for a JSON line that does not parse. Writing the JSON line into a protobuf stream
+/// instead would break the framing (its first bytes read as a length of about 2 GB), a
+/// different fault.
+fn malformed_frame(def: &ResourceDef) -> Vec<u8> {
+    let object =
+        kinformer::protobuf::envelope_raw(&def.api_version, &def.kind, MALFORMED_PROTOBUF_OBJECT);
+    // `watch_frame` fails only for a frame over the 4 GiB a length prefix can hold.
+    kinformer::protobuf::watch_frame("MODIFIED", &object).unwrap_or_default()
+}
 const CHUNK: usize = 128 * 1024;
 const BATCH: usize = 512;
 
@@ -143,7 +163,9 @@ pub(crate) fn stream(
         Start::FromRv(rv) => match shared.store.check_window(&p.def, rv) {
             Ok(()) => (Phase::Live, rv),
             Err(e) => {
-                shared.faults.bump(Count::TooOldWatches);
+                shared
+                    .faults
+                    .bump_on(Count::TooOldWatches, p.repr == Repr::Protobuf);
                 let err =
                     ApiError::expired(format!("too old resource version: {rv} ({})", e.oldest));
                 return futures::future::Either::Left(futures::stream::iter([Ok(error_line(
@@ -259,7 +281,9 @@ impl WatchStream {
         let strip =
             self.shared.faults.strips_resource_versions() && !matches!(self.p.repr, Repr::Table(_));
         if strip {
-            self.shared.faults.stripped(1);
+            self.shared
+                .faults
+                .stripped(1, self.p.repr == Repr::Protobuf);
         }
         match self.p.repr {
             // The object was serialized once at commit; each watcher copies those bytes
@@ -315,14 +339,22 @@ impl WatchStream {
     fn pre_event(&mut self, out: &mut BytesMut, event_bytes: impl FnOnce(&Self) -> Bytes) -> bool {
         match self.shared.faults.claim_stream_fault(&self.p.def.plural) {
             Some(StreamFault::Malformed) => {
-                out.put_slice(MALFORMED);
-                self.shared.faults.bump(Count::MalformedEvents);
+                if self.p.repr == Repr::Protobuf {
+                    out.put_slice(&malformed_frame(&self.p.def));
+                } else {
+                    out.put_slice(MALFORMED);
+                }
+                self.shared
+                    .faults
+                    .bump_on(Count::MalformedEvents, self.p.repr == Repr::Protobuf);
                 true
             }
             Some(StreamFault::CloseMidObject) => {
                 let b = event_bytes(self);
                 out.put_slice(&b[..b.len() / 2]);
-                self.shared.faults.bump(Count::ClosedMidObject);
+                self.shared
+                    .faults
+                    .bump_on(Count::ClosedMidObject, self.p.repr == Repr::Protobuf);
                 self.phase = Phase::Abort;
                 false
             }
@@ -377,14 +409,18 @@ impl WatchStream {
                 _ => {}
             }
             if self.drop_rx.has_changed().unwrap_or(false) {
-                self.shared.faults.bump(Count::WatchesDropped);
+                self.shared
+                    .faults
+                    .bump_on(Count::WatchesDropped, self.p.repr == Repr::Protobuf);
                 self.phase = Phase::Done;
                 return Some(Err(BodyError(
                     "watch dropped by kinformer-sim fault injection",
                 )));
             }
             if self.expire_rx.has_changed().unwrap_or(false) {
-                self.shared.faults.bump(Count::WatchesExpired);
+                self.shared
+                    .faults
+                    .bump_on(Count::WatchesExpired, self.p.repr == Repr::Protobuf);
                 self.phase = Phase::Done;
                 let e = ApiError::expired(format!(
                     "too old resource version: {} (injected by kinformer-sim)",
@@ -401,7 +437,9 @@ impl WatchStream {
                 return None;
             }
             if *self.stall_rx.borrow_and_update() {
-                self.shared.faults.bump(Count::StalledWatches);
+                self.shared
+                    .faults
+                    .bump_on(Count::StalledWatches, self.p.repr == Repr::Protobuf);
                 let stall_rx = &mut self.stall_rx;
                 let drop_rx = &mut self.drop_rx;
                 let shutdown = &mut self.shutdown;
@@ -421,7 +459,9 @@ impl WatchStream {
                 };
                 match wake {
                     Wake::Drop => {
-                        self.shared.faults.bump(Count::WatchesDropped);
+                        self.shared
+                            .faults
+                            .bump_on(Count::WatchesDropped, self.p.repr == Repr::Protobuf);
                         self.phase = Phase::Done;
                         return Some(Err(BodyError(
                             "watch dropped by kinformer-sim fault injection",
@@ -459,7 +499,9 @@ impl WatchStream {
                 {
                     Ok(x) => x,
                     Err(e) => {
-                        self.shared.faults.bump(Count::TooOldWatches);
+                        self.shared
+                            .faults
+                            .bump_on(Count::TooOldWatches, self.p.repr == Repr::Protobuf);
                         self.phase = Phase::Done;
                         let err = ApiError::expired(format!(
                             "too old resource version: {} ({})",
@@ -483,7 +525,9 @@ impl WatchStream {
                         return Some(Ok(out.freeze()));
                     }
                     if slow.is_some() {
-                        self.shared.faults.bump(Count::SlowedEvents);
+                        self.shared
+                            .faults
+                            .bump_on(Count::SlowedEvents, self.p.repr == Repr::Protobuf);
                     }
                     self.write_event(etype.as_str(), &obj, &mut out);
                     self.cursor = ev.rv;
@@ -539,14 +583,18 @@ impl WatchStream {
             match wake {
                 Wake::Changes => {}
                 Wake::Drop => {
-                    self.shared.faults.bump(Count::WatchesDropped);
+                    self.shared
+                        .faults
+                        .bump_on(Count::WatchesDropped, self.p.repr == Repr::Protobuf);
                     self.phase = Phase::Done;
                     return Some(Err(BodyError(
                         "watch dropped by kinformer-sim fault injection",
                     )));
                 }
                 Wake::Expire => {
-                    self.shared.faults.bump(Count::WatchesExpired);
+                    self.shared
+                        .faults
+                        .bump_on(Count::WatchesExpired, self.p.repr == Repr::Protobuf);
                     self.phase = Phase::Done;
                     let e = ApiError::expired(format!(
                         "too old resource version: {} (injected by kinformer-sim)",
@@ -583,7 +631,9 @@ impl WatchStream {
                 return;
             }
             if one {
-                self.shared.faults.bump(Count::SlowedEvents);
+                self.shared
+                    .faults
+                    .bump_on(Count::SlowedEvents, self.p.repr == Repr::Protobuf);
             }
             self.write_event("ADDED", &obj, out);
             pos += 1;
@@ -639,13 +689,17 @@ async fn serve_watch_stream(
         fields = fields.and_name(name);
     }
     if opts.send_initial_events == Some(true) && shared.faults.rejects_watch_list() {
-        shared.faults.bump(Count::WatchListsRejected);
+        shared
+            .faults
+            .bump_on(Count::WatchListsRejected, repr == Repr::Protobuf);
         return Err(ApiError::watch_list_forbidden());
     }
     if shared.faults.ignores_watch_list() {
         // A server that predates watch-list knows neither parameter.
         if opts.send_initial_events == Some(true) {
-            shared.faults.bump(Count::WatchListsIgnored);
+            shared
+                .faults
+                .bump_on(Count::WatchListsIgnored, repr == Repr::Protobuf);
         }
         opts.send_initial_events = None;
         opts.resource_version_match.clear();
@@ -725,14 +779,18 @@ async fn serve_watch_stream(
     match shared.faults.watch_fault() {
         None => {}
         Some(WatchFault::EndAtOnce) => {
-            shared.faults.bump(Count::WatchesEndedAtOnce);
+            shared
+                .faults
+                .bump_on(Count::WatchesEndedAtOnce, repr == Repr::Protobuf);
             return Ok(resp::stream(
                 200,
                 futures::stream::empty::<Result<Bytes, BodyError>>(),
             ));
         }
         Some(WatchFault::Expire(mode)) => {
-            shared.faults.bump(Count::WatchesRefusedExpired);
+            shared
+                .faults
+                .bump_on(Count::WatchesRefusedExpired, repr == Repr::Protobuf);
             let e = ApiError::expired(format!(
                 "too old resource version: {rv} (injected by kinformer-sim)"
             ));
