@@ -222,9 +222,15 @@ mod tests {
                 {"containerPort": 80}], "resources": {"limits": {"cpu": "1"}}}],
                 "priority": 0},
             "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.1"}]}});
-        let msg = object_message("v1", "Pod", &v).expect("encodes");
+        // Zero values Go's JSON leaves out (omitempty, not pointers), which gogo writes.
+        let mut wire = v.clone();
+        wire["spec"]["hostNetwork"] = json!(false);
+        wire["metadata"]["generateName"] = json!("");
+        let msg = object_message("v1", "Pod", &wire).expect("encodes");
         let text = message_to_json(&msg, &CORE_V1_POD, Some(("v1", "Pod"))).expect("renders");
         let back: serde_json::Value = serde_json::from_slice(&text).expect("JSON");
+        assert!(back["spec"].get("hostNetwork").is_none(), "{back}");
+        assert!(back["metadata"].get("generateName").is_none(), "{back}");
         assert_eq!(back["apiVersion"], "v1");
         assert_eq!(back["kind"], "Pod");
         let pod: Pod = serde_json::from_value(back).expect("a pod");
