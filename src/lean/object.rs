@@ -19,7 +19,8 @@ use crate::{KeyError, ObjectKey, selector::LabelMatcher};
 ///
 /// In the typed cache mode an informer's objects are decoded when they arrive, and a
 /// `LazyObject` just holds the `Arc<K>`. In the lean mode (docs/semantics.md I7) it holds the
-/// stored bytes ([`RawObject`]: the server's JSON, compressed, and its parsed metadata):
+/// stored bytes ([`RawObject`]: the server's JSON or protobuf message, compressed, and its
+/// parsed metadata):
 /// [`object`](Self::object) decodes them once (or finds them in the store's hot cache) and
 /// every later call, from any thread, gets the same `Arc<K>` while the object is among the
 /// last [`LeanConfig::shared_decodes`](super::LeanConfig::shared_decodes) objects decoded;
