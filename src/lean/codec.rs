@@ -502,6 +502,13 @@ mod tests {
         assert_eq!(raw.json_len(), json.len());
     }
 
+    /// The encoding lives in former padding: a stored object is no larger than before.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn i7_the_encoding_costs_no_bytes() {
+        assert_eq!(std::mem::size_of::<RawObject>(), 64);
+    }
+
     #[test]
     fn i7_incompressible_objects_are_kept_as_sent() {
         let enc = Encoder::new(3, false, false);
