@@ -25,6 +25,13 @@
 //!   and metadata bytes per pod of both.
 //! - `--print-pod I [--modified]`: prints the JSON of generated pod I (as listed, or after
 //!   one MODIFIED event) and exits.
+//! - `--protobuf`: the stored bytes per pod when the lean mode keeps each pod's protobuf
+//!   message (an informer asking for protobuf, R12) against its JSON: uncompressed, compressed
+//!   with the dictionary (after training) and without, with `managedFields` stripped, and the
+//!   parsed metadata (which must be the same). The protobuf is made from each pod's JSON by
+//!   `kinformer::protobuf::object_message` (kube-apiserver also writes non-pointer zero values:
+//!   a few bytes more). Sizes do not depend on the build profile:
+//!   `cargo bench -p kinformer --bench lean_memory --profile dev -- --protobuf --pods 5000`.
 
 mod support;
 
@@ -305,6 +312,58 @@ fn sizes(items: &[&[u8]]) -> [f64; 5] {
     ]
 }
 
+/// `--protobuf`: stored bytes per pod, JSON against protobuf messages.
+fn protobuf_sizes(pods: usize) {
+    let json = Workload::new(SEED).pods(pods, Version::listed);
+    let pb: Vec<Vec<u8>> = json
+        .iter()
+        .map(|j| {
+            let v: serde_json::Value = serde_json::from_slice(j).expect("JSON");
+            kinformer::protobuf::object_message("v1", "Pod", &v).expect("encodes")
+        })
+        .collect();
+    let encode = |config: LeanConfig, protobuf: bool| -> Vec<RawObject> {
+        let state = LeanState::<Pod>::new(config);
+        json.iter()
+            .zip(&pb)
+            .map(|(j, p)| match protobuf {
+                false => state.encode(j).expect("encodes"),
+                true => state
+                    .encode_protobuf(p, ("v1", "Pod"), false)
+                    .expect("encodes"),
+            })
+            .collect()
+    };
+    let trained = |r: &[RawObject]| mean(&r[256.min(r.len())..], RawObject::stored_len);
+    let row = |protobuf: bool| {
+        let dict = encode(LeanConfig::default(), protobuf);
+        let plain = encode(LeanConfig::default().dictionary(false), protobuf);
+        let strip = encode(LeanConfig::default().strip_managed_fields(true), protobuf);
+        [
+            mean(&dict, RawObject::json_len),
+            trained(&dict),
+            mean(&plain, RawObject::stored_len),
+            mean(&strip, RawObject::json_len),
+            trained(&strip),
+            mean(&dict, |r| r.meta().heap_bytes()),
+        ]
+    };
+    let (j, p) = (row(false), row(true));
+    println!("| per pod ({pods} pods) | JSON | protobuf | protobuf/JSON |");
+    println!("|---|---:|---:|---:|");
+    let labels = [
+        "body bytes",
+        "compressed, dictionary (after training)",
+        "compressed, no dictionary",
+        "body bytes, managedFields stripped",
+        "compressed, stripped, dictionary (after training)",
+        "metadata bytes",
+    ];
+    for ((label, j), p) in labels.iter().zip(j).zip(p) {
+        println!("| {label} | {j:.0} | {p:.0} | {:.2} |", p / j);
+    }
+}
+
 /// `--real LIST.json`: the generated pods against the real workload's.
 fn compare(path: &str) {
     let body = std::fs::read(path).expect("reads the LIST response");
@@ -373,6 +432,10 @@ fn main() {
         return;
     }
     let pods = value("--pods").map_or(DEFAULT_PODS, |n| n.parse().expect("--pods <count>"));
+    if args.iter().any(|a| a == "--protobuf") {
+        protobuf_sizes(pods);
+        return;
+    }
     let t = Instant::now();
     let json = Workload::new(SEED).pods(pods, Version::listed);
     eprintln!(

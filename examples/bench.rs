@@ -153,8 +153,8 @@ struct Args {
     #[arg(long, requires = "lean")]
     shared_decodes: Option<usize>,
     /// Ask for protobuf on LIST and WATCH (`InformerConfig::content_type(ContentType::Protobuf)`,
-    /// client-go's `ContentType`); a server that answers JSON is read as JSON. The lean mode
-    /// keeps asking for JSON (it stores the server's JSON bytes).
+    /// client-go's `ContentType`); a server that answers JSON is read as JSON. With `--lean`
+    /// the store keeps each pod's protobuf message (or its JSON from a JSON answer).
     #[arg(long)]
     protobuf: bool,
     /// What the K handlers are. Default: typed closures (`add_event_handler`).

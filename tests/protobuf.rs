@@ -20,7 +20,10 @@ use k8s_openapi::{
     },
 };
 use kinformer::notification::Notification;
-use kinformer_actors::{ContentType, InformerConfig, SharedIndexInformer, handler_fn};
+use kinformer_actors::{
+    CacheMode, ContentType, InformerConfig, LazyObject, ListenerConfig, SharedIndexInformer,
+    handler_fn,
+};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -851,4 +854,196 @@ async fn broken_protobuf_watch_streams_are_typed_errors_and_the_watch_is_reopene
         );
     }
     informer.shutdown().await;
+}
+
+/// What a lazy handler saw, from the metadata alone: key → resourceVersion, how many objects it
+/// was handed decoded (none may be: nothing typed reads the informer before the end), and the
+/// encodings of the stored bodies it was handed.
+#[derive(Clone, Default)]
+struct LazySeen {
+    state: Arc<Mutex<BTreeMap<String, String>>>,
+    decoded: Arc<Mutex<u64>>,
+    encodings: Arc<Mutex<std::collections::BTreeSet<String>>>,
+}
+
+impl LazySeen {
+    fn handler(&self) -> impl kinformer_actors::ResourceEventHandler<LazyObject<Pod>> {
+        let seen = self.clone();
+        handler_fn(move |n: &Notification<LazyObject<Pod>>| {
+            let objs: Vec<&LazyObject<Pod>> = match n {
+                Notification::Update { old, new } => vec![&**old, &**new],
+                Notification::Add { obj, .. } => vec![&**obj],
+                Notification::Delete { obj } => vec![&**obj.object()],
+            };
+            for o in &objs {
+                *seen.decoded.lock().unwrap() += u64::from(o.is_decoded());
+                let enc = o.raw().map(|r| format!("{:?}", r.encoding()));
+                seen.encodings
+                    .lock()
+                    .unwrap()
+                    .insert(enc.unwrap_or_else(|| "typed".into()));
+            }
+            let o = n.object();
+            let key = o.key().unwrap().to_string();
+            let mut state = seen.state.lock().unwrap();
+            match n {
+                Notification::Delete { .. } => state.remove(&key),
+                _ => state.insert(key, o.resource_version().unwrap_or_default().to_string()),
+            };
+        })
+    }
+}
+
+/// I7 with R12: a lean informer asking for protobuf asks for it on every LIST and WATCH, is
+/// answered in protobuf (the recording layer) and stores each pod's protobuf message
+/// (`RawObject::encoding`); through churn a lazy handler and the lazy lister follow the server
+/// without a single decode; at the end its typed lister returns exactly the objects a typed
+/// JSON informer holds.
+#[actix::test]
+async fn a_lean_protobuf_informer_stores_protobuf_and_equals_a_typed_json_one() {
+    let sim = common::sim().await;
+    let client = sim.client();
+    common::create_pods(&client, "a", 15).await;
+    common::create_pods(&client, "b", 5).await;
+    let (pb_client, wire) = recording_client(&sim);
+    let lean = SharedIndexInformer::<Pod>::with_config(
+        pb_client,
+        None,
+        protobuf_config().cache(CacheMode::lean()),
+    );
+    let json = SharedIndexInformer::<Pod>::with_config(client.clone(), None, common::fast_config());
+    let seen = LazySeen::default();
+    lean.add_lazy_event_handler(seen.handler(), ListenerConfig::default().name("lazy"))
+        .await
+        .unwrap();
+    start_synced(&lean).await;
+    start_synced(&json).await;
+    assert_eq!(
+        lean.lean_stats().unwrap().decodes,
+        0,
+        "synced without a decode"
+    );
+
+    common::churn_pods(&client, 11, 120, 15).await;
+    let truth = common::server_pods(&client).await;
+    let lazy_cache = |i: &SharedIndexInformer<Pod>| -> BTreeMap<String, String> {
+        i.lister()
+            .lazy()
+            .list()
+            .iter()
+            .map(|p| {
+                let rv = p.resource_version().unwrap_or_default().to_string();
+                (p.key().unwrap().to_string(), rv)
+            })
+            .collect()
+    };
+    eventually("the lazy lister follows the server", || {
+        lazy_cache(&lean) == truth
+    })
+    .await;
+    eventually("the lazy handler follows the server", || {
+        *seen.state.lock().unwrap() == truth
+    })
+    .await;
+    eventually("the typed JSON informer follows the server", || {
+        common::cache_pods(&json) == truth
+    })
+    .await;
+    let stats = lean.lean_stats().unwrap();
+    assert_eq!(stats.decodes, 0, "nothing decoded through the churn");
+    assert_eq!(
+        *seen.decoded.lock().unwrap(),
+        0,
+        "the lazy handler got bytes"
+    );
+    assert_eq!(
+        *seen.encodings.lock().unwrap(),
+        ["Protobuf".to_string()].into(),
+        "every object handed over was stored as protobuf"
+    );
+    assert!(
+        lean.lister()
+            .lazy()
+            .list()
+            .iter()
+            .all(|o| o.raw().unwrap().encoding() == kinformer::lean::Encoding::Protobuf)
+    );
+    // The wire: protobuf asked for and answered, on LISTs and WATCHes.
+    assert!(wire.accepts("pods").iter().all(|a| a.starts_with(PROTOBUF)));
+    for watch in [false, true] {
+        let answered = wire.answers("pods", watch);
+        assert!(
+            !answered.is_empty() && answered.iter().all(|c| c.starts_with(PROTOBUF)),
+            "watch={watch}: {answered:?}"
+        );
+    }
+    // The objects: decoded from protobuf, equal to the typed JSON informer's.
+    let decoded = cache(&lean);
+    assert_eq!(decoded, cache(&json));
+    assert_eq!(decoded.len(), truth.len());
+    // Each decoded once for that read (the counter the assertions above rely on works).
+    assert_eq!(lean.lean_stats().unwrap().decodes, truth.len() as u64);
+    lean.shutdown().await;
+    json.shutdown().await;
+}
+
+/// I7 with R12, per response: a lean informer asking for protobuf of a kind the server answers
+/// in JSON (the sim's Deployments) stores the JSON it was sent, and reads back the server's
+/// objects.
+#[actix::test]
+async fn a_lean_protobuf_informer_answered_in_json_stores_json() {
+    let sim = common::sim().await;
+    let client = sim.client();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "a");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "d", "labels": {"app": "d"}},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {
+            "metadata": {"labels": {"app": "d"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let (pb_client, wire) = recording_client(&sim);
+    let lean = SharedIndexInformer::<Deployment>::with_config(
+        pb_client,
+        None,
+        protobuf_config().cache(CacheMode::lean()),
+    );
+    start_synced(&lean).await;
+    let mut d2 = d.clone();
+    d2.metadata.name = Some("d2".into());
+    deployments
+        .create(&PostParams::default(), &d2)
+        .await
+        .unwrap();
+    eventually("the watched deployment arrives", || {
+        lean.lister().get("a", "d2").is_some()
+    })
+    .await;
+    assert!(
+        wire.accepts("deployments")
+            .iter()
+            .all(|a| a.starts_with(PROTOBUF))
+    );
+    assert!(
+        wire.answers("deployments", false)
+            .iter()
+            .chain(&wire.answers("deployments", true))
+            .all(|c| c.starts_with("application/json"))
+    );
+    for name in ["d", "d2"] {
+        let lazy = lean.lister().lazy().get("a", name).expect("cached");
+        assert_eq!(
+            lazy.raw().unwrap().encoding(),
+            kinformer::lean::Encoding::Json
+        );
+        assert_eq!(
+            *lean.lister().get("a", name).unwrap(),
+            deployments.get(name).await.unwrap()
+        );
+    }
+    lean.shutdown().await;
 }

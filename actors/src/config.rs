@@ -47,8 +47,9 @@ pub struct InformerConfig {
 /// built-in kind of the groups `kinformer::protobuf` has tables for) send `Accept:
 /// application/vnd.kubernetes.protobuf, application/json`, and each response is read by its
 /// `Content-Type`: protobuf decoded straight into the k8s-openapi type, JSON (a server or a
-/// kind without protobuf) as before. Custom kinds, dynamic and metadata-only informers, and the
-/// lean cache mode (which keeps the server's JSON bytes) always ask for JSON.
+/// kind without protobuf) as before. The lean cache mode asks the same and keeps what came: each
+/// object's protobuf message, or its JSON from a JSON answer (I7). Custom kinds, dynamic and
+/// metadata-only informers always ask for JSON.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ContentType {
     /// `application/json` (the default).

@@ -1,6 +1,7 @@
 //! The stored form of a lean object (docs/semantics.md I7): [`RawObject`], the server's JSON
-//! compressed with zstd and a dictionary trained on the informer's first objects, next to its
-//! parsed [`CompactMeta`].
+//! (or, from a server that answered in protobuf, the object's protobuf message) compressed with
+//! zstd and a dictionary trained on the informer's first objects, next to its parsed
+//! [`CompactMeta`].
 //!
 //! # Why zstd with a dictionary
 //!
@@ -91,15 +92,34 @@ enum Form {
     Zstd,
 }
 
-/// One object as the lean store keeps it: its parsed metadata and its JSON, compressed.
+/// The encoding of a stored object's body: what the server sent it in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// Its JSON.
+    Json,
+    /// Its protobuf message (`application/vnd.kubernetes.protobuf`: the object's own message,
+    /// as inside the `runtime.Unknown` envelope or a list's `items`), read with
+    /// [`crate::protobuf`].
+    Protobuf,
+}
+
+/// [`RawObject::kind`] of a JSON body.
+const JSON_BODY: u16 = u16::MAX;
+
+/// One object as the lean store keeps it: its parsed metadata and its body (the server's
+/// JSON, or its protobuf message: [`Encoding`]), compressed.
 ///
 /// Immutable once built; shared (`Arc`) by the store, the FIFO and every notification that
 /// carries it, never copied.
 pub struct RawObject {
     meta: CompactMeta,
     body: Box<[u8]>,
+    /// The uncompressed body's length.
     json_len: u32,
     form: Form,
+    /// [`JSON_BODY`], or the body's kind as its position in the protobuf schema tables
+    /// (`protobuf::kind_index`): two bytes in what was padding, so a JSON object is no larger.
+    kind: u16,
     dictionary: Option<Arc<Dictionary>>,
 }
 
@@ -107,6 +127,7 @@ impl fmt::Debug for RawObject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RawObject")
             .field("meta", &self.meta)
+            .field("encoding", &self.encoding())
             .field("json_len", &self.json_len)
             .field("stored", &self.body.len())
             .finish_non_exhaustive()
@@ -119,9 +140,34 @@ impl RawObject {
         &self.meta
     }
 
-    /// Length of its JSON (as stored: without `managedFields` when they were stripped).
+    /// Length of its body uncompressed (as stored: without `managedFields` when they were
+    /// stripped): its JSON's, or for an object stored as protobuf ([`encoding`](Self::encoding))
+    /// its protobuf message's.
     pub fn json_len(&self) -> usize {
         self.json_len as usize
+    }
+
+    /// The encoding of its stored body.
+    pub fn encoding(&self) -> Encoding {
+        if self.kind == JSON_BODY {
+            Encoding::Json
+        } else {
+            Encoding::Protobuf
+        }
+    }
+
+    /// For a protobuf body: its kind's (apiVersion, kind, schema).
+    pub(crate) fn protobuf_kind(
+        &self,
+    ) -> Option<(
+        &'static str,
+        &'static str,
+        &'static crate::protobuf::Message,
+    )> {
+        match self.kind {
+            JSON_BODY => None,
+            i => crate::protobuf::kind_at(usize::from(i)),
+        }
     }
 
     /// Bytes of its stored (compressed) body.
@@ -135,11 +181,37 @@ impl RawObject {
         std::mem::size_of::<Self>() + self.body.len() + self.meta.heap_bytes()
     }
 
-    /// Its JSON, decompressed.
+    /// Its JSON: the body decompressed, or for an object stored as protobuf
+    /// ([`encoding`](Self::encoding)) decompressed and written as JSON by the schema tables
+    /// (`protobuf::message_to_json`: a walk of the whole message, about a decode's cost). That
+    /// JSON decodes to the object the server's JSON decodes to, but is not its text: fields in
+    /// the schema's order, without the zero values Go's JSON leaves out (and without `null`
+    /// values inside embedded JSON such as `managedFields[].fieldsV1`); it carries `apiVersion`
+    /// and `kind` when the object came with them (a watch event's), as the server's JSON does.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when the body does not decompress (never for a body this crate built),
+    /// or a protobuf body is not well-formed.
+    pub fn json(&self) -> Result<Cow<'_, [u8]>, DecodeError> {
+        let body = self.body()?;
+        match self.protobuf_kind() {
+            None => Ok(body),
+            Some((api_version, kind, schema)) => {
+                let m = &self.meta;
+                let types = m.api_version().zip(m.kind()).map(|_| (api_version, kind));
+                crate::protobuf::message_to_json(&body, schema, types)
+                    .map(Cow::Owned)
+                    .map_err(DecodeError::new)
+            }
+        }
+    }
+
+    /// Its body decompressed, in its [`encoding`](Self::encoding): the JSON, or the protobuf
+    /// message.
     ///
     /// # Errors
     /// [`DecodeError`] when the body does not decompress (never for a body this crate built).
-    pub fn json(&self) -> Result<Cow<'_, [u8]>, DecodeError> {
+    pub fn body(&self) -> Result<Cow<'_, [u8]>, DecodeError> {
         match self.form {
             Form::Plain => Ok(Cow::Borrowed(&self.body)),
             Form::Zstd => with_contexts(|c| {
@@ -194,6 +266,46 @@ impl Encoder {
         } else {
             Cow::Borrowed(json)
         };
+        self.compress(parsed.meta, body, JSON_BODY)
+    }
+
+    /// Parses the metadata of a protobuf object `message` of (apiVersion, kind) `types`,
+    /// strips `managedFields` if configured (a splice of the bytes), compresses. `enveloped`:
+    /// the object came in its own envelope (a watch event's), so its metadata carries the
+    /// envelope's apiVersion and kind, as its JSON would; a list item's carries none.
+    pub(crate) fn encode_protobuf(
+        &self,
+        message: &[u8],
+        types: (&str, &str),
+        enveloped: bool,
+    ) -> Result<RawObject, EncodeError> {
+        let kind = crate::protobuf::kind_index(types.0, types.1)
+            .filter(|_| !types.1.ends_with("List"))
+            .and_then(|i| u16::try_from(i).ok())
+            .filter(|i| *i != JSON_BODY)
+            .ok_or_else(|| {
+                MetaError::Protobuf(crate::protobuf::ProtobufError::UnknownKind {
+                    api_version: types.0.to_string(),
+                    kind: types.1.to_string(),
+                })
+            })?;
+        let (meta, managed_fields) = meta::parse_protobuf(message, enveloped.then_some(types))?;
+        let body = match self.strip_managed_fields && managed_fields {
+            true => crate::protobuf::strip_managed_fields(message)
+                .map_err(MetaError::from)?
+                .map_or(Cow::Borrowed(message), Cow::Owned),
+            false => Cow::Borrowed(message),
+        };
+        self.compress(meta, body, kind)
+    }
+
+    /// Compresses `body` (with the dictionary once trained) next to its metadata.
+    fn compress(
+        &self,
+        meta: CompactMeta,
+        body: Cow<'_, [u8]>,
+        kind: u16,
+    ) -> Result<RawObject, EncodeError> {
         let json_len =
             u32::try_from(body.len()).map_err(|_| EncodeError::Meta(MetaError::TooLarge))?;
         let dictionary = self.dictionary_for(&body);
@@ -209,10 +321,11 @@ impl Encoder {
             (Form::Plain, body.into_owned().into_boxed_slice(), None)
         };
         Ok(RawObject {
-            meta: parsed.meta,
+            meta,
             body,
             json_len,
             form,
+            kind,
             dictionary,
         })
     }
@@ -387,6 +500,13 @@ mod tests {
         assert!(v["metadata"].get("managedFields").is_none());
         assert_eq!(v["metadata"]["name"], "pod-1");
         assert_eq!(raw.json_len(), json.len());
+    }
+
+    /// The encoding lives in former padding: a stored object is no larger than before.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn i7_the_encoding_costs_no_bytes() {
+        assert_eq!(std::mem::size_of::<RawObject>(), 64);
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub enum MetaError {
     /// The bytes are not a JSON object with a well-formed `metadata` (the message says where).
     #[error("not an object with well-formed metadata: {0}")]
     Json(String),
+    /// The bytes are not a protobuf object message with well-formed metadata (lean objects
+    /// stored as protobuf, I7).
+    #[error("not a protobuf object with well-formed metadata: {0}")]
+    Protobuf(#[from] crate::protobuf::ProtobufError),
     /// The metadata's strings add up to more than 4 GiB (no API server sends such an object).
     #[error("metadata too large to index")]
     TooLarge,
@@ -356,20 +360,99 @@ pub(crate) fn parse(json: &[u8]) -> Result<Parsed, MetaError> {
         .and_then(|m| m.managed_fields)
         .filter(|raw| raw.get() != "null")
         .map(|raw| locate_field(json, raw.get(), "managedFields"));
-    let mut b = Builder::default();
     let m = meta_in.as_ref();
-    b.push(m.and_then(|m| m.name.as_deref()));
-    b.push(m.and_then(|m| m.namespace.as_deref()));
-    b.push(m.and_then(|m| m.uid.as_deref()));
-    b.push(m.and_then(|m| m.resource_version.as_deref()));
-    b.push(m.and_then(|m| m.creation_timestamp.as_deref()));
-    b.push(m.and_then(|m| m.deletion_timestamp.as_deref()));
-    b.push(top.api_version.as_deref());
-    b.push(top.kind.as_deref());
-    let mut labels: Vec<(&str, &str)> = m
+    let labels: Vec<(&str, &str)> = m
         .and_then(|m| m.labels.as_ref())
         .map(|l| l.0.iter().map(|(k, v)| (&**k, &**v)).collect())
         .unwrap_or_default();
+    let owners = m.and_then(|m| m.owner_references.as_deref()).unwrap_or(&[]);
+    let meta = build(
+        [
+            m.and_then(|m| m.name.as_deref()),
+            m.and_then(|m| m.namespace.as_deref()),
+            m.and_then(|m| m.uid.as_deref()),
+            m.and_then(|m| m.resource_version.as_deref()),
+            m.and_then(|m| m.creation_timestamp.as_deref()),
+            m.and_then(|m| m.deletion_timestamp.as_deref()),
+            top.api_version.as_deref(),
+            top.kind.as_deref(),
+        ],
+        labels,
+        owners.iter().map(|MapOnly(o)| OwnerRef {
+            api_version: &o.api_version,
+            kind: &o.kind,
+            name: &o.name,
+            uid: &o.uid,
+            controller: o.controller,
+            block_owner_deletion: o.block_owner_deletion,
+        }),
+    )?;
+    Ok(Parsed {
+        meta,
+        managed_fields,
+    })
+}
+
+/// Parses the metadata of one object from its protobuf message (no envelope: a list item, or
+/// an envelope's `raw`; `types`: the envelope's apiVersion and kind, which the object's JSON
+/// would carry): only the message's top-level keys and its `metadata` field are read. Gives the
+/// [`CompactMeta`] the object's JSON gives, and whether it has `managedFields`.
+///
+/// # Errors
+/// [`MetaError::Protobuf`] when the message or its metadata is malformed or truncated.
+pub(crate) fn parse_protobuf<'a>(
+    message: &'a [u8],
+    types: Option<(&'a str, &'a str)>,
+) -> Result<(CompactMeta, bool), MetaError> {
+    let crate::protobuf::MetaView {
+        name,
+        namespace,
+        uid,
+        resource_version,
+        creation_timestamp,
+        deletion_timestamp,
+        labels,
+        owner_references,
+        managed_fields,
+    } = crate::protobuf::object_meta(message)?;
+    let some = |s: &'a str| Some(s).filter(|s| !s.is_empty());
+    let owners = owner_references.iter().map(|o| OwnerRef {
+        api_version: o.api_version,
+        kind: o.kind,
+        name: o.name,
+        uid: o.uid,
+        controller: o.controller,
+        block_owner_deletion: o.block_owner_deletion,
+    });
+    let meta = build(
+        [
+            some(name),
+            some(namespace),
+            some(uid),
+            some(resource_version),
+            creation_timestamp.as_deref(),
+            deletion_timestamp.as_deref(),
+            types.map(|t| t.0),
+            types.map(|t| t.1),
+        ],
+        labels,
+        owners,
+    )?;
+    Ok((meta, managed_fields))
+}
+
+/// The compact form of the fixed strings (in [`CompactMeta`]'s text order), the labels (in
+/// the object's order; sorted here, a repeated key keeping its last value, as a map would)
+/// and the owner references.
+fn build<'s>(
+    fixed: [Option<&'s str>; FIXED],
+    mut labels: Vec<(&'s str, &'s str)>,
+    owners: impl ExactSizeIterator<Item = OwnerRef<'s>>,
+) -> Result<CompactMeta, MetaError> {
+    let mut b = Builder::default();
+    for s in fixed {
+        b.push(s);
+    }
     // Sorted for binary search; a repeated key keeps its last value, as a map would.
     labels.reverse();
     labels.sort_by(|a, b| a.0.cmp(b.0));
@@ -378,13 +461,12 @@ pub(crate) fn parse(json: &[u8]) -> Result<Parsed, MetaError> {
         b.push(Some(k));
         b.push(Some(v));
     }
-    let owners = m.and_then(|m| m.owner_references.as_deref()).unwrap_or(&[]);
     let mut flags = Vec::with_capacity(owners.len());
-    for MapOnly(o) in owners {
-        b.push(Some(&o.api_version));
-        b.push(Some(&o.kind));
-        b.push(Some(&o.name));
-        b.push(Some(&o.uid));
+    for o in owners {
+        b.push(Some(o.api_version));
+        b.push(Some(o.kind));
+        b.push(Some(o.name));
+        b.push(Some(o.uid));
         let mut f = 0;
         if let Some(c) = o.controller {
             f |= CONTROLLER_SET | if c { CONTROLLER } else { 0 };
@@ -394,11 +476,7 @@ pub(crate) fn parse(json: &[u8]) -> Result<Parsed, MetaError> {
         }
         flags.push(f);
     }
-    let meta = b.finish(labels.len(), &flags)?;
-    Ok(Parsed {
-        meta,
-        managed_fields,
-    })
+    b.finish(labels.len(), &flags)
 }
 
 #[derive(Default)]

@@ -12,7 +12,9 @@
 //! # What the lean mode does
 //!
 //! From the wire to the store, no typed object is built unless something typed asks for it:
-//! - each LIST item and watch event is kept as its own bytes, with only its metadata parsed
+//! - each LIST item and watch event is kept as its own bytes (its JSON, or its protobuf
+//!   message when the informer asks for protobuf and the server answers so: [`Encoding`]),
+//!   with only its metadata parsed
 //!   ([`CompactMeta`]: name, namespace, uid, resourceVersion, timestamps, labels, owner
 //!   references), on the informer's decode pool;
 //! - the bytes are compressed with zstd and a dictionary trained on the first objects
@@ -30,10 +32,12 @@ mod codec;
 mod hot;
 mod meta;
 mod object;
+#[cfg(test)]
+mod protobuf_tests;
 mod state;
 mod window;
 
-pub use codec::{DecodeError, EncodeError, RawObject};
+pub use codec::{DecodeError, EncodeError, Encoding, RawObject};
 pub use meta::{CompactMeta, MetaError, OwnerRef};
 pub use object::{Labels, LazyObject};
 pub use state::LeanState;
@@ -156,16 +160,18 @@ pub struct LeanStats {
     pub decodes: u64,
     /// Typed reads answered by the hot cache.
     pub hits: u64,
-    /// Objects whose stored JSON did not decode into the type (the read skipped them).
+    /// Objects whose stored body (JSON or protobuf) did not decode into the type (the read
+    /// skipped them).
     pub decode_failures: u64,
-    /// Objects that could not be stored lean (metadata that does not parse); the informer
-    /// drops and reports them (R5).
+    /// Objects that could not be stored lean (metadata that does not parse, from JSON or
+    /// protobuf); the informer drops and reports them (R5).
     pub encode_failures: u64,
     /// Objects stored now.
     pub objects: u64,
     /// Bytes of their stored (compressed) bodies.
     pub bytes: u64,
-    /// Bytes of their JSON (what `bytes` would be uncompressed).
+    /// Bytes of their bodies uncompressed (what `bytes` would be uncompressed): their JSON, or
+    /// their protobuf messages for objects stored as protobuf.
     pub json_bytes: u64,
     /// Heap bytes of their parsed metadata.
     pub meta_bytes: u64,

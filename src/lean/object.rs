@@ -19,7 +19,8 @@ use crate::{KeyError, ObjectKey, selector::LabelMatcher};
 ///
 /// In the typed cache mode an informer's objects are decoded when they arrive, and a
 /// `LazyObject` just holds the `Arc<K>`. In the lean mode (docs/semantics.md I7) it holds the
-/// stored bytes ([`RawObject`]: the server's JSON, compressed, and its parsed metadata):
+/// stored bytes ([`RawObject`]: the server's JSON or protobuf message, compressed, and its
+/// parsed metadata):
 /// [`object`](Self::object) decodes them once (or finds them in the store's hot cache) and
 /// every later call, from any thread, gets the same `Arc<K>` while the object is among the
 /// last [`LeanConfig::shared_decodes`](super::LeanConfig::shared_decodes) objects decoded;
@@ -149,7 +150,7 @@ impl<K> LazyObject<K> {
     /// ([`LeanConfig::shared_decodes`](super::LeanConfig::shared_decodes)).
     ///
     /// # Errors
-    /// [`DecodeError`] when the stored JSON does not decode into `K` (an object the server
+    /// [`DecodeError`] when the stored JSON (or protobuf) does not decode into `K` (an object the server
     /// sent that is not a valid `K`: lean mode checks only the metadata when it stores one).
     /// The failure is remembered and counted once
     /// ([`LeanStats::decode_failures`](super::LeanStats::decode_failures)).
@@ -236,18 +237,32 @@ impl<K> LazyObject<K> {
         }
     }
 
-    /// The object as JSON: the stored bytes decompressed in lean mode (without
-    /// `managedFields` if the store strips them), serialised in typed mode.
+    /// The object as JSON: the stored JSON decompressed in lean mode (without
+    /// `managedFields` if the store strips them), serialised in typed mode. A lean object
+    /// stored as protobuf ([`Encoding::Protobuf`](super::Encoding::Protobuf)) is decoded (its
+    /// typed form reused if at hand, else decoded for this call alone: a decode's cost, counted
+    /// in [`LeanStats::decodes`](super::LeanStats::decodes), not kept) and serialised, as in
+    /// typed mode.
     ///
     /// # Errors
-    /// [`DecodeError`] when the stored bytes do not decompress or the object does not serialise.
+    /// [`DecodeError`] when the stored bytes do not decompress or decode, or the object does
+    /// not serialise.
     pub fn to_json(&self) -> Result<Vec<u8>, DecodeError>
     where
         K: Serialize,
     {
         match &self.repr {
             Repr::Typed(o) => serde_json::to_vec(&**o).map_err(DecodeError::new),
-            Repr::Lean { raw, .. } => raw.json().map(Cow::into_owned),
+            Repr::Lean { raw, state, .. } => match raw.encoding() {
+                super::Encoding::Json => raw.json().map(Cow::into_owned),
+                super::Encoding::Protobuf => {
+                    let typed = match self.decoded() {
+                        Some(t) => t,
+                        None => state.decode(raw, Remember::No)?,
+                    };
+                    serde_json::to_vec(&*typed).map_err(DecodeError::new)
+                }
+            },
         }
     }
 }

@@ -28,6 +28,13 @@ pub(crate) enum Remember {
     No,
 }
 
+/// Decodes one protobuf message of a schema, given its (apiVersion, kind).
+type ProtobufDecode<K> = fn(
+    &[u8],
+    &'static crate::protobuf::Message,
+    (&str, &str),
+) -> Result<K, crate::protobuf::ProtobufError>;
+
 #[derive(Default)]
 struct Counters {
     decodes: AtomicU64,
@@ -51,6 +58,7 @@ pub struct LeanState<K> {
     window: Window<K>,
     counters: Counters,
     from_json: fn(&[u8]) -> Result<K, serde_json::Error>,
+    from_protobuf: ProtobufDecode<K>,
     to_json: fn(&K) -> Result<Vec<u8>, serde_json::Error>,
 }
 
@@ -81,6 +89,9 @@ impl<K> LeanState<K> {
             counters: Counters::default(),
             // Exact-size vectors: a decoded object holds what it needs (`crate::exact`).
             from_json: |b| crate::exact::from_slice(b),
+            from_protobuf: |b, schema, types| {
+                crate::protobuf::decode_message(b, schema, Some(types))
+            },
             to_json: |o| serde_json::to_vec(o),
         }
     }
@@ -103,6 +114,32 @@ impl<K> LeanState<K> {
                 .encode_failures
                 .fetch_add(1, Ordering::Relaxed);
         })
+    }
+
+    /// One object's protobuf message as the server sent it (no envelope: a LIST item, or a
+    /// watch event's envelope's `raw`), of the kind (apiVersion, kind) `types` → its stored
+    /// form: the metadata read from the message's `metadata` field (nothing else is decoded),
+    /// `managedFields` cut out if configured (a splice of the bytes), the rest compressed.
+    /// `enveloped`: the object came in its own envelope (a watch event), so its metadata keeps
+    /// the envelope's apiVersion and kind as the object's JSON would carry them (a list item's
+    /// JSON carries none).
+    ///
+    /// # Errors
+    /// [`EncodeError`] when the message or its metadata is malformed or truncated, or `types`
+    /// has no protobuf schema; counted in [`LeanStats::encode_failures`].
+    pub fn encode_protobuf(
+        &self,
+        message: &[u8],
+        types: (&str, &str),
+        enveloped: bool,
+    ) -> Result<RawObject, EncodeError> {
+        self.encoder
+            .encode_protobuf(message, types, enveloped)
+            .inspect_err(|_| {
+                self.counters
+                    .encode_failures
+                    .fetch_add(1, Ordering::Relaxed);
+            })
     }
 
     /// A typed object → its stored form (serialised to JSON first: the path of typed writes
@@ -131,9 +168,12 @@ impl<K> LeanState<K> {
             return Ok(hit);
         }
         self.counters.decodes.fetch_add(1, Ordering::Relaxed);
-        let decoded = raw
-            .json()
-            .and_then(|json| (self.from_json)(&json).map_err(DecodeError::new));
+        let decoded = raw.body().and_then(|body| match raw.protobuf_kind() {
+            None => (self.from_json)(&body).map_err(DecodeError::new),
+            Some((api_version, kind, schema)) => {
+                (self.from_protobuf)(&body, schema, (api_version, kind)).map_err(DecodeError::new)
+            }
+        });
         match decoded {
             Ok(typed) => {
                 let typed = Arc::new(typed);

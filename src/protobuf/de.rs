@@ -425,7 +425,7 @@ impl<'de> Deserializer<'de> for FieldDe<'de> {
 
 /// Whether a `metav1.Time` value is Go's zero time (JSON `null`): an empty message, or
 /// Go's zero instant written out.
-fn zero_time(v: Val<'_>) -> bool {
+pub(super) fn zero_time(v: Val<'_>) -> bool {
     match v {
         Val::Bytes([]) => true,
         Val::Bytes(b) => matches!(timestamp(b), Ok((GO_ZERO_SECS, 0))),
@@ -595,7 +595,7 @@ impl<'de> Deserializer<'de> for ValueDe<'de> {
 }
 
 /// `google.protobuf.Timestamp`-shaped `metav1.Timestamp`: `seconds` 1, `nanos` 2.
-fn timestamp(b: &[u8]) -> Result<(i64, u32), ProtobufError> {
+pub(super) fn timestamp(b: &[u8]) -> Result<(i64, u32), ProtobufError> {
     let (mut secs, mut nanos) = (0i64, 0u32);
     for f in Fields::new(b) {
         match f? {

@@ -24,6 +24,9 @@
 //! magic, a kind without schema, a frame over the limit. Fields the schema does not know are
 //! skipped, as protobuf does.
 //!
+//! - [`object_meta`] and [`strip_managed_fields`]: an object's metadata read, and its
+//!   `managedFields` cut out, without decoding the object; [`message_to_json`]: a message as
+//!   JSON text by the tables alone (the lean cache mode's needs, I7).
 //! - `encode_*`: the other way, an object's JSON to protobuf by the same tables (for servers
 //!   and tests).
 //!
@@ -33,6 +36,8 @@
 
 mod de;
 mod encode;
+mod json;
+mod meta;
 pub mod schema;
 #[rustfmt::skip]
 mod schema_gen;
@@ -48,7 +53,9 @@ pub use encode::{
     encode_list, encode_list_of_messages, encode_message, encode_object, encode_object_as,
     encode_watch_frame, envelope_raw, object_message, watch_frame,
 };
-pub use schema::{Field, Kind, Message, kind_schema};
+pub use json::message_to_json;
+pub use meta::{MetaView, OwnerView, object_meta, strip_managed_fields};
+pub use schema::{Field, Kind, Message, kind_at, kind_index, kind_schema};
 pub use time::{go_duration, rfc3339};
 use wire::{Fields, bytes, string};
 

@@ -14,8 +14,18 @@ pub use super::types::{Field, Kind, Message};
 /// `ConfigMap`) or (`apps/v1`, `DeploymentList`). `None`: no protobuf form here (custom kinds,
 /// groups these tables do not cover).
 pub fn kind_schema(api_version: &str, kind: &str) -> Option<&'static Message> {
+    kind_index(api_version, kind).map(|i| KINDS[i].2)
+}
+
+/// The position of (apiVersion, kind) in [`KINDS`]: a small number that names a kind's schema
+/// (the lean cache mode keeps it with each object stored as protobuf).
+pub fn kind_index(api_version: &str, kind: &str) -> Option<usize> {
     KINDS
         .binary_search_by(|(v, k, _)| (*v, *k).cmp(&(api_version, kind)))
         .ok()
-        .map(|i| KINDS[i].2)
+}
+
+/// The kind at position `i` of [`KINDS`] ([`kind_index`]): (apiVersion, kind, schema).
+pub fn kind_at(i: usize) -> Option<(&'static str, &'static str, &'static Message)> {
+    KINDS.get(i).copied()
 }

@@ -663,6 +663,118 @@ where
         .boxed()
 }
 
+/// A lean encode's failure as kube reports the like: protobuf that is broken (envelope, wire
+/// format) fails the request as a read error, exactly as the typed protobuf path
+/// ([`protobuf_error`]); anything else (metadata of the wrong shape, a kind without schema) is
+/// a serde data error (R5: the reflector skips such a watch event).
+pub(crate) fn lean_error(e: kinformer::lean::EncodeError) -> kube::Error {
+    match e {
+        kinformer::lean::EncodeError::Meta(kinformer::lean::MetaError::Protobuf(p)) => {
+            protobuf_error(p)
+        }
+        e => kube::Error::SerdeError(serde_json::Error::custom(e)),
+    }
+}
+
+/// Encodes one protobuf watch frame for the lean mode (I7), on a decode thread: the object's
+/// message (inside its `runtime.Unknown` envelope) stored as it is, its metadata read from it
+/// ([`LeanState::encode_protobuf`]); never decoded into `K`. Bookmarks, errors and unknown
+/// event types as the typed path reads them ([`decode_proto_event`]).
+pub(crate) fn encode_proto_event<K: DeserializeOwned>(
+    (state, frame): (Arc<LeanState<K>>, Result<Vec<u8>, kube::Error>),
+) -> Option<Result<KubeWatchEvent<Listed<K>>, kube::Error>> {
+    let frame = match frame {
+        Ok(f) => f,
+        Err(e) => return Some(Err(e)),
+    };
+    let ev = match protobuf::watch_event(&frame) {
+        Ok(ev) => ev,
+        Err(e) => return Some(Err(protobuf_error(e))),
+    };
+    let wrap: Wrap<Listed<K>> = match ev.event_type {
+        "ADDED" => KubeWatchEvent::Added,
+        "MODIFIED" => KubeWatchEvent::Modified,
+        "DELETED" => KubeWatchEvent::Deleted,
+        // Not objects: read as the typed path reads them (`K` is never built for these).
+        _ => {
+            return decode_proto_event::<serde::de::IgnoredAny>(Ok(frame)).map(|r| {
+                r.and_then(|ev| match ev {
+                    KubeWatchEvent::Bookmark(b) => Ok(KubeWatchEvent::Bookmark(b)),
+                    KubeWatchEvent::Error(s) => Ok(KubeWatchEvent::Error(s)),
+                    _ => Err(kube::Error::SerdeError(serde_json::Error::custom(
+                        "an object event read as another",
+                    ))),
+                })
+            });
+        }
+    };
+    let encoded = protobuf::envelope(ev.object)
+        .map_err(protobuf_error)
+        .and_then(|u| {
+            state
+                .encode_protobuf(u.raw, (u.api_version, u.kind), true)
+                .map_err(lean_error)
+        });
+    Some(encoded.map(|raw| wrap(Listed::Lean(raw))))
+}
+
+/// Protobuf watch frames → lean events ([`encode_proto_event`]) in the same order, in batches
+/// of what had already arrived, on `pool` (inline for a batch of one).
+pub(crate) fn encode_proto_watch<K, S>(
+    frames: S,
+    pool: DecodePool,
+    state: Arc<LeanState<K>>,
+) -> BoxStream<'static, Result<KubeWatchEvent<Listed<K>>, kube::Error>>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+    S: Stream<Item = Result<Vec<u8>, kube::Error>> + Send + 'static,
+{
+    in_order(
+        frames.map(move |f| (Arc::clone(&state), f)),
+        pool,
+        encode_proto_event::<K>,
+    )
+}
+
+/// One JSON line of a watch body for the lean mode, on a decode thread: split by kube's rules
+/// into its raw object ([`kube_line`] with [`RawJson`]), then encoded ([`encode_event`]).
+fn encode_line<K>(
+    (state, line): (Arc<LeanState<K>>, Result<bytes::Bytes, kube::Error>),
+) -> Option<Result<KubeWatchEvent<Listed<K>>, kube::Error>> {
+    let ev = match line {
+        Ok(l) => {
+            let text = l.strip_suffix(b"\r").unwrap_or(&l);
+            match std::str::from_utf8(text) {
+                Ok(text) => kube_line::<RawJson>(text)?,
+                Err(_) => Err(kube::Error::ReadEvents(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "Unable to decode input as UTF8",
+                ))),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    encode_event((state, ev))
+}
+
+/// A watch body's JSON lines ([`watch_lines`]) → lean events in the same order, on `pool`: the
+/// lean mode's read of a JSON answer to a request that asked for protobuf.
+pub(crate) fn encode_json_watch<K, S>(
+    lines: S,
+    pool: DecodePool,
+    state: Arc<LeanState<K>>,
+) -> BoxStream<'static, Result<KubeWatchEvent<Listed<K>>, kube::Error>>
+where
+    K: Send + Sync + 'static,
+    S: Stream<Item = Result<bytes::Bytes, kube::Error>> + Send + 'static,
+{
+    in_order(
+        lines.map(move |l| (Arc::clone(&state), l)),
+        pool,
+        encode_line::<K>,
+    )
+}
+
 /// A pool of three threads for tests, whatever the machine or the process-wide setting.
 #[cfg(test)]
 pub(crate) fn test_pool() -> DecodePool {

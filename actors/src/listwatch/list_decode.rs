@@ -567,25 +567,35 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Window<'_, K> {
     }
 }
 
-/// One protobuf LIST item to decode: the whole body (shared), where the item is, its schema
-/// and the (apiVersion, kind) given to it.
-type PbRaw = (
+/// One protobuf LIST item to decode: how (typed, or lean with the store's state), the whole
+/// body (shared), where the item is, its schema and the (apiVersion, kind) given to it.
+type PbRaw<K> = (
+    ItemCodec<K>,
     Bytes,
     std::ops::Range<usize>,
     &'static kinformer::protobuf::Message,
     Arc<(String, String)>,
 );
 
-/// One protobuf LIST item's decode into `K`, on a decode thread.
+/// One protobuf LIST item's decode into `K` (or, lean, its message stored as it is with its
+/// metadata read from it, I7), on a decode thread.
 fn decode_pb_item<K: DeserializeOwned>(
-    (body, range, schema, types): PbRaw,
-) -> Result<Arc<K>, kinformer::protobuf::ProtobufError> {
-    kinformer::protobuf::decode_message::<K>(
-        &body[range],
-        schema,
-        Some((types.0.as_str(), types.1.as_str())),
-    )
-    .map(Arc::new)
+    (codec, body, range, schema, types): PbRaw<K>,
+) -> Result<Listed<K>, kube::Error> {
+    use crate::listwatch::decode::{lean_error, protobuf_error};
+    let types = (types.0.as_str(), types.1.as_str());
+    match codec {
+        ItemCodec::Typed => {
+            kinformer::protobuf::decode_message::<K>(&body[range], schema, Some(types))
+                .map(|o| Listed::Typed(Arc::new(o)))
+                .map_err(protobuf_error)
+        }
+        // A list item has no envelope: its metadata carries no types, as its JSON's does not.
+        ItemCodec::Lean(state) => state
+            .encode_protobuf(&body[range], types, false)
+            .map(Listed::Lean)
+            .map_err(lean_error),
+    }
 }
 
 /// Decodes a protobuf LIST body (`application/vnd.kubernetes.protobuf`, read whole: items are
@@ -595,6 +605,7 @@ fn decode_pb_item<K: DeserializeOwned>(
 /// admitted). Runs on the calling (reflector) thread, like the JSON path's splitting.
 pub(crate) fn decode_protobuf_list<K>(
     body: Bytes,
+    codec: ItemCodec<K>,
     mut admit: Admit<K>,
     shard: Option<ShardCheck<K>>,
     pool: DecodePool,
@@ -625,14 +636,14 @@ where
         items: Vec::with_capacity(ranges.len()),
     };
     let mut in_flight = VecDeque::with_capacity(LIST_IN_FLIGHT + 1);
-    let mut admit_batch = |batch: Batch<Result<Arc<K>, kinformer::protobuf::ProtobufError>>,
+    let mut admit_batch = |batch: Batch<Result<Listed<K>, kube::Error>>,
                            out: &mut DecodedList<Item<K>>|
      -> Result<(), kube::Error> {
         for obj in batch
             .wait()
             .map_err(|e| kube::Error::Service(Box::new(e)))?
         {
-            let obj = Listed::Typed(obj.map_err(protobuf_error)?);
+            let obj = obj?;
             if let Some(check) = &shard
                 && !check(&obj)
             {
@@ -650,9 +661,12 @@ where
         Ok(())
     };
     for chunk in ranges.chunks(LIST_BATCH) {
-        let batch: Vec<PbRaw> = chunk
+        let batch: Vec<PbRaw<K>> = chunk
             .iter()
-            .map(|r| (body.clone(), r.clone(), schema, Arc::clone(&item_types)))
+            .map(|r| {
+                let types = Arc::clone(&item_types);
+                (codec.clone(), body.clone(), r.clone(), schema, types)
+            })
             .collect();
         in_flight.push_back(pool.decode(batch, decode_pb_item::<K>));
         while in_flight.len() > LIST_IN_FLIGHT {

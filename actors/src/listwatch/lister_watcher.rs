@@ -8,7 +8,7 @@
 use std::{fmt::Debug, sync::Arc};
 
 use futures::{StreamExt, stream::BoxStream};
-use kinformer::shard::ShardSelector;
+use kinformer::{lean::LeanState, shard::ShardSelector};
 use kube::{
     Api, Client, Resource,
     api::{ListParams, ObjectList, PartialObjectMeta, WatchEvent, WatchParams},
@@ -22,8 +22,8 @@ pub use crate::listwatch::list_decode::{
 };
 use crate::listwatch::{
     decode::{
-        DecodePool, decode_listed_watch, decode_proto_watch, listed_event, proto_frames,
-        unlisted_event, watch_lines,
+        DecodePool, decode_listed_watch, decode_proto_watch, encode_json_watch, encode_proto_watch,
+        encode_watch, listed_event, proto_frames, unlisted_event, watch_lines,
     },
     list_decode::{self, ShardCheck, decode_list_sharded},
 };
@@ -183,6 +183,25 @@ pub trait ListerWatcher<K: Clone>: Send + Sync + 'static {
         Box::pin(async move { Ok(watch.await?.map(|ev| ev.map(listed_event)).boxed()) })
     }
 
+    /// The lean mode's WATCH (I7) of one shard (K1): each object kept as the server's bytes,
+    /// its metadata parsed and the bytes compressed by `state` on the decode pool, never
+    /// decoded into `K`. The default encodes what
+    /// [`watch_raw_sharded`](Self::watch_raw_sharded) gives (JSON); [`KubeListerWatcher`]
+    /// asking for protobuf keeps each object's protobuf message when the server answers so.
+    fn watch_lean(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+        state: Arc<LeanState<K>>,
+    ) -> futures::future::BoxFuture<'static, Result<ListedWatchStream<K>, kube::Error>>
+    where
+        K: Serialize + Send + Sync + 'static,
+    {
+        let watch = self.watch_raw_sharded(params, resource_version, shard);
+        Box::pin(async move { Ok(encode_watch(watch.await?, DecodePool::shared(), state)) })
+    }
+
     /// [`watch_raw`](Self::watch_raw) of one shard (K1); the default ignores the shard.
     fn watch_raw_sharded(
         &self,
@@ -271,9 +290,11 @@ where
 
 /// Lists and watches full objects through `kube::Api<K>`.
 ///
-/// With [`content_type`](Self::content_type) set to [`ContentType::Protobuf`], a typed LIST and
-/// WATCH of a kind with a protobuf form ask for protobuf (JSON accepted) and read each answer
-/// by its `Content-Type`; the lean mode's raw paths keep asking for JSON.
+/// With [`content_type`](Self::content_type) set to [`ContentType::Protobuf`], the LISTs and
+/// WATCHes of a kind with a protobuf form ask for protobuf (JSON accepted) and read each answer
+/// by its `Content-Type`: typed objects decoded from either, lean ones (I7) kept as the
+/// protobuf message or the JSON the server sent. Only the raw JSON paths
+/// ([`watch_raw`](ListerWatcher::watch_raw)) keep asking for JSON.
 pub struct KubeListerWatcher<K: Resource> {
     api: Api<K>,
     plural: String,
@@ -382,6 +403,23 @@ where
         self.raw_watch(params, resource_version, shard)
     }
 
+    fn watch_lean(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+        state: Arc<LeanState<K>>,
+    ) -> futures::future::BoxFuture<'static, Result<ListedWatchStream<K>, kube::Error>> {
+        if !self.protobuf {
+            // JSON asked for: kube's watch decoder with the objects left raw, as always.
+            let watch = self.raw_watch(params, resource_version, shard);
+            return Box::pin(
+                async move { Ok(encode_watch(watch.await?, DecodePool::shared(), state)) },
+            );
+        }
+        self.negotiated_watch(params, resource_version, shard, Some(state))
+    }
+
     fn resource_name(&self) -> String {
         self.plural.clone()
     }
@@ -439,8 +477,8 @@ where
             .map_err(kube::Error::BuildRequest)
             .and_then(|req| with_shard(req, shard));
         let client = self.api.clone().into_client();
-        if self.protobuf && matches!(codec, ItemCodec::Typed) {
-            return negotiated_list(client, req, shard, admit);
+        if self.protobuf {
+            return negotiated_list(client, req, shard, codec, admit);
         }
         stream_list(client, req, shard, codec, admit)
     }
@@ -455,6 +493,19 @@ where
         params: WatchParams,
         resource_version: String,
         shard: Option<&ShardSelector>,
+    ) -> futures::future::BoxFuture<'static, Result<ListedWatchStream<K>, kube::Error>> {
+        self.negotiated_watch(params, resource_version, shard, None)
+    }
+
+    /// [`typed_watch`](Self::typed_watch)'s request and reading, with each object decoded
+    /// into `K` (`lean` None) or, in the lean mode, encoded by `lean`: a protobuf answer's
+    /// objects kept as their protobuf messages, a JSON answer's as their JSON (I7).
+    fn negotiated_watch(
+        &self,
+        params: WatchParams,
+        resource_version: String,
+        shard: Option<&ShardSelector>,
+        lean: Option<Arc<LeanState<K>>>,
     ) -> futures::future::BoxFuture<'static, Result<ListedWatchStream<K>, kube::Error>> {
         let api = self.api.clone();
         let shard = shard.cloned();
@@ -479,10 +530,11 @@ where
             };
             let body = http_body_util::BodyExt::into_data_stream(res.into_body());
             let pool = DecodePool::shared();
-            Ok(if protobuf {
-                decode_proto_watch::<K, _>(proto_frames(body), pool)
-            } else {
-                decode_listed_watch::<K, _>(watch_lines(body), pool)
+            Ok(match (protobuf, lean) {
+                (true, None) => decode_proto_watch::<K, _>(proto_frames(body), pool),
+                (false, None) => decode_listed_watch::<K, _>(watch_lines(body), pool),
+                (true, Some(state)) => encode_proto_watch(proto_frames(body), pool, state),
+                (false, Some(state)) => encode_json_watch(watch_lines(body), pool, state),
             })
         }))
     }
@@ -536,12 +588,14 @@ async fn api_errors(
     Ok(res)
 }
 
-/// A LIST asking for protobuf: a protobuf answer read whole and its items decoded on the pool;
-/// a JSON answer decoded as it streams in, as [`stream_list`] does.
+/// A LIST asking for protobuf: a protobuf answer read whole and its items decoded (or, lean,
+/// encoded as their protobuf messages) on the pool; a JSON answer decoded (or encoded) as it
+/// streams in, as [`stream_list`] does.
 fn negotiated_list<K>(
     client: Client,
     req: Result<http::Request<Vec<u8>>, kube::Error>,
     shard: Option<&ShardSelector>,
+    codec: ItemCodec<K>,
     admit: Admit<K>,
 ) -> ListItems<K>
 where
@@ -568,13 +622,12 @@ where
         })
         .await?;
         match body {
-            Body::Json(body) => {
-                decode_list_sharded::<K>(body, ItemCodec::Typed, admit, check).await
-            }
+            Body::Json(body) => decode_list_sharded::<K>(body, codec, admit, check).await,
             Body::Protobuf(bytes) => match crate::runtime::io() {
                 // The reflector's thread, as the JSON path's splitting (`list_decode`).
                 Some(_) => list_decode::decode_protobuf_list::<K>(
                     bytes,
+                    codec,
                     admit,
                     check,
                     DecodePool::shared(),
@@ -582,6 +635,7 @@ where
                 None => tokio::task::spawn_blocking(move || {
                     list_decode::decode_protobuf_list::<K>(
                         bytes,
+                        codec,
                         admit,
                         check,
                         DecodePool::shared(),

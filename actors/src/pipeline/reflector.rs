@@ -23,7 +23,6 @@ use kube::api::{WatchEvent as KubeWatchEvent, WatchParams};
 
 use crate::{
     error::{ReflectorError, WatchWarning},
-    listwatch::decode::{DecodePool, encode_watch},
     listwatch::lister_watcher::{Item, Listed, list_params, watch_params},
     object::InformerObject,
     pipeline::messages::ReflectorFailed,
@@ -42,7 +41,8 @@ pub(crate) type Machine<K> = ReflectorMachine<Item<K>>;
 type Events<K> = BoxStream<'static, Result<KubeWatchEvent<Listed<K>>, kube::Error>>;
 
 /// Opens the machine's WATCH (of its shard, K1): the typed stream (decoded on the pool by the
-/// lister-watcher), or, in the lean mode (I7), the raw stream encoded on the pool here.
+/// lister-watcher), or, in the lean mode (I7), the lean one (encoded on the pool by the
+/// lister-watcher: JSON, or protobuf messages when it asks for protobuf).
 async fn open_watch<K: InformerObject>(
     cx: &ReflectorContext<K>,
     params: WatchParams,
@@ -52,12 +52,9 @@ async fn open_watch<K: InformerObject>(
     match cx.lean() {
         None => cx.lw.watch_listed(params, rv, shard.as_ref()).await,
         Some(state) => {
-            let events = cx.lw.watch_raw_sharded(params, rv, shard.as_ref()).await?;
-            Ok(encode_watch(
-                events,
-                DecodePool::shared(),
-                Arc::clone(state),
-            ))
+            cx.lw
+                .watch_lean(params, rv, shard.as_ref(), Arc::clone(state))
+                .await
         }
     }
 }
