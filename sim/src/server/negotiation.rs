@@ -33,8 +33,9 @@ pub(crate) enum Repr {
     Protobuf,
 }
 
-/// The media type of protobuf responses.
-pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// The media type of protobuf responses (kept with the response writers, which answer errors
+/// in it too).
+pub(crate) use super::response::PROTOBUF;
 
 /// Reads a request body, refusing one larger than the server takes (413).
 pub(crate) async fn read_body(

@@ -11,6 +11,9 @@ use serde_json::Value;
 
 use crate::apimachinery::errors::ApiError;
 
+/// The media type of protobuf responses.
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
 /// Why a streamed body was cut (the connection is then closed without the final chunk).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -58,10 +61,7 @@ pub(crate) fn error(e: &ApiError) -> Response<Body> {
 /// protobuf; JSON if the Status cannot be encoded (it always can: its schema is generated).
 pub(crate) fn error_protobuf(e: &ApiError) -> Response<Body> {
     match kinformer::protobuf::encode_object_as("v1", "Status", &e.to_status()) {
-        Ok(b) => with_retry_after(
-            full(e.code, super::negotiation::PROTOBUF, Bytes::from(b)),
-            e,
-        ),
+        Ok(b) => with_retry_after(full(e.code, PROTOBUF, Bytes::from(b)), e),
         Err(_) => error(e),
     }
 }
