@@ -465,6 +465,8 @@ async fn a_protobuf_informer_recovers_from_every_stream_fault() {
         counters.malformed_events >= 1 && counters.closed_mid_object >= 1,
         "{counters:?}"
     );
+    // The frame that does not decode counts as a decode error, as a malformed JSON line does.
+    assert!(pb.health().decode_errors >= 1, "{:?}", pb.health());
     // Every episode ended the watch: each was opened again (and answered in protobuf).
     assert!(wire.answers("configmaps", true).len() > episodes.len());
     assert!(

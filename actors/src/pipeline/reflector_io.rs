@@ -350,11 +350,27 @@ pub(crate) fn convert<K: InformerObject>(
                     cx.status.record_decode_error();
                     ReflectorError::Decode { resource, source }
                 }
-                WatchFailure::Kube(source) => ReflectorError::Stream { resource, source },
+                WatchFailure::Kube(source) => {
+                    // Protobuf bytes that do not decode end the watch as a read error (kube's
+                    // kind for broken bytes); they are the protobuf twin of a malformed JSON
+                    // line, so health counts them the same way.
+                    if is_malformed_protobuf(&source) {
+                        cx.status.record_decode_error();
+                    }
+                    ReflectorError::Stream { resource, source }
+                }
             });
             Some(WatchEvent::Error(e))
         }
     }
+}
+
+/// A read error made of protobuf bytes that do not decode ([`crate::listwatch::decode`]'s
+/// `protobuf_error`): a broken frame, envelope or object.
+fn is_malformed_protobuf(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::ReadEvents(io)
+        if io.kind() == std::io::ErrorKind::InvalidData
+            && io.get_ref().is_some_and(|inner| inner.is::<kinformer::protobuf::ProtobufError>()))
 }
 
 /// The per-item admission of a LIST, run as each item is decoded.
