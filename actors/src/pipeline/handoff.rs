@@ -159,7 +159,11 @@ impl<T> Handoff<T> {
     /// once at most [`LOW_WATER`] remain in flight.
     pub(crate) fn finished(&self, n: usize) {
         let left = self.in_flight.fetch_sub(n, Ordering::SeqCst) - n;
-        if left <= LOW_WATER && self.listener_waiting.swap(false, Ordering::SeqCst) {
+        // A load first: the swap, a write to a line the listener reads, only when it waits.
+        if left <= LOW_WATER
+            && self.listener_waiting.load(Ordering::SeqCst)
+            && self.listener_waiting.swap(false, Ordering::SeqCst)
+        {
             self.room.notify_one();
         }
     }
