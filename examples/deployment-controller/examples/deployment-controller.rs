@@ -3,9 +3,6 @@
 //! as issue trackers' and older docs', keep working). Same program, same flags; the README's
 //! command is `cargo run -p deployment-controller`.
 
-#[path = "../src/main.rs"]
-mod binary;
-
 fn main() -> anyhow::Result<()> {
-    binary::main()
+    deployment_controller::cli::main()
 }

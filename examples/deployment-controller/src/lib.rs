@@ -8,10 +8,13 @@
 //!   adoption, utilities), unit-tested.
 //! - [`shard`], [`ring`]: one replica of a sharded controller, and the replicas on the Lease
 //!   ring (docs/scaling-out.md).
+//! - [`cli`]: the `deployment-controller` program itself (flags, the embedded demo, a real
+//!   cluster, leader election); the binary's `main` only calls it.
 //! - [`embedded`]: scaffolding for the embedded demo only (a simulation of the parts of a
 //!   cluster the simulated API server does not run, and the demo scenario); not needed
 //!   against a real cluster.
 
+pub mod cli;
 pub mod controller;
 pub mod embedded;
 pub mod leader;
