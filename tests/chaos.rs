@@ -41,22 +41,39 @@
 //! `decode_failures`), counts as many stored objects as its lister holds, and the lazy-only
 //! one decoded nothing (`decodes == 0`). Over all seeds, every fault kind's sim counter
 //! moved, and the informers' health shows restarts. The summary line (seeds, the protobuf/JSON
-//! split, faults by kind, restarts, convergence times) is printed at the end (`--nocapture` to see it).
+//! split, faults by kind, restarts, convergence times, watch tails) is printed at the end
+//! (`--nocapture` to see it).
+//!
+//! That convergence cannot show a watch event the client lost: every seed strips
+//! resourceVersions, so a relist is forced once the faults clear, and relists during the churn
+//! repair whatever a watch lost too. So each seed ends with a watch tail (`watch_tail`): once
+//! converged, with no fault armed and every informer watching, the driver makes random changes
+//! (creates, updates, deletes) and then updates every name of every kind (creating it first if
+//! no namespace holds it), logging each change with the resourceVersion the server gave it
+//! (a deletion's own one, which its DELETED event carries). Within the deadline, every handler
+//! that sees every notification (Block, Unbounded, the lazy one) of every informer must have
+//! been told of each logged (key, resourceVersion), an intermediate change as much as the
+//! last, and the convergence above must hold again, while no reflector issued a LIST or a
+//! WATCH (its health's `lists`, `watches`): everything came through the watches open at the
+//! tail's start, as a client-go user relies on between relists. A tail during which a
+//! reflector did list or watch again proves nothing about the watch and is run again (at
+//! most three times). On protobuf seeds the tail reads Pods and ConfigMaps in protobuf, so it
+//! covers both watch decoders.
 //!
 //! Running it:
 //! - default (part of `cargo test --workspace`): 20 seeds,
-//!   `cargo test -p kinformer-actors --test chaos -- --nocapture`;
+//!   `cargo test -p kinformer-actors --test it chaos -- --nocapture`;
 //! - one seed again (it is printed on failure): `KINFORMER_CHAOS_SEED=<n> cargo test -p
-//!   kinformer-actors --test chaos -- --nocapture`;
+//!   kinformer-actors --test it chaos -- --nocapture`;
 //! - more seeds: `KINFORMER_CHAOS_SEEDS=<n>` (seeds `0..n`);
 //! - the soak (200 seeds, ten times the churn and faults per seed; about 7 s a seed, so some
 //!   25 minutes on 2 cores):
-//!   `cargo test -p kinformer-actors --test chaos -- --ignored --nocapture soak`
+//!   `cargo test -p kinformer-actors --test it chaos -- --ignored --nocapture soak`
 //!   (`KINFORMER_CHAOS_SEEDS` / `KINFORMER_CHAOS_SEED` apply to it too).
 //!
 //! Semantics ids (docs/semantics.md): R4 (watches resume from the last RV), R8 (one backoff for
 //! every failure, Retry-After honoured), R7 (watch-list fallback), F*/P* (the FIFO and processor
-//! deliver every change), B3 (each overflow policy), S1 (the supervisor restarts the reflector).
+//! deliver every change; the watch tail: a watch loses none), B3 (each overflow policy), S1 (the supervisor restarts the reflector).
 
 use crate::common;
 
@@ -73,7 +90,7 @@ use kinformer::{DeltaObject, meta_namespace_key, notification::Notification};
 use kinformer_actors::{
     AsyncWorkQueue, CacheMode, ContentType, HandlerRegistration, InformerConfig, InformerObject,
     LazyObject, LeanConfig, LeanStats, ListenerConfig, OverflowPolicy, ReflectorHealth,
-    SharedIndexInformer, SharedInformerFactory, handler_fn,
+    ReflectorPhase, SharedIndexInformer, SharedInformerFactory, handler_fn,
 };
 use kinformer_sim::{CustomResource, ExpireMode, FaultCounters, Scope, Sim, SimConfig, Verb};
 use kube::{
@@ -189,19 +206,27 @@ impl Fault {
 // ---------------------------------------------------------------------------------------------
 // A handler's view and a kind's informer with its registrations.
 
-/// What a handler was told, applied to a map (key → latest object), plus the keys it ever saw
-/// and anything inconsistent (a duplicate Add, an Update or Delete of an unknown key).
+/// What a handler was told, applied to a map (key → latest object), plus the keys it ever saw,
+/// every (key, resourceVersion) it was told of (the tail checks that none went missing) and
+/// anything inconsistent (a duplicate Add, an Update or Delete of an unknown key).
 struct View<K> {
     state: Arc<Mutex<BTreeMap<String, Arc<K>>>>,
     keys: Arc<Mutex<BTreeSet<String>>>,
+    seen: Seen,
     anomalies: Arc<Mutex<Vec<String>>>,
 }
+
+/// (key, resourceVersion) of every notification a handler got, a tombstone's excepted (it
+/// comes from a relist). A DELETED event carries the deletion's resourceVersion, which nothing
+/// else carries, so a delivered deletion shows here too.
+type Seen = Arc<Mutex<BTreeSet<(String, String)>>>;
 
 impl<K> Clone for View<K> {
     fn clone(&self) -> Self {
         Self {
             state: Arc::clone(&self.state),
             keys: Arc::clone(&self.keys),
+            seen: Arc::clone(&self.seen),
             anomalies: Arc::clone(&self.anomalies),
         }
     }
@@ -212,6 +237,7 @@ impl<K: InformerObject> View<K> {
         Self {
             state: Arc::default(),
             keys: Arc::default(),
+            seen: Arc::default(),
             anomalies: Arc::default(),
         }
     }
@@ -224,6 +250,15 @@ impl<K: InformerObject> View<K> {
             _ => key_of(&**n.object()),
         };
         self.keys.lock().unwrap().insert(key.clone());
+        if !matches!(
+            n,
+            Notification::Delete {
+                obj: DeltaObject::Tombstone(_)
+            }
+        ) {
+            let rv = kube::ResourceExt::resource_version(&**n.object()).unwrap_or_default();
+            self.seen.lock().unwrap().insert((key.clone(), rv));
+        }
         let mut st = self.state.lock().unwrap();
         let bad = |m: String| self.anomalies.lock().unwrap().push(m);
         match n {
@@ -276,11 +311,13 @@ fn normalized<K: InformerObject + Serialize>(
 }
 
 /// What a lazy handler was told, from the metadata only: key → resourceVersion, the keys it
-/// ever saw, inconsistencies, and how many notifications carried an object decoded already.
+/// ever saw, every (key, resourceVersion) it was told of, inconsistencies, and how many
+/// notifications carried an object decoded already.
 #[derive(Clone, Default)]
 struct LazyView {
     state: Arc<Mutex<BTreeMap<String, String>>>,
     keys: Arc<Mutex<BTreeSet<String>>>,
+    seen: Seen,
     anomalies: Arc<Mutex<Vec<String>>>,
     decoded: Arc<Mutex<u64>>,
 }
@@ -302,6 +339,14 @@ impl LazyView {
         }
         let rv = obj.resource_version().unwrap_or_default().to_string();
         self.keys.lock().unwrap().insert(key.clone());
+        if !matches!(
+            n,
+            Notification::Delete {
+                obj: DeltaObject::Tombstone(_)
+            }
+        ) {
+            self.seen.lock().unwrap().insert((key.clone(), rv.clone()));
+        }
         let mut st = self.state.lock().unwrap();
         let bad = |m: String| self.anomalies.lock().unwrap().push(m);
         match n {
@@ -374,6 +419,8 @@ fn diff(what: &str, got: &BTreeMap<String, Value>, want: &BTreeMap<String, Value
 /// One informer under test: its informer, its server API, its handlers and key sink.
 struct Subject<K: InformerObject> {
     name: &'static str,
+    /// The sim resource it reads (which of the driver's writes concern it).
+    resource: &'static str,
     informer: SharedIndexInformer<K>,
     api: Api<K>,
     readers: Readers,
@@ -389,6 +436,7 @@ struct Subject<K: InformerObject> {
 impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K> {
     async fn new(
         name: &'static str,
+        resource: &'static str,
         informer: SharedIndexInformer<K>,
         api: Api<K>,
         readers: Readers,
@@ -455,6 +503,7 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
         });
         Self {
             name,
+            resource,
             informer,
             api,
             readers,
@@ -546,6 +595,40 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
         self.check_lean()
     }
 
+    /// The events of `log` on this subject's resource that a handler seeing every
+    /// notification (Block, Unbounded, the lazy one; not Coalesce, which may merge them) was
+    /// not told of: `Ok` once none is missing.
+    fn missed(&self, log: &[Written]) -> Result<(), String> {
+        let mine: Vec<&Written> = log.iter().filter(|w| w.resource == self.resource).collect();
+        let readers = self
+            .views
+            .iter()
+            .filter(|(p, _)| *p != OverflowPolicy::Coalesce)
+            .map(|(p, v)| (format!("{p:?}"), v.seen.lock().unwrap().clone()))
+            .chain(std::iter::once((
+                "lazy".to_string(),
+                self.lazy.seen.lock().unwrap().clone(),
+            )));
+        for (reader, seen) in readers {
+            let missing: Vec<String> = mine
+                .iter()
+                .filter(|w| !seen.contains(&(w.key.clone(), w.rv.clone())))
+                .map(|w| format!("{} {} rv {}", w.op, w.key, w.rv))
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "{} {reader} handler: {} of the {} changes made since the tail began never \
+                     came: {:?}",
+                    self.name,
+                    missing.len(),
+                    mine.len(),
+                    &missing[..missing.len().min(5)]
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The lean mode's counters: no object failed to store or decode (these only grow, so a
     /// failure is final), a lazy-only informer decoded nothing, and the store counts what its
     /// lister holds.
@@ -619,6 +702,7 @@ impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Subject<K
 /// A subject of any kind, as the seed drives and checks it.
 trait Probe {
     fn name(&self) -> &'static str;
+    fn missed(&self, log: &[Written]) -> Result<(), String>;
     fn health(&self) -> ReflectorHealth;
     fn check(
         &self,
@@ -633,6 +717,9 @@ trait Probe {
 impl<K: InformerObject + Serialize + DeserializeOwned + Clone + Debug> Probe for Subject<K> {
     fn name(&self) -> &'static str {
         self.name
+    }
+    fn missed(&self, log: &[Written]) -> Result<(), String> {
+        Subject::missed(self, log)
     }
     fn health(&self) -> ReflectorHealth {
         self.informer.health()
@@ -718,11 +805,25 @@ impl ChurnKind {
 
 const KINDS: [ChurnKind; 3] = [ChurnKind::Pods, ChurnKind::ConfigMaps, ChurnKind::Widgets];
 
+/// One change the driver made, as the server numbered it.
+#[derive(Clone, Debug)]
+struct Written {
+    resource: &'static str,
+    /// `namespace/name`.
+    key: String,
+    /// The object's resourceVersion after the change (a deletion's own one for a delete: the
+    /// DELETED event carries it).
+    rv: String,
+    op: &'static str,
+}
+
 struct Driver<'a> {
     sim: &'a Sim,
     rng: StdRng,
     /// Live (namespace, name) per kind.
     live: [BTreeSet<(usize, usize)>; 3],
+    /// While set, every change is logged here (the watch tail).
+    log: Option<Vec<Written>>,
     counter: u64,
     creates: u64,
     updates: u64,
@@ -733,7 +834,6 @@ struct Driver<'a> {
 impl<'a> Driver<'a> {
     fn op(&mut self) {
         let k = self.rng.random_range(0..3);
-        let kind = KINDS[k];
         let roll = self.rng.random_range(0..10);
         self.counter += 1;
         let v = self.counter;
@@ -741,28 +841,75 @@ impl<'a> Driver<'a> {
             self.delete(k);
         } else if roll < 7 && !self.live[k].is_empty() {
             let (ns, name) = self.pick(k);
-            self.sim
-                .patch_object(
-                    kind.resource(),
-                    Some(NAMESPACES[ns]),
-                    &format!("o-{name}"),
-                    &kind.patch(v),
-                )
-                .expect("patch");
-            self.updates += 1;
+            self.update(k, ns, name, v);
         } else {
             let ns = self.rng.random_range(0..NAMESPACES.len());
             let name = self.rng.random_range(0..NAMES);
-            if self.live[k].insert((ns, name)) {
-                self.sim
-                    .create_object(
-                        kind.resource(),
-                        Some(NAMESPACES[ns]),
-                        kind.object(&format!("o-{name}"), v),
-                    )
-                    .expect("create");
-                self.creates += 1;
+            self.create(k, ns, name, v);
+        }
+    }
+
+    /// Creates `o-{name}` in `NAMESPACES[ns]` unless it is live.
+    fn create(&mut self, k: usize, ns: usize, name: usize, v: u64) {
+        let kind = KINDS[k];
+        if self.live[k].insert((ns, name)) {
+            let obj = self
+                .sim
+                .create_object(
+                    kind.resource(),
+                    Some(NAMESPACES[ns]),
+                    kind.object(&format!("o-{name}"), v),
+                )
+                .expect("create");
+            self.creates += 1;
+            self.record(k, ns, name, rv_of(&obj), "create");
+        }
+    }
+
+    fn update(&mut self, k: usize, ns: usize, name: usize, v: u64) {
+        let kind = KINDS[k];
+        let obj = self
+            .sim
+            .patch_object(
+                kind.resource(),
+                Some(NAMESPACES[ns]),
+                &format!("o-{name}"),
+                &kind.patch(v),
+            )
+            .expect("patch");
+        self.updates += 1;
+        self.record(k, ns, name, rv_of(&obj), "update");
+    }
+
+    /// Every name made live in some namespace (created in the first where none holds it),
+    /// then one update of every live object: each kind gets a MODIFIED event of every name.
+    async fn update_every_name(&mut self) {
+        for k in 0..KINDS.len() {
+            for name in 0..NAMES {
+                if !self.live[k].iter().any(|(_, n)| *n == name) {
+                    self.counter += 1;
+                    self.create(k, 0, name, self.counter);
+                }
             }
+            let live: Vec<(usize, usize)> = self.live[k].iter().copied().collect();
+            for (i, (ns, name)) in live.into_iter().enumerate() {
+                self.counter += 1;
+                self.update(k, ns, name, self.counter);
+                if i % 8 == 7 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, k: usize, ns: usize, name: usize, rv: String, op: &'static str) {
+        if let Some(log) = &mut self.log {
+            log.push(Written {
+                resource: KINDS[k].resource(),
+                key: format!("{}/o-{name}", NAMESPACES[ns]),
+                rv,
+                op,
+            });
         }
     }
 
@@ -785,6 +932,9 @@ impl<'a> Driver<'a> {
             )
             .expect("delete");
         self.deletes += 1;
+        // The driver is the only writer: the store's resourceVersion is the deletion's.
+        let rv = self.sim.resource_version().to_string();
+        self.record(k, ns, name, rv, "delete");
         if self.sim.requests().open_watches() == 0 {
             self.deletes_while_down += 1;
         }
@@ -800,6 +950,13 @@ impl<'a> Driver<'a> {
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+fn rv_of(obj: &Value) -> String {
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Polls `cond` until it holds or `limit` passes; whether it held.
@@ -839,6 +996,8 @@ struct SeedReport {
     /// Successful LISTs and WATCHes the sim answered in protobuf.
     protobuf_lists: u64,
     protobuf_watches: u64,
+    /// The watch tail: what it checked.
+    tail: TailReport,
 }
 
 /// Prints the seed if the seed's run panics.
@@ -894,6 +1053,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         sim: &sim,
         rng: StdRng::seed_from_u64(seed ^ 0x5eed),
         live: Default::default(),
+        log: None,
         counter: 0,
         creates: 0,
         updates: 0,
@@ -933,6 +1093,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     let widgets_api = || Api::<DynamicObject>::all_with(client.clone(), &ar);
     let pods = Subject::new(
         "pods",
+        "pods",
         factory.informer::<Pod>(),
         Api::all(client.clone()),
         Readers::All,
@@ -940,6 +1101,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     )
     .await;
     let cms = Subject::new(
+        "configmaps",
         "configmaps",
         factory.informer::<ConfigMap>(),
         Api::all(client.clone()),
@@ -949,6 +1111,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     .await;
     let widgets = Subject::new(
         "widgets",
+        WIDGETS,
         factory.for_resource(&ar),
         widgets_api(),
         Readers::All,
@@ -957,6 +1120,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     .await;
     let lean_pods = Subject::new(
         "lean pods",
+        "pods",
         lean_factory.informer::<Pod>(),
         Api::all(client.clone()),
         Readers::All,
@@ -965,6 +1129,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     .await;
     let lean_widgets = Subject::new(
         "lean widgets (lazy readers)",
+        WIDGETS,
         lean_factory.for_resource(&ar),
         widgets_api(),
         Readers::LazyOnly,
@@ -1193,6 +1358,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         }
     }
     let convergence = calm.elapsed();
+    let tail = watch_tail(seed, &sim, &mut driver, &subjects).await;
     let anomalies: Vec<String> = subjects.iter().flat_map(|s| s.anomalies()).collect();
     assert!(
         anomalies.is_empty(),
@@ -1249,6 +1415,7 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
         protobuf_faults,
         protobuf_lists: pb("pods", Verb::List) + pb("configmaps", Verb::List),
         protobuf_watches: pb("pods", Verb::Watch) + pb("configmaps", Verb::Watch),
+        tail,
     };
     for s in subjects {
         s.shut_down_queue();
@@ -1257,6 +1424,119 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     lean_factory.shutdown().await;
     sim.shutdown().await;
     report
+}
+
+/// Random changes in the watch tail, before every name is made live and every live object
+/// updated once.
+const TAIL_OPS: usize = 40;
+/// Tails tried before giving up on one without a relist or a reopened watch.
+const TAIL_TRIES: usize = 3;
+
+/// What the watch tail checked.
+#[derive(Debug, Default)]
+struct TailReport {
+    /// Changes made in the conclusive tail (each checked to reach every handler).
+    changes: usize,
+    /// Tails tried again because a reflector listed or opened a watch during them.
+    retries: usize,
+    /// The whole tail (waiting for every watch, the changes, their delivery and checks): what
+    /// it adds to the seed's run time.
+    elapsed: Duration,
+}
+
+/// The watch tail, after convergence: with no fault armed, every informer watching and no
+/// relist due, the driver makes random changes and then updates every live object (so every
+/// name gets a MODIFIED event), logging each change with the resourceVersion the server gave
+/// it. Within the deadline, every handler that sees every notification (Block, Unbounded, the
+/// lazy one) must have been told of each logged (key, resourceVersion), and the usual
+/// convergence must hold, while no reflector listed or opened a watch: everything came
+/// through the watch open at the tail's start, with no relist to repair an event it lost.
+/// A tail during which a reflector did list or watch again proves nothing about the watch; it
+/// is tried again (up to [`TAIL_TRIES`]).
+async fn watch_tail(
+    seed: u64,
+    sim: &Sim,
+    driver: &mut Driver<'_>,
+    subjects: &[&dyn Probe],
+) -> TailReport {
+    let requests = |s: &&dyn Probe| {
+        let h = s.health();
+        (h.lists, h.watches)
+    };
+    let started = Instant::now();
+    for retries in 0..TAIL_TRIES {
+        let watching = within(DEADLINE, || {
+            sim.requests().open_watches() >= subjects.len() as u64
+                && subjects
+                    .iter()
+                    .all(|s| s.health().phase == ReflectorPhase::Watching)
+        })
+        .await;
+        assert!(
+            watching,
+            "seed {seed}: the informers are not all watching before the tail ({} watches open)\nhealth:\n{}",
+            sim.requests().open_watches(),
+            healths(subjects)
+        );
+        let before: Vec<(u64, u64)> = subjects.iter().map(requests).collect();
+        driver.log = Some(Vec::new());
+        driver.churn(TAIL_OPS).await;
+        driver.update_every_name().await;
+        let log = driver.log.take().unwrap_or_default();
+        for k in KINDS {
+            assert!(
+                log.iter()
+                    .any(|w| w.resource == k.resource() && w.op == "update"),
+                "seed {seed}: the watch tail updated no {}",
+                k.resource()
+            );
+        }
+        let deadline = Instant::now() + DEADLINE;
+        let result = loop {
+            let mut r = Ok(());
+            for s in subjects {
+                r = s.missed(&log);
+                if r.is_ok() {
+                    r = s.check().await;
+                }
+                if r.is_err() {
+                    break;
+                }
+            }
+            match r {
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                r => break r,
+            }
+        };
+        let moved: Vec<String> = subjects
+            .iter()
+            .zip(&before)
+            .filter(|(s, b)| requests(s) != **b)
+            .map(|(s, b)| format!("{}: (lists, watches) {b:?} -> {:?}", s.name(), requests(s)))
+            .collect();
+        if moved.is_empty() {
+            if let Err(e) = result {
+                panic!(
+                    "seed {seed}: a watch lost events: with no fault and no relist, {e}\nhealth:\n{}",
+                    healths(subjects)
+                );
+            }
+            return TailReport {
+                changes: log.len(),
+                retries,
+                elapsed: started.elapsed(),
+            };
+        }
+        eprintln!(
+            "chaos: seed {seed}: a reflector listed or watched again during the watch tail ({moved:?}); tail again"
+        );
+    }
+    panic!(
+        "seed {seed}: {TAIL_TRIES} watch tails, each with a reflector listing or watching again\nhealth:\n{}",
+        healths(subjects)
+    );
 }
 
 fn total_stalls(subjects: &[&dyn Probe]) -> u64 {
@@ -1297,13 +1577,19 @@ async fn suite(default_count: u64, sizes: Sizes) {
     for &seed in &seeds {
         let r = run_seed(seed, sizes).await;
         eprintln!(
-            "chaos: seed {seed} converged in {:?} ({}, watch-list {}, creates/updates/deletes {:?}, {} deletes while no watch was open, {} restarts)",
+            "chaos: seed {seed} converged in {:?} ({}, watch-list {}, creates/updates/deletes {:?}, {} deletes while no watch was open, {} restarts); watch tail: {} changes delivered by the watch, the tail took {:?}{}",
             r.convergence,
             if r.protobuf { "protobuf" } else { "JSON" },
             r.watch_list,
             r.ops,
             r.deletes_while_down,
-            r.restarts
+            r.restarts,
+            r.tail.changes,
+            r.tail.elapsed,
+            match r.tail.retries {
+                0 => String::new(),
+                n => format!(" ({n} tails again after a reflector listed or watched again)"),
+            }
         );
         reports.push(r);
     }
@@ -1374,6 +1660,9 @@ async fn suite(default_count: u64, sizes: Sizes) {
         .map(|(f, n)| format!("{f:?}={}/{n}", injected[f]))
         .collect();
     let coalesce: usize = reports.iter().map(|r| r.coalesce_anomalies).sum();
+    let tail_changes: usize = reports.iter().map(|r| r.tail.changes).sum();
+    let tail_retries: usize = reports.iter().map(|r| r.tail.retries).sum();
+    let tail_time: Duration = reports.iter().map(|r| r.tail.elapsed).sum();
     let lean_pods =
         |f: fn(&LeanStats) -> u64| -> u64 { reports.iter().map(|r| f(&r.lean_stats[0])).sum() };
     let lazy_decodes: u64 = reports.iter().map(|r| r.lean_stats[1].decodes).sum();
@@ -1384,7 +1673,8 @@ async fn suite(default_count: u64, sizes: Sizes) {
          protobuf answers: {pb_lists} lists, {pb_watches} watches; faults on protobuf requests: {}); \
          {ops} churn ops; faults (injected/counted by the sim): {}; \
          {deletes_down} deletes while no watch was open; {restarts} reflector restarts; \
-         convergence max {max:?} avg {avg:?}; {coalesce} merged-notification oddities in Coalesce views (allowed); \
+         convergence max {max:?} avg {avg:?}; watch tails: {tail_changes} changes, each delivered \
+         by the watch, in {tail_time:?} in all ({tail_retries} tails again); {coalesce} merged-notification oddities in Coalesce views (allowed); \
          lean pods: {} decodes, {} hot-cache hits, {} objects at the end; lean widgets (lazy readers only): \
          {lazy_decodes} decodes, {lazy_objects} objects at the end",
         seeds.len(),
