@@ -225,7 +225,8 @@ impl<K: InformerObject> Destination<K> {
                 }
                 Offered::Taken
             }
-            Destination::Thread { tx: Some(tx), .. } => match tx.try_push(p) {
+            // Quietly: the listener wakes the thread once its batch is queued (`flush`).
+            Destination::Thread { tx: Some(tx), .. } => match tx.try_push_quietly(p) {
                 Pushed::Queued => Offered::Taken,
                 Pushed::Full(p) => {
                     let tx = Arc::clone(tx);
@@ -274,6 +275,14 @@ impl<K: InformerObject> Destination<K> {
                     send, alive, key, obj, trace, initial, stats, tracer,
                 ))
             }
+        }
+    }
+
+    /// Wakes a handler thread that sleeps while notifications offered since the last flush wait
+    /// for it: called once the listener has offered what it could.
+    pub(crate) fn flush(&self) {
+        if let Destination::Thread { tx: Some(tx), .. } = self {
+            tx.wake();
         }
     }
 

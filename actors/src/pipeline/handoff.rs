@@ -88,6 +88,17 @@ impl<T> Handoff<T> {
 
     /// Listener side: queues `item` if there is room, waking the thread if it sleeps.
     pub(crate) fn try_push(&self, item: T) -> Pushed<T> {
+        let pushed = self.try_push_quietly(item);
+        if matches!(pushed, Pushed::Queued) {
+            self.wake();
+        }
+        pushed
+    }
+
+    /// Listener side: queues `item` if there is room, without waking the thread: the caller
+    /// pushes a batch this way, then calls [`wake`](Self::wake) once. Woken at the first push,
+    /// a thread on the same core would run (and sleep again) between every two pushes.
+    pub(crate) fn try_push_quietly(&self, item: T) -> Pushed<T> {
         let mut s = self.lock();
         if s.gone || s.closed {
             return Pushed::Gone(item);
@@ -97,12 +108,21 @@ impl<T> Handoff<T> {
         }
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         s.queue.push_back(item);
-        let wake = std::mem::take(&mut s.thread_waiting);
+        Pushed::Queued
+    }
+
+    /// Listener side: wakes the thread if it sleeps (after [`try_push_quietly`](Self::try_push_quietly)).
+    pub(crate) fn wake(&self) {
+        let mut s = self.lock();
+        // A sleeping thread with nothing queued stays asleep, and marked so.
+        let wake = s.thread_waiting && !s.queue.is_empty();
+        if wake {
+            s.thread_waiting = false;
+        }
         drop(s);
         if wake {
             self.ready.notify_one();
         }
-        Pushed::Queued
     }
 
     /// Listener side: waits for room, then queues `item`; false when the thread is gone.
@@ -200,6 +220,42 @@ mod tests {
         assert!(matches!(h.try_push(99), Pushed::Full(99)));
         h.finished(1);
         assert!(matches!(h.try_push(99), Pushed::Queued));
+    }
+
+    #[test]
+    fn a_quiet_push_wakes_the_thread_only_at_wake() {
+        let h = Arc::new(Handoff::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = {
+            let h = Arc::clone(&h);
+            std::thread::spawn(move || {
+                let mut local = VecDeque::new();
+                while h.take_all(&mut local) {
+                    let n = local.len();
+                    tx.send(local.drain(..).collect::<Vec<u32>>())
+                        .expect("send");
+                    h.finished(n);
+                }
+            })
+        };
+        // Wait until the thread sleeps on an empty queue.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !h.lock().thread_waiting && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        for i in 0..5 {
+            assert!(matches!(h.try_push_quietly(i), Pushed::Queued));
+        }
+        // Not woken by the quiet pushes: nothing was taken.
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
+        h.wake();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(30)).expect("a batch"),
+            vec![0, 1, 2, 3, 4],
+            "one batch, after the one wake"
+        );
+        h.close();
+        t.join().expect("the thread");
     }
 
     #[test]

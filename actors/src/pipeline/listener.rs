@@ -128,6 +128,9 @@ impl<K: InformerObject> ProcessorListener<K> {
                 }
             }
         }
+        // One wake for what was offered, before anything waits (a `Later` delivery awaits room
+        // the thread makes only once awake).
+        self.destination.flush();
         // Publishes the gauges, releases a waiting indexer.
         let n = self.buffer.len();
         self.stats.publish_buffered(n);
