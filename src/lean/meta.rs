@@ -189,37 +189,8 @@ impl CompactMeta {
 }
 
 /// One owner reference of a lean object, borrowed from its [`CompactMeta`] (or built from a
-/// typed object's `ownerReferences`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OwnerRef<'a> {
-    /// The owner's `apiVersion`, e.g. `apps/v1`.
-    pub api_version: &'a str,
-    /// The owner's kind, e.g. `ReplicaSet`.
-    pub kind: &'a str,
-    /// The owner's name.
-    pub name: &'a str,
-    /// The owner's uid.
-    pub uid: &'a str,
-    /// `controller`: true for the managing controller.
-    pub controller: Option<bool>,
-    /// `blockOwnerDeletion`.
-    pub block_owner_deletion: Option<bool>,
-}
-
-impl<'a> From<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> for OwnerRef<'a> {
-    /// A typed object's owner reference, borrowed (e.g. to compare a typed object's owners
-    /// with a [`LazyObject`](super::LazyObject)'s).
-    fn from(o: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference) -> Self {
-        OwnerRef {
-            api_version: &o.api_version,
-            kind: &o.kind,
-            name: &o.name,
-            uid: &o.uid,
-            controller: o.controller,
-            block_owner_deletion: o.block_owner_deletion,
-        }
-    }
-}
+/// typed object's `ownerReferences`): the protobuf reader's type, one for both encodings.
+pub use crate::protobuf::OwnerRef;
 
 /// What [`parse`] found besides the metadata.
 pub(crate) struct Parsed {

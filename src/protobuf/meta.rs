@@ -55,26 +55,43 @@ pub struct MetaView<'a> {
     /// `labels`, in wire order (a key given twice appears twice; the last one is the value).
     pub labels: Vec<(&'a str, &'a str)>,
     /// `ownerReferences`, in order.
-    pub owner_references: Vec<OwnerView<'a>>,
+    pub owner_references: Vec<OwnerRef<'a>>,
     /// Whether it has `managedFields`.
     pub managed_fields: bool,
 }
 
-/// One `ownerReferences` entry, borrowed.
+/// One owner reference, borrowed: from a protobuf message's `metadata`, a lean object's
+/// compact metadata (`kinformer::lean::CompactMeta::owner_references`), or a typed object's
+/// `ownerReferences` (`From`). Empty strings stand for absent fields, as in Go.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OwnerView<'a> {
-    /// `apiVersion`.
+pub struct OwnerRef<'a> {
+    /// The owner's `apiVersion`, e.g. `apps/v1`.
     pub api_version: &'a str,
-    /// `kind`.
+    /// The owner's kind, e.g. `ReplicaSet`.
     pub kind: &'a str,
-    /// `name`.
+    /// The owner's name.
     pub name: &'a str,
-    /// `uid`.
+    /// The owner's uid.
     pub uid: &'a str,
-    /// `controller`, when set.
+    /// `controller`: true for the managing controller; None when not set.
     pub controller: Option<bool>,
-    /// `blockOwnerDeletion`, when set.
+    /// `blockOwnerDeletion`; None when not set.
     pub block_owner_deletion: Option<bool>,
+}
+
+impl<'a> From<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> for OwnerRef<'a> {
+    /// A typed object's owner reference, borrowed (e.g. to compare a typed object's owners
+    /// with a lean object's).
+    fn from(o: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference) -> Self {
+        OwnerRef {
+            api_version: &o.api_version,
+            kind: &o.kind,
+            name: &o.name,
+            uid: &o.uid,
+            controller: o.controller,
+            block_owner_deletion: o.block_owner_deletion,
+        }
+    }
 }
 
 /// Reads the `metadata` (field 1) of one object's message (no envelope: a list item, or an
@@ -117,7 +134,7 @@ pub fn object_meta(message: &[u8]) -> Result<MetaView<'_>, ProtobufError> {
                 out.labels.push((key, value));
             }
             (OWNER_REFERENCES, v) => {
-                let mut o = OwnerView::default();
+                let mut o = OwnerRef::default();
                 for e in Fields::new(bytes(v, "ObjectMeta.ownerReferences")?) {
                     match e? {
                         (OWNER_KIND, v) => o.kind = string(v, "OwnerReference.kind")?,

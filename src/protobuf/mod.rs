@@ -54,7 +54,7 @@ pub use encode::{
     encode_watch_frame, envelope_raw, object_message, watch_frame,
 };
 pub use json::message_to_json;
-pub use meta::{MetaView, OwnerView, object_meta, strip_managed_fields};
+pub use meta::{MetaView, OwnerRef, object_meta, strip_managed_fields};
 pub use schema::{Field, Kind, Message, kind_at, kind_index, kind_schema};
 pub use time::{go_duration, rfc3339};
 use wire::{Fields, bytes, string};
