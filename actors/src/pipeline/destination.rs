@@ -3,8 +3,9 @@
 //! time; the destination takes it at once, asks the listener to wait for it, or is gone.
 //!
 //! Closure and trait handlers run on their own thread, fed through a small bounded hand-off
-//! queue ([`Handoff`], taken a batch at a time; a blocking handler blocks only itself); a panic is caught, counted and logged (P7), and a panic
-//! on an initial-list notification means the registration never syncs (P5, kubernetes#129024).
+//! queue ([`Handoff`], filled and taken a batch at a time; a blocking handler blocks only
+//! itself); a panic is caught, counted and logged (P7), and a panic on an initial-list
+//! notification means the registration never syncs (P5, kubernetes#129024).
 //! `Recipient` handlers are sent one notification at a time and the listener waits for the
 //! actor's answer before it sends the next (B5): at most one notification of a registration is
 //! ever in the actor's mailbox, so the listener's buffer and policy (B3) hold the backlog, not
@@ -32,7 +33,7 @@ use tokio::sync::oneshot;
 use crate::{
     handler::{EnqueueKeys, KeyMapper, ResourceEventHandler, dispatch},
     object::InformerObject,
-    pipeline::handoff::{Handoff, Pushed},
+    pipeline::handoff::{CAPACITY, Handoff, Pushed},
     pipeline::messages::Notify,
     telemetry::stats::ListenerStats,
     telemetry::trace::{self, Tracer},
@@ -73,9 +74,8 @@ type Pending<K> = (oneshot::Sender<ThreadHandler<K>>, ThreadHandler<K>);
 pub(crate) enum Destination<K: InformerObject> {
     /// A handler on its own thread.
     Thread {
-        /// The queue to the thread, until the destination is closed. At most
-        /// [`handoff::CAPACITY`](crate::pipeline::handoff::CAPACITY) notifications wait in it
-        /// or run, under every policy.
+        /// The queue to the thread, until the destination is closed. At most [`CAPACITY`]
+        /// notifications wait in it or run, under every policy.
         tx: Option<Arc<Handoff<Delivery<LazyObject<K>>>>>,
         abort: Arc<AtomicBool>,
         /// The handler's thread, woken from a pause after a panic (P7) by `abort` and `close`.
@@ -437,8 +437,7 @@ fn thread_loop<K: InformerObject>(
 ) {
     // Taken from the hand-off, in the listener's order: everything queued at once, so the
     // listener is woken once per batch, not once per notification.
-    let mut taken: VecDeque<Delivery<LazyObject<K>>> =
-        VecDeque::with_capacity(crate::pipeline::handoff::CAPACITY);
+    let mut taken: VecDeque<Delivery<LazyObject<K>>> = VecDeque::with_capacity(CAPACITY);
     loop {
         let p = match taken.pop_front() {
             Some(p) => p,
