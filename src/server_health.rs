@@ -168,6 +168,11 @@ impl ServerHealth {
         self.loops = loops.max(1);
     }
 
+    /// The parameters the machine was made with.
+    pub fn config(&self) -> &ServerHealthConfig {
+        &self.config
+    }
+
     /// True while the server is failing (from an outage failure until the next success).
     pub fn is_down(&self) -> bool {
         matches!(self.state, State::Down { .. })

@@ -950,6 +950,24 @@ impl<'a> Driver<'a> {
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+
+    /// [`within`] for a condition on open watches: one write every 250 ms while it does not
+    /// hold. A watch opened at the newest resourceVersion gets no bookmark until the cluster
+    /// moves past it (as from a kube-apiserver), so with the suite's 500 ms idle timeout a
+    /// cluster that stood still would keep such watches reopening, never all open at once.
+    async fn until_watching(&mut self, limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+        let end = Instant::now() + limit;
+        loop {
+            let step = (Instant::now() + Duration::from_millis(250)).min(end);
+            if within(step.saturating_duration_since(Instant::now()), &mut cond).await {
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            self.churn(1).await;
+        }
+    }
 }
 
 fn rv_of(obj: &Value) -> String {
@@ -1325,15 +1343,18 @@ async fn run_seed(seed: u64, sizes: Sizes) -> SeedReport {
     if strip_used {
         // Objects last served without a resourceVersion keep none in the cache until they
         // change or are listed again: the server lied. One relist once the watches are back.
-        let open = within(DEADLINE, || {
-            sim.requests().open_watches() >= subjects.len() as u64
-        })
-        .await;
+        let open = driver
+            .until_watching(DEADLINE, || {
+                sim.requests().open_watches() >= subjects.len() as u64
+            })
+            .await;
         assert!(
             open,
-            "seed {seed}: watches never reopened after the faults cleared ({} open)\nhealth:\n{}",
+            "seed {seed}: watches never reopened after the faults cleared ({} open)\nhealth:\n{}\nserver health (R11): {:?}\nlean factory's: {:?}",
             sim.requests().open_watches(),
-            healths(&subjects)
+            healths(&subjects),
+            factory.server_health().stats(),
+            lean_factory.server_health().stats()
         );
         faults.expire_watches();
     }
@@ -1465,13 +1486,14 @@ async fn watch_tail(
     };
     let started = Instant::now();
     for retries in 0..TAIL_TRIES {
-        let watching = within(DEADLINE, || {
-            sim.requests().open_watches() >= subjects.len() as u64
-                && subjects
-                    .iter()
-                    .all(|s| s.health().phase == ReflectorPhase::Watching)
-        })
-        .await;
+        let watching = driver
+            .until_watching(DEADLINE, || {
+                sim.requests().open_watches() >= subjects.len() as u64
+                    && subjects
+                        .iter()
+                        .all(|s| s.health().phase == ReflectorPhase::Watching)
+            })
+            .await;
         assert!(
             watching,
             "seed {seed}: the informers are not all watching before the tail ({} watches open)\nhealth:\n{}",

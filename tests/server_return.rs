@@ -16,7 +16,9 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kinformer_actors::{ReflectorPhase, SharedIndexInformer, SharedInformerFactory, Telemetry};
+use kinformer_actors::{
+    InformerConfig, ReflectorPhase, SharedIndexInformer, SharedInformerFactory, Telemetry,
+};
 use kinformer_sim::Sim;
 use kube::{Api, Client, api::PostParams};
 
@@ -255,5 +257,55 @@ async fn every_informer_watches_again_within_2s_of_each_return() {
         let all = metric(&text, "kinformer_server_watching_again_seconds", s.name());
         assert!(all.is_some_and(|a| a >= own), "{}: {all:?}", s.name());
     }
+    factory.shutdown().await;
+}
+
+/// A factory's own backoff (`with_config`) paces its informers while the server is down, and
+/// the shared budget (R11) follows that backoff, not the default one the factory started
+/// with: with a 2–40 ms backoff, one informer retries tens of times in a second of outage.
+/// (The budget used to keep R8's default schedule, 800 ms doubling, and held such an informer
+/// to a retry or two, waiting out the shared probe instead.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_backoff_sets_the_budget_while_the_server_is_down() {
+    let sim = common::sim().await;
+    let kube = Client::try_from(sim.kube_config()).expect("client");
+    let mut config = InformerConfig::default();
+    config.backoff.initial = Duration::from_millis(2);
+    config.backoff.max = Duration::from_millis(40);
+    // `with_config` last: a factory rebuilt by it made its shared health before the config.
+    let factory = SharedInformerFactory::new(kube.clone())
+        .with_namespace("default")
+        .with_config(config.clone());
+    assert_eq!(factory.server_health().config().backoff, config.backoff);
+    let pods = Subject {
+        name: "pods",
+        informer: factory.informer::<Pod>(),
+    };
+    factory.start().expect("start");
+    eventually("watching", || pods.watching_current()).await;
+
+    let faults = sim.faults();
+    let refused_before = faults.counters().connections_refused;
+    faults.go_down();
+    let down_at = Instant::now();
+    // The scenario: one second of outage (not a synchronisation).
+    tokio::time::sleep_until((down_at + Duration::from_secs(1)).into()).await;
+    let requests_while_down = faults.counters().connections_refused - refused_before;
+    faults.come_back();
+    let budget = 1 + factory.server_health().budget(Duration::from_secs(1));
+    assert!(
+        requests_while_down >= 10,
+        "{requests_while_down} requests in a second of outage with a 2-40 ms backoff (budget {budget}); server {:?}",
+        factory.server_health().stats()
+    );
+    assert!(
+        requests_while_down <= budget + 1,
+        "{requests_while_down} requests while down, over the budget {budget}"
+    );
+    // Watching again; "known current" (R10) would need a write to bookmark, and none comes.
+    eventually("watching again", || {
+        pods.informer.health().phase == ReflectorPhase::Watching
+    })
+    .await;
     factory.shutdown().await;
 }

@@ -209,13 +209,7 @@ impl SharedInformerFactory {
         label_selector: Option<String>,
         field_selector: Option<String>,
     ) -> Self {
-        let server_health = ServerHealthHandle::new(
-            ServerHealthConfig {
-                backoff: config.backoff.clone(),
-                ..ServerHealthConfig::default()
-            },
-            Some(client.clone()),
-        );
+        let server_health = server_health_for(&client, &config);
         SharedInformerFactory {
             inner: Arc::new(FactoryInner {
                 server_health,
@@ -243,6 +237,10 @@ impl SharedInformerFactory {
         );
         mut_inner(&mut next).telemetry = i.telemetry.clone();
         f(&mut next);
+        // The shared health's request budget follows the informers' backoff (R11): made again
+        // from the config as it is now, or a `with_config` backoff would budget with the old.
+        let inner = mut_inner(&mut next);
+        inner.server_health = server_health_for(&inner.client, &inner.config);
         next
     }
 
@@ -660,6 +658,18 @@ fn report_conflict(c: ResyncConflict) -> ResyncConflict {
     tracing::warn!(informer = %c.informer, requested = ?c.requested, existing = ?c.existing,
         "resync asked for an informer that already exists; not applied (X2)");
     c
+}
+
+/// The shared health (R11) of a factory's informers: its request budget while the server is
+/// down follows their backoff (R8), and it probes through their client.
+fn server_health_for(client: &Client, config: &InformerConfig) -> ServerHealthHandle {
+    ServerHealthHandle::new(
+        ServerHealthConfig {
+            backoff: config.backoff.clone(),
+            ..ServerHealthConfig::default()
+        },
+        Some(client.clone()),
+    )
 }
 
 fn mut_inner(f: &mut SharedInformerFactory) -> &mut FactoryInner {

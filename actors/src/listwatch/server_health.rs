@@ -162,6 +162,11 @@ impl ServerHealthHandle {
         }
     }
 
+    /// The parameters of the shared machine: its request budget follows `backoff`.
+    pub fn config(&self) -> ServerHealthConfig {
+        self.lock().machine.config().clone()
+    }
+
     /// True while the server is taken to be down.
     pub fn is_down(&self) -> bool {
         self.lock().machine.is_down()
