@@ -66,6 +66,11 @@ fn actors() -> Layers {
         rules: &[
             ("interop", INTEROP, "interop → informer and the base files"),
             (
+                "prebuilt",
+                INTEROP,
+                "prebuilt → informer and the base files",
+            ),
+            (
                 "informer",
                 INFORMER,
                 "informer → pipeline, listwatch, telemetry and the base files",

@@ -156,6 +156,10 @@ mod interop;
 mod listwatch;
 mod object;
 mod pipeline;
+// Only where instances are shared between crates: see the module.
+#[cfg(all(debug_assertions, not(test)))]
+#[doc(hidden)]
+pub mod prebuilt;
 pub mod runtime;
 mod telemetry;
 
