@@ -358,7 +358,13 @@ fn the_scale_scenario_prints_a_line_per_phase_and_stays_quiet_unless_asked() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (stdout, stderr) = run(false);
+    // The two runs are separate processes, each with its own embedded server: run side by side
+    // (the scenario mostly waits on its leases, so this halves the test's time).
+    let ((stdout, stderr), (v_stdout, v_stderr)) = std::thread::scope(|s| {
+        let verbose = s.spawn(|| run(true));
+        let quiet = run(false);
+        (quiet, verbose.join().expect("the verbose run"))
+    });
     for phase in ["phase 1/3: ", "phase 2/3: ", "phase 3/3: "] {
         assert!(
             stdout.lines().any(|l| l.starts_with(phase)),
@@ -368,7 +374,7 @@ fn the_scale_scenario_prints_a_line_per_phase_and_stays_quiet_unless_asked() {
     assert!(stdout.contains("ring settled after"), "{stdout}");
     assert!(!stderr.contains(" INFO "), "INFO without -v: {stderr}");
     assert!(!stdout.contains(" INFO "), "{stdout}");
-    let (stdout, stderr) = run(true);
+    let (stdout, stderr) = (v_stdout, v_stderr);
     assert!(stderr.contains(" INFO "), "-v logs at INFO: {stderr}");
     assert!(stderr.contains("ranges moved in"), "{stderr}");
     for out in [&stdout, &stderr] {
