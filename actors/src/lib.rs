@@ -43,6 +43,13 @@
 //!   it (`docs/kube-rs.md`). Pulls in kube's runtime.
 //! - `otel` (off by default): [`otel`], a `tracing-subscriber` layer exporting the message
 //!   traces as OpenTelemetry spans (`docs/tracing.md`). Pulls in the OpenTelemetry API crate.
+//! - `prebuilt` (on by default): in debug builds, this crate compiles the informer's and kube
+//!   `Api`'s generic code for Pods, ConfigMaps, Deployments, ReplicaSets and Leases once, and
+//!   every crate above it reuses that copy (rustc shares generic instances between crates when
+//!   optimisations are off): a debug binary that watches Pods compiles in seconds instead of
+//!   tens of seconds. It costs about a minute of one core when this crate is built; turn it off
+//!   (`default-features = false`) if you watch none of those kinds. Release builds never
+//!   compile it.
 //! - The lean cache mode (I7) is not a feature but a run-time choice per informer:
 //!   `InformerConfig::default().cache(CacheMode::lean())` keeps objects as the compressed
 //!   bytes the server sent and decodes them when read.
@@ -141,6 +148,7 @@
 // says what it owns and may import):
 //
 //   interop      kube-rs's runtime on an informer (feature)   -> informer
+//   prebuilt     debug builds: common kinds' instances (feature) -> informer
 //   informer     the handle, its assembly and the factory     -> pipeline, listwatch, telemetry
 //   controller   workqueue front, leader election, shard ring -> telemetry
 //   pipeline     the actors, their messages and destinations  -> listwatch, telemetry
@@ -157,7 +165,7 @@ mod listwatch;
 mod object;
 mod pipeline;
 // Only where instances are shared between crates: see the module.
-#[cfg(all(debug_assertions, not(test)))]
+#[cfg(all(feature = "prebuilt", debug_assertions, not(test)))]
 #[doc(hidden)]
 pub mod prebuilt;
 pub mod runtime;
