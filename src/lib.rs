@@ -81,6 +81,10 @@ pub mod lean;
 pub mod membership;
 pub mod notification;
 pub mod processor;
+// Only where instances are shared between crates: see the module.
+#[cfg(all(feature = "prebuilt", debug_assertions, not(test)))]
+#[doc(hidden)]
+pub mod prebuilt;
 pub mod protobuf;
 pub mod reflector;
 pub mod resource_version;
