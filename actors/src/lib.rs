@@ -148,7 +148,7 @@
 // says what it owns and may import):
 //
 //   interop      kube-rs's runtime on an informer (feature)   -> informer
-//   prebuilt     debug builds: common kinds' instances (feature) -> informer
+//   prebuilt     common kinds' generic instances (feature)    -> informer
 //   informer     the handle, its assembly and the factory     -> pipeline, listwatch, telemetry
 //   controller   workqueue front, leader election, shard ring -> telemetry
 //   pipeline     the actors, their messages and destinations  -> listwatch, telemetry

@@ -166,6 +166,16 @@ struct FactoryInner {
     server_health: ServerHealthHandle,
 }
 
+/// What a factory is made from: the `with_*` builders change one part and make the factory
+/// again from all of them, so what is derived (the shared server health) follows.
+struct Settings {
+    config: InformerConfig,
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    telemetry: Option<Telemetry>,
+}
+
 /// Makes and shares informers (client-go's `SharedInformerFactory`).
 ///
 /// ```no_run
@@ -199,84 +209,91 @@ impl fmt::Debug for SharedInformerFactory {
 impl SharedInformerFactory {
     /// A factory over all namespaces, no selectors, no resync.
     pub fn new(client: Client) -> Self {
-        Self::with_options(client, InformerConfig::default(), None, None, None)
+        Self::from_settings(
+            client,
+            Settings {
+                config: InformerConfig::default(),
+                namespace: None,
+                label_selector: None,
+                field_selector: None,
+                telemetry: None,
+            },
+        )
     }
 
-    fn with_options(
-        client: Client,
-        config: InformerConfig,
-        namespace: Option<String>,
-        label_selector: Option<String>,
-        field_selector: Option<String>,
-    ) -> Self {
-        let server_health = server_health_for(&client, &config);
+    fn from_settings(client: Client, s: Settings) -> Self {
+        // The shared health's request budget follows the informers' backoff (R11), so it is
+        // made from the settings as they end up, and probes through their client.
+        let server_health = ServerHealthHandle::new(
+            ServerHealthConfig {
+                backoff: s.config.backoff.clone(),
+                ..ServerHealthConfig::default()
+            },
+            Some(client.clone()),
+        );
         SharedInformerFactory {
             inner: Arc::new(FactoryInner {
                 server_health,
                 client,
-                config,
-                namespace,
-                label_selector,
-                field_selector,
+                config: s.config,
+                namespace: s.namespace,
+                label_selector: s.label_selector,
+                field_selector: s.field_selector,
                 type_resync: Mutex::new(HashMap::new()),
                 informers: Mutex::new(Vec::new()),
                 started: Mutex::new(false),
-                telemetry: None,
+                telemetry: s.telemetry,
             }),
         }
     }
 
-    fn rebuild(&self, f: impl FnOnce(&mut Self)) -> Self {
+    /// A new factory with this one's settings as `f` changes them.
+    fn rebuild(&self, f: impl FnOnce(&mut Settings)) -> Self {
         let i = &self.inner;
-        let mut next = Self::with_options(
-            i.client.clone(),
-            i.config.clone(),
-            i.namespace.clone(),
-            i.label_selector.clone(),
-            i.field_selector.clone(),
-        );
-        mut_inner(&mut next).telemetry = i.telemetry.clone();
-        f(&mut next);
-        // The shared health's request budget follows the informers' backoff (R11): made again
-        // from the config as it is now, or a `with_config` backoff would budget with the old.
-        let inner = mut_inner(&mut next);
-        inner.server_health = server_health_for(&inner.client, &inner.config);
-        next
+        let mut s = Settings {
+            config: i.config.clone(),
+            namespace: i.namespace.clone(),
+            label_selector: i.label_selector.clone(),
+            field_selector: i.field_selector.clone(),
+            telemetry: i.telemetry.clone(),
+        };
+        f(&mut s);
+        Self::from_settings(i.client.clone(), s)
     }
 
     /// Registers every informer this factory makes from now on with `telemetry` (metrics,
     /// health, `/debug/informers`), named after its identity: `[namespace/]resource`, then
     /// ` (metadata)` and its selectors when set. Call before asking for informers.
     pub fn with_telemetry(self, telemetry: Telemetry) -> Self {
-        self.rebuild(|f| mut_inner(f).telemetry = Some(telemetry))
+        self.rebuild(|f| f.telemetry = Some(telemetry))
     }
 
     /// Scope every informer to one namespace (X2). Call before asking for informers.
     pub fn with_namespace(self, namespace: impl Into<String>) -> Self {
         let ns = namespace.into();
-        self.rebuild(|f| mut_inner(f).namespace = Some(ns))
+        self.rebuild(|f| f.namespace = Some(ns))
     }
 
     /// Default resync period of every informer's handlers (X2).
     pub fn with_resync(self, period: Duration) -> Self {
-        self.rebuild(|f| mut_inner(f).config.resync = Some(period))
+        self.rebuild(|f| f.config.resync = Some(period))
     }
 
     /// Label selector for every informer (X2).
     pub fn with_label_selector(self, selector: impl Into<String>) -> Self {
         let s = selector.into();
-        self.rebuild(|f| mut_inner(f).label_selector = Some(s))
+        self.rebuild(|f| f.label_selector = Some(s))
     }
 
     /// Field selector for every informer (X2).
     pub fn with_field_selector(self, selector: impl Into<String>) -> Self {
         let s = selector.into();
-        self.rebuild(|f| mut_inner(f).field_selector = Some(s))
+        self.rebuild(|f| f.field_selector = Some(s))
     }
 
     /// Options for every informer (reflector, FIFO, backoff, …).
     pub fn with_config(self, config: InformerConfig) -> Self {
-        self.rebuild(|f| mut_inner(f).config = config)
+        self.rebuild(|f| f.config = config)
     }
 
     /// Resync period for one type's informers (client-go's `WithCustomResyncConfig`, X2),
@@ -658,26 +675,6 @@ fn report_conflict(c: ResyncConflict) -> ResyncConflict {
     tracing::warn!(informer = %c.informer, requested = ?c.requested, existing = ?c.existing,
         "resync asked for an informer that already exists; not applied (X2)");
     c
-}
-
-/// The shared health (R11) of a factory's informers: its request budget while the server is
-/// down follows their backoff (R8), and it probes through their client.
-fn server_health_for(client: &Client, config: &InformerConfig) -> ServerHealthHandle {
-    ServerHealthHandle::new(
-        ServerHealthConfig {
-            backoff: config.backoff.clone(),
-            ..ServerHealthConfig::default()
-        },
-        Some(client.clone()),
-    )
-}
-
-fn mut_inner(f: &mut SharedInformerFactory) -> &mut FactoryInner {
-    // A factory being built by `rebuild` has exactly one reference.
-    match Arc::get_mut(&mut f.inner) {
-        Some(i) => i,
-        None => unreachable!("rebuild creates a fresh, unshared factory"),
-    }
 }
 
 fn resource_id<K: Resource>(dt: &K::DynamicType) -> (String, String, String, String) {

@@ -12,10 +12,10 @@
 //!
 //! The instances are named by [`instances`], a function nobody calls: a public function of a
 //! library is compiled, and everything it names with it. Feature `prebuilt` (on by default),
-//! and only in builds with debug assertions
-//! (the dev and test profiles), where instances are shared; an optimised build generates its
-//! own and would compile these for nothing. Not in this crate's own unit-test binary either,
-//! which shares nothing with its dependants.
+//! and only in builds with debug assertions (the dev and test profiles), where instances are
+//! shared; an optimised build generates its own and would compile these for nothing. Not in
+//! this crate's own unit-test binary either, which shares nothing with its dependants.
+//! `kinformer::prebuilt` (the core's) holds the k8s-openapi (de)serializers these build on.
 //!
 //! Imports: `informer` (the factory and the informer) and the base files; it sits on top, and
 //! nothing imports it but `lib.rs`.
